@@ -1,0 +1,51 @@
+-- spindle demo: run by scripts/demo.sh on a throwaway cluster that has
+-- shared_preload_libraries = 'spindle'.
+
+\pset footer off
+\pset null '(null)'
+
+\echo
+\echo '== 1. Install the extension (it needs shared_preload_libraries = ''spindle'').'
+CREATE EXTENSION spindle;
+
+\echo
+\echo '== 2. Create a spindle table whose spindles hold at most 1000 events each.'
+CREATE TABLE events (id bigint, body jsonb) USING spindle
+    WITH (events_per_spindle = 1000);
+
+\echo
+\echo '== 3. Append 3500 events: they fill spindles 1000 at a time.'
+INSERT INTO events (id, body)
+SELECT g, jsonb_build_object('n', g, 'kind', 'demo')
+FROM generate_series(1, 3500) AS g;
+
+\echo
+\echo '== 4. The spindles: three full ones and an open one (a spindle with no events yet is listed as ready).'
+SELECT spindle_no, state, capacity, events, purged_events, size_bytes
+FROM spindle.spindles WHERE relation = 'events'::regclass ORDER BY 1;
+
+\echo
+\echo '== 5. Consume the first 2000 events: DELETE only flags them purged, nothing is rewritten.'
+DELETE FROM events WHERE id <= 2000;
+
+\echo
+\echo '== 6. The first two spindles are now full and entirely purged, so they can be dropped.'
+SELECT spindle_no, state, capacity, events, purged_events, size_bytes
+FROM spindle.spindles WHERE relation = 'events'::regclass ORDER BY 1;
+
+\echo
+\echo '== 7. Drop every droppable spindle now (the background worker would do it on its own); returns how many were dropped.'
+SELECT spindle.drop_spindles('events');
+
+\echo
+\echo '== 8. Only the spindles holding live events remain; no VACUUM was needed.'
+SELECT spindle_no, state, capacity, events, purged_events, size_bytes
+FROM spindle.spindles WHERE relation = 'events'::regclass ORDER BY 1;
+
+\echo
+\echo '== 9. Per-table totals, including the spindles dropped and the bytes freed.'
+SELECT * FROM spindle.tables;
+
+\echo
+\echo '== 10. The 1500 events that were not deleted are all still there.'
+SELECT count(*) AS events, min(id), max(id) FROM events;

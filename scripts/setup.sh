@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Install what spindle needs to build and test on Debian bookworm.
+# Idempotent: does nothing if every package is already installed.
+# Run as root, or as a user with sudo.
+set -euo pipefail
+
+PACKAGES=(
+    postgresql-15
+    postgresql-server-dev-15
+    build-essential
+    libipc-run-perl
+    perl
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    if [[ $status != "install ok installed" ]]; then
+        missing+=("$pkg")
+    fi
+done
+
+if ((${#missing[@]} == 0)); then
+    echo "setup.sh: all packages already installed (${PACKAGES[*]})"
+    exit 0
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+    SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+else
+    echo "setup.sh: missing packages: ${missing[*]}" >&2
+    echo "setup.sh: not root and sudo is not available; install them as root" >&2
+    exit 1
+fi
+
+echo "setup.sh: installing ${missing[*]}"
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
+echo "setup.sh: done"
