@@ -15,7 +15,7 @@ $node->start;
 my ($ret, $stdout, $stderr) = $node->psql(
 	'postgres', q{
 CREATE EXTENSION spindle;
-\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\echo SQLSTATE :SQLSTATE
 }, on_error_stop => 0);
 like(
 	$stderr,
@@ -40,7 +40,7 @@ SELECT (SELECT count(*) FROM pg_extension WHERE extname = 'spindle')
 	'postgres', q{
 LOAD 'spindle';
 CREATE EXTENSION spindle;
-\echo SQLSTATE :LAST_ERROR_SQLSTATE
+\echo SQLSTATE :SQLSTATE
 }, on_error_stop => 0);
 like(
 	$stderr,
