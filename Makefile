@@ -1,0 +1,35 @@
+# Makefile for the spindle extension (PGXS)
+
+MODULE_big = spindle
+OBJS = \
+	src/spindle.o \
+	src/options.o \
+	src/directory.o \
+	src/chunkmap.o \
+	src/slots.o \
+	src/facade_am.o \
+	src/facade_scan.o \
+	src/segment_am.o \
+	src/maintenance.o \
+	src/views.o
+
+EXTENSION = spindle
+DATA = sql/spindle--0.1.sql
+PGFILEDESC = "spindle - spindle queues for PostgreSQL"
+
+PG_CPPFLAGS = -I$(srcdir)/src
+
+# pg_regress and pg_isolation_regress run a private server built from the
+# installed binaries; shared_preload_libraries comes from test/spindle.conf.
+REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast
+REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
+	--load-extension=spindle
+ISOLATION = insert_boundary rr_drop skip_locked
+ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
+	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

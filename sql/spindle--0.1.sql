@@ -1,0 +1,94 @@
+/* spindle--0.1.sql: objects of the spindle extension (schema "spindle") */
+
+\echo Use "CREATE EXTENSION spindle" to load this file. \quit
+
+-- Refuse to install unless the library was preloaded: the access method
+-- needs shared memory that can only be reserved at server start.
+CREATE FUNCTION spindle._require_preload() RETURNS void
+    AS 'MODULE_PATHNAME', 'spindle_require_preload' LANGUAGE C STRICT;
+SELECT spindle._require_preload();
+DROP FUNCTION spindle._require_preload();
+
+-- Table access methods: "spindle" is the one users name; "spindle_segment"
+-- is heap with a vacuum that never reclaims a slot, used for the spindles
+-- themselves (relations in schema pg_spindle).
+CREATE FUNCTION spindle.spindle_handler(internal) RETURNS table_am_handler
+    AS 'MODULE_PATHNAME', 'spindle_handler' LANGUAGE C STRICT;
+CREATE FUNCTION spindle.segment_handler(internal) RETURNS table_am_handler
+    AS 'MODULE_PATHNAME', 'spindle_segment_handler' LANGUAGE C STRICT;
+CREATE ACCESS METHOD spindle TYPE TABLE HANDLER spindle.spindle_handler;
+COMMENT ON ACCESS METHOD spindle IS 'append-only spindle queue tables';
+CREATE ACCESS METHOD spindle_segment TYPE TABLE HANDLER spindle.segment_handler;
+COMMENT ON ACCESS METHOD spindle_segment IS 'internal: storage of one spindle';
+
+-- Schema pg_spindle holds the spindles.  pg_dump skips pg_* schemas, so
+-- the spindles are never dumped (a restore fills new ones); the schema is
+-- deliberately not a member of the extension, else its tables would be.
+CREATE FUNCTION spindle._create_storage_schema() RETURNS void
+    AS 'MODULE_PATHNAME', 'spindle_create_storage_schema' LANGUAGE C STRICT;
+SELECT spindle._create_storage_schema();
+DROP FUNCTION spindle._create_storage_schema();
+
+CREATE FUNCTION spindle._xid_is_current(xid) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'spindle_xid_is_current' LANGUAGE C STRICT VOLATILE;
+
+-- The spindle directory: one row per existing spindle.  Written only by the
+-- extension's C code; never dumped (a restore builds new spindles).
+CREATE TABLE spindle.spindle_catalog (
+    relation    oid NOT NULL,         -- the spindle table (pg_class oid)
+    spindle_no  bigint NOT NULL,      -- increasing per table, from 1
+    segment     oid NOT NULL,         -- the heap-like relation holding it
+    capacity    bigint NOT NULL,      -- events it may hold; 0 = unbounded
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    filled_at   timestamptz,
+    dropped_at  timestamptz,          -- set when dropped, until its index
+                                      -- entries are gone
+    PRIMARY KEY (relation, spindle_no)
+);
+CREATE TABLE spindle.table_catalog (
+    relation          oid PRIMARY KEY,
+    next_spindle_no   bigint NOT NULL DEFAULT 1,
+    spindles_dropped  bigint NOT NULL DEFAULT 0,
+    bytes_freed       bigint NOT NULL DEFAULT 0
+);
+REVOKE ALL ON spindle.spindle_catalog, spindle.table_catalog FROM PUBLIC;
+
+CREATE FUNCTION spindle.drop_spindles(rel regclass DEFAULT NULL)
+    RETURNS integer
+    AS 'MODULE_PATHNAME', 'spindle_drop_spindles' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.drop_spindles(regclass) IS
+    'drop every full, fully purged spindle no snapshot can still see';
+
+CREATE FUNCTION spindle._spindle_info(
+    OUT relation regclass, OUT spindle_no bigint, OUT state text,
+    OUT capacity bigint, OUT events bigint, OUT purged_events bigint,
+    OUT size_bytes bigint, OUT created_at timestamptz,
+    OUT filled_at timestamptz)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'spindle_spindle_info' LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION spindle._table_options(rel regclass,
+    OUT events_per_spindle bigint, OUT time_to_live interval)
+    AS 'MODULE_PATHNAME', 'spindle_table_options' LANGUAGE C STRICT STABLE;
+
+CREATE VIEW spindle.spindles AS
+    SELECT * FROM spindle._spindle_info();
+
+CREATE VIEW spindle.tables AS
+    SELECT c.relation::regclass AS relation,
+           o.events_per_spindle,
+           o.time_to_live,
+           coalesce(s.spindles, 0) AS spindles,
+           coalesce(s.events, 0) AS events,
+           coalesce(s.purged_events, 0) AS purged_events,
+           coalesce(s.size_bytes, 0) AS size_bytes,
+           c.spindles_dropped,
+           c.bytes_freed
+      FROM spindle.table_catalog c
+      CROSS JOIN LATERAL spindle._table_options(c.relation::regclass) o
+      LEFT JOIN (SELECT i.relation, count(*) AS spindles,
+                        sum(i.events)::bigint AS events,
+                        sum(i.purged_events)::bigint AS purged_events,
+                        sum(i.size_bytes)::bigint AS size_bytes
+                   FROM spindle._spindle_info() i GROUP BY i.relation) s
+             ON s.relation = c.relation::regclass;

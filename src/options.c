@@ -1,0 +1,739 @@
+/*-------------------------------------------------------------------------
+ *
+ * options.c
+ *	  Table options of spindle tables, and the DDL that spindle tables
+ *	  refuse, through a ProcessUtility hook and an object access hook.
+ *
+ * PostgreSQL 15 has no table-AM hook for reloptions: core validates
+ * WITH (...) against heap's list and rejects events_per_spindle.  So the
+ * hook takes spindle's options out of CREATE TABLE / CREATE TABLE AS /
+ * ALTER TABLE SET|RESET, validates them, lets core run the rest, and then
+ * writes them into pg_class.reloptions itself.  Relcache parsing ignores
+ * names it does not know, and pg_dump prints pg_class.reloptions as
+ * WITH (...), so a dump restores the options (through this same hook: a
+ * dump says SET default_table_access_method = spindle, never USING, which
+ * is why the hook also looks at that setting).
+ *
+ * A table's capacity is fixed at creation: the option, else the value of
+ * spindle.events_per_spindle at that moment, is always written.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "access/reloptions.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/catalog.h"
+#include "catalog/indexing.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
+#include "commands/defrem.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "spindle.h"
+
+#define OPT_CAPACITY "events_per_spindle"
+#define OPT_TTL "time_to_live"
+
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static object_access_hook_type prev_object_access = NULL;
+
+/* Options of the spindle table being created by the current statement. */
+static bool pending_create = false;
+static Oid	pending_relid = InvalidOid;
+static List *pending_options = NIL; /* DefElems, values as strings */
+
+/* ----------------------------------------------------------------
+ * Access method OIDs
+ * ----------------------------------------------------------------
+ */
+Oid
+spindle_facade_am_oid(void)
+{
+	return get_am_oid("spindle", true);
+}
+
+Oid
+spindle_segment_am_oid(void)
+{
+	return get_am_oid("spindle_segment", false);
+}
+
+bool
+spindle_is_facade(Relation rel)
+{
+	return rel->rd_rel->relkind == RELKIND_RELATION &&
+		rel->rd_tableam == spindle_facade_routine();
+}
+
+static bool
+relid_is_facade(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		result = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
+		Oid			am = spindle_facade_am_oid();
+
+		result = OidIsValid(am) && form->relam == am &&
+			form->relkind == RELKIND_RELATION;
+		ReleaseSysCache(tup);
+	}
+	return result;
+}
+
+/* ----------------------------------------------------------------
+ * Parsing and validation
+ * ----------------------------------------------------------------
+ */
+
+/* Parse an events_per_spindle value; false if it is not one. */
+bool
+spindle_parse_capacity(const char *value, int64 *result)
+{
+	char	   *end;
+	long		v;
+
+	if (value == NULL || *value == '\0')
+		return false;
+	errno = 0;
+	v = strtol(value, &end, 10);
+	if (errno != 0 || *end != '\0' || v < 0 || v > PG_INT32_MAX)
+		return false;
+	*result = v;
+	return true;
+}
+
+/* Parse a time_to_live value into *result; false if it is not one. */
+static bool
+parse_ttl(const char *value, Interval *result)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	Interval   *iv = NULL;
+	Interval	zero;
+
+	if (value == NULL)
+		return false;
+	PG_TRY();
+	{
+		iv = DatumGetIntervalP(DirectFunctionCall3(interval_in,
+												   CStringGetDatum(value),
+												   ObjectIdGetDatum(InvalidOid),
+												   Int32GetDatum(-1)));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		FlushErrorState();
+		iv = NULL;
+	}
+	PG_END_TRY();
+	if (iv == NULL)
+		return false;
+	memset(&zero, 0, sizeof(zero));
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, IntervalPGetDatum(iv),
+										  IntervalPGetDatum(&zero))) <= 0)
+		return false;
+	*result = *iv;
+	return true;
+}
+
+static bool
+is_spindle_option(DefElem *def)
+{
+	return def->defnamespace == NULL &&
+		(strcmp(def->defname, OPT_CAPACITY) == 0 ||
+		 strcmp(def->defname, OPT_TTL) == 0);
+}
+
+/*
+ * Validate one spindle option (ERROR naming it if bad) and return it as a
+ * DefElem whose value is the normalized string.
+ */
+static DefElem *
+check_option(DefElem *def, bool is_reset)
+{
+	char	   *value;
+
+	if (is_reset)
+		return makeDefElem(pstrdup(def->defname), NULL, def->location);
+	value = def->arg ? defGetString(def) : NULL;
+	if (strcmp(def->defname, OPT_CAPACITY) == 0)
+	{
+		int64		cap;
+
+		if (!spindle_parse_capacity(value, &cap))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"%s\": \"%s\"",
+							OPT_CAPACITY, value ? value : ""),
+					 errdetail("Valid values are integers between 0 and %d.",
+							   PG_INT32_MAX)));
+		value = psprintf(INT64_FORMAT, cap);
+	}
+	else
+	{
+		Interval	ttl;
+
+		if (!parse_ttl(value, &ttl))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for option \"%s\": \"%s\"",
+							OPT_TTL, value ? value : ""),
+					 errdetail("Valid values are positive intervals, such as '1 hour'.")));
+		value = DatumGetCString(DirectFunctionCall1(interval_out,
+													IntervalPGetDatum(&ttl)));
+	}
+	return makeDefElem(pstrdup(def->defname), (Node *) makeString(value),
+					   def->location);
+}
+
+/* Split options into spindle's (validated) and the rest (left for core). */
+static List *
+extract_options(List **options, bool is_reset)
+{
+	List	   *ours = NIL;
+	List	   *rest = NIL;
+	ListCell   *lc;
+
+	foreach(lc, *options)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (is_spindle_option(def))
+			ours = lappend(ours, check_option(def, is_reset));
+		else
+			rest = lappend(rest, def);
+	}
+	*options = rest;
+	return ours;
+}
+
+/* ----------------------------------------------------------------
+ * Reading and writing pg_class.reloptions
+ * ----------------------------------------------------------------
+ */
+
+/* The text[] reloptions of a relation as a list of DefElems. */
+static List *
+stored_options(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	List	   *result = NIL;
+
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_reloptions,
+										&isnull);
+
+		if (!isnull)
+			result = untransformRelOptions(d);
+		ReleaseSysCache(tup);
+	}
+	return result;
+}
+
+/* Value of a named option stored for relid, or NULL. */
+static char *
+stored_option(Oid relid, const char *name)
+{
+	ListCell   *lc;
+
+	if (relid == pending_relid && OidIsValid(relid))
+	{
+		foreach(lc, pending_options)
+		{
+			DefElem    *def = lfirst_node(DefElem, lc);
+
+			if (strcmp(def->defname, name) == 0 && def->arg)
+				return defGetString(def);
+		}
+	}
+	foreach(lc, stored_options(relid))
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+
+		if (strcmp(def->defname, name) == 0 && def->arg)
+			return defGetString(def);
+	}
+	return NULL;
+}
+
+/* events_per_spindle of a spindle table; *found false if never set. */
+int64
+spindle_rel_capacity_option(Oid relid, bool *found)
+{
+	char	   *value = stored_option(relid, OPT_CAPACITY);
+	int64		cap = 0;
+
+	*found = value != NULL && spindle_parse_capacity(value, &cap);
+	return cap;
+}
+
+/* time_to_live of a spindle table into *result; false if not set. */
+bool
+spindle_rel_ttl_option(Oid relid, Interval *result)
+{
+	char	   *value = stored_option(relid, OPT_TTL);
+
+	return value != NULL && parse_ttl(value, result);
+}
+
+/* spindle's options among those stored for relid */
+static List *
+stored_spindle_options(Oid relid)
+{
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, stored_options(relid))
+		if (is_spindle_option(lfirst_node(DefElem, lc)))
+			result = lappend(result, lfirst(lc));
+	return result;
+}
+
+/* opts with every option named in changes replaced (or removed: RESET) */
+static List *
+apply_changes(List *opts, List *changes)
+{
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, opts)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+		bool		changed = false;
+		ListCell   *lc2;
+
+		foreach(lc2, changes)
+			if (strcmp(lfirst_node(DefElem, lc2)->defname, def->defname) == 0)
+				changed = true;
+		if (!changed)
+			result = lappend(result, def);
+	}
+	foreach(lc, changes)
+		if (lfirst_node(DefElem, lc)->arg != NULL)
+			result = lappend(result, lfirst(lc));
+	return result;
+}
+
+/*
+ * Write pg_class.reloptions of relid: the stored options that are not
+ * spindle's, plus `ours`.
+ */
+static void
+write_options(Oid relid, List *ours)
+{
+	Relation	pgclass = table_open(RelationRelationId, RowExclusiveLock);
+	HeapTuple	tup = SearchSysCacheCopy1(RELOID, ObjectIdGetDatum(relid));
+	List	   *merged = NIL;
+	ListCell   *lc;
+	Datum		newopts;
+	Datum		values[Natts_pg_class] = {0};
+	bool		nulls[Natts_pg_class] = {0};
+	bool		replace[Natts_pg_class] = {0};
+	HeapTuple	newtup;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+
+	foreach(lc, stored_options(relid))
+		if (!is_spindle_option(lfirst_node(DefElem, lc)))
+			merged = lappend(merged, lfirst(lc));
+	merged = list_concat(merged, ours);
+
+	newopts = transformRelOptions((Datum) 0, merged, NULL, NULL, false, false);
+	if (newopts != (Datum) 0)
+		values[Anum_pg_class_reloptions - 1] = newopts;
+	else
+		nulls[Anum_pg_class_reloptions - 1] = true;
+	replace[Anum_pg_class_reloptions - 1] = true;
+	newtup = heap_modify_tuple(tup, RelationGetDescr(pgclass), values, nulls,
+							   replace);
+	CatalogTupleUpdate(pgclass, &newtup->t_self, newtup);
+	heap_freetuple(newtup);
+	heap_freetuple(tup);
+	table_close(pgclass, RowExclusiveLock);
+	CacheInvalidateRelcacheByRelid(relid);
+	CommandCounterIncrement();
+}
+
+static DefElem *
+capacity_from_guc(void)
+{
+	return makeDefElem(OPT_CAPACITY,
+					   (Node *) makeString(psprintf("%d", spindle_events_per_spindle)),
+					   -1);
+}
+
+/* ----------------------------------------------------------------
+ * The ProcessUtility hook
+ * ----------------------------------------------------------------
+ */
+
+static bool
+am_is_spindle(const char *am)
+{
+	if (am == NULL)
+		am = default_table_access_method;
+	return am != NULL && strcmp(am, "spindle") == 0;
+}
+
+static void
+refuse_alter(Relation rel)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("spindle table \"%s\" does not support this ALTER TABLE command",
+					RelationGetRelationName(rel)),
+			 errdetail("Changing the columns, the access method or the persistence of a spindle table would rewrite it."),
+			 errhint("Create a new spindle table and copy the events with INSERT ... SELECT.")));
+}
+
+/*
+ * ALTER TABLE on a spindle table: refuse what would rewrite it, take
+ * spindle's options out of SET/RESET.  Returns the options to apply
+ * afterwards (NIL if none), with *is_reset telling which.
+ */
+static List *
+prepare_alter(AlterTableStmt *stmt, Relation rel, bool *changed)
+{
+	List	   *ours = NIL;
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+		switch (cmd->subtype)
+		{
+			case AT_AddColumn:
+			case AT_AddColumnRecurse:
+			case AT_DropColumn:
+			case AT_DropColumnRecurse:
+			case AT_AlterColumnType:
+			case AT_SetAccessMethod:
+			case AT_SetLogged:
+			case AT_SetUnLogged:
+				refuse_alter(rel);
+				break;
+			case AT_SetRelOptions:
+			case AT_ResetRelOptions:
+				{
+					List	   *defs = (List *) cmd->def;
+					List	   *mine = extract_options(&defs,
+													   cmd->subtype == AT_ResetRelOptions);
+
+					cmd->def = (Node *) defs;
+					if (mine != NIL)
+					{
+						*changed = true;
+						ours = list_concat(ours, mine);
+					}
+				}
+				break;
+			default:
+				break;
+		}
+	}
+	return ours;
+}
+
+static void
+spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					   bool readOnlyTree, ProcessUtilityContext context,
+					   ParamListInfo params, QueryEnvironment *queryEnv,
+					   DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree;
+	List	   *create_opts = NIL;
+	bool		creating = false;
+	Oid			alter_relid = InvalidOid;
+	List	   *alter_opts = NIL;
+	List	   *alter_saved = NIL;
+	bool		alter_changed = false;
+	List	   *truncated = NIL;
+
+	if (readOnlyTree)
+		pstmt = copyObject(pstmt);
+	parsetree = pstmt->utilityStmt;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_CreateStmt:
+			{
+				CreateStmt *stmt = (CreateStmt *) parsetree;
+
+				if (stmt->partbound == NULL && stmt->partspec == NULL &&
+					am_is_spindle(stmt->accessMethod) &&
+					spindle_facade_am_oid() != InvalidOid)
+				{
+					if (stmt->relation->relpersistence == RELPERSISTENCE_TEMP)
+						ereport(ERROR,
+								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+								 errmsg("temporary spindle tables are not supported")));
+					create_opts = extract_options(&stmt->options, false);
+					creating = true;
+				}
+				break;
+			}
+		case T_CreateTableAsStmt:
+			{
+				CreateTableAsStmt *stmt = (CreateTableAsStmt *) parsetree;
+
+				if (am_is_spindle(stmt->into->accessMethod) &&
+					spindle_facade_am_oid() != InvalidOid)
+				{
+					if (stmt->objtype == OBJECT_MATVIEW)
+						ereport(ERROR,
+								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+								 errmsg("materialized views cannot use access method \"spindle\"")));
+					if (stmt->into->rel->relpersistence == RELPERSISTENCE_TEMP)
+						ereport(ERROR,
+								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+								 errmsg("temporary spindle tables are not supported")));
+					create_opts = extract_options(&stmt->into->options, false);
+					creating = true;
+				}
+				break;
+			}
+		case T_AlterTableStmt:
+			{
+				AlterTableStmt *stmt = (AlterTableStmt *) parsetree;
+				Oid			relid;
+				ListCell   *lc;
+
+				if (stmt->objtype != OBJECT_TABLE)
+					break;
+				relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+				if (!OidIsValid(relid))
+					break;
+				/* never turn an existing table into a spindle table */
+				foreach(lc, stmt->cmds)
+				{
+					AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+					if (cmd->subtype == AT_SetAccessMethod &&
+						am_is_spindle(cmd->name) && !relid_is_facade(relid))
+						ereport(ERROR,
+								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+								 errmsg("cannot change the access method of table \"%s\" to spindle",
+										stmt->relation->relname),
+								 errhint("Create a spindle table and copy the rows with INSERT ... SELECT.")));
+				}
+				if (relid_is_facade(relid))
+				{
+					Relation	rel;
+
+					/* keep inserts out while capacities of empty spindles change */
+					LockRelationOid(relid, ShareRowExclusiveLock);
+					rel = relation_open(relid, NoLock);
+					alter_opts = prepare_alter(stmt, rel, &alter_changed);
+					relation_close(rel, NoLock);
+					if (alter_changed)
+					{
+						if (!pg_class_ownercheck(relid, GetUserId()))
+							aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
+										   stmt->relation->relname);
+						alter_relid = relid;
+						/* core re-validates stored options: hide ours */
+						alter_saved = stored_spindle_options(relid);
+						write_options(relid, NIL);
+					}
+				}
+				break;
+			}
+		case T_IndexStmt:
+			{
+				IndexStmt  *stmt = (IndexStmt *) parsetree;
+				Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+
+				if (OidIsValid(relid) && relid_is_facade(relid))
+				{
+					if (stmt->accessMethod &&
+						strcmp(stmt->accessMethod, "brin") == 0)
+						ereport(ERROR,
+								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+								 errmsg("access method \"brin\" is not supported on spindle tables"),
+								 errdetail("BRIN summarises physical block ranges, which spindles do not keep.")));
+					if (stmt->concurrent)
+						ereport(ERROR,
+								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+								 errmsg("CREATE INDEX CONCURRENTLY is not supported on spindle tables"),
+								 errhint("Use CREATE INDEX without CONCURRENTLY.")));
+				}
+				break;
+			}
+		case T_TruncateStmt:
+			{
+				TruncateStmt *stmt = (TruncateStmt *) parsetree;
+				ListCell   *lc;
+
+				foreach(lc, stmt->relations)
+				{
+					Oid			relid = RangeVarGetRelid(lfirst_node(RangeVar, lc),
+														 NoLock, true);
+
+					if (OidIsValid(relid) && relid_is_facade(relid))
+						truncated = lappend_oid(truncated, relid);
+				}
+				break;
+			}
+		default:
+			break;
+	}
+
+	if (creating)
+	{
+		pending_create = true;
+		pending_relid = InvalidOid;
+		pending_options = create_opts;
+	}
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, queryString, false, context, params,
+								queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, false, context, params,
+									queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		pending_create = false;
+	}
+	PG_END_TRY();
+
+	if (creating && OidIsValid(pending_relid))
+	{
+		Oid			relid = pending_relid;
+		bool		found;
+		Relation	rel;
+
+		/* the capacity is fixed now: the option, else the GUC */
+		(void) spindle_rel_capacity_option(relid, &found);
+		if (!found)
+			pending_options = lappend(pending_options, capacity_from_guc());
+		write_options(relid, pending_options);
+		pending_relid = InvalidOid;
+		pending_options = NIL;
+		/* an empty table's first spindle is open */
+		rel = relation_open(relid, AccessExclusiveLock);
+		(void) spindle_create_spindles(rel, 1, true);
+		relation_close(rel, NoLock);
+	}
+	pending_relid = InvalidOid;
+	pending_options = NIL;
+
+	if (OidIsValid(alter_relid))
+	{
+		List	   *changes = NIL;
+		ListCell   *lc;
+		bool		capacity_changed = false;
+
+		foreach(lc, alter_opts)
+		{
+			DefElem    *def = lfirst_node(DefElem, lc);
+
+			if (strcmp(def->defname, OPT_CAPACITY) == 0)
+			{
+				/* RESET gives the table the GUC's current value */
+				if (def->arg == NULL)
+					def = capacity_from_guc();
+				capacity_changed = true;
+			}
+			changes = lappend(changes, def);
+		}
+		write_options(alter_relid, apply_changes(alter_saved, changes));
+		if (capacity_changed)
+		{
+			bool		found;
+			int64		cap = spindle_rel_capacity_option(alter_relid, &found);
+			Relation	rel = relation_open(alter_relid, NoLock);
+
+			spindle_catalog_set_capacity_of_empty(rel, cap);
+			relation_close(rel, NoLock);
+		}
+	}
+
+	if (truncated != NIL)
+	{
+		ListCell   *lc;
+
+		foreach(lc, truncated)
+		{
+			Relation	rel = relation_open(lfirst_oid(lc), NoLock);
+
+			(void) spindle_create_spindles(rel, 1, true);
+			relation_close(rel, NoLock);
+		}
+	}
+}
+
+/* ----------------------------------------------------------------
+ * The object access hook
+ * ----------------------------------------------------------------
+ */
+static void
+spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					  int subId, void *arg)
+{
+	if (prev_object_access)
+		prev_object_access(access, classId, objectId, subId, arg);
+
+	if (classId != RelationRelationId || subId != 0)
+		return;
+
+	if (access == OAT_POST_CREATE && pending_create &&
+		!OidIsValid(pending_relid))
+	{
+		/* the first relation a spindle CREATE makes is the table itself */
+		pending_relid = objectId;
+	}
+	else if (access == OAT_DROP)
+	{
+		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(objectId));
+		Oid			relam = InvalidOid;
+
+		if (!HeapTupleIsValid(tup))
+			return;
+		relam = ((Form_pg_class) GETSTRUCT(tup))->relam;
+		ReleaseSysCache(tup);
+		if (!OidIsValid(relam))
+			return;
+		if (relam == spindle_facade_am_oid())
+			spindle_forget_table(objectId);
+		else if (relam == get_am_oid("spindle_segment", true))
+			spindle_slots_forget(objectId);
+	}
+}
+
+void
+spindle_options_init(void)
+{
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = spindle_ProcessUtility;
+	prev_object_access = object_access_hook;
+	object_access_hook = spindle_object_access;
+}

@@ -1,0 +1,147 @@
+/*-------------------------------------------------------------------------
+ *
+ * spindle.c
+ *	  Module entry point of the spindle extension: GUCs, hooks, shared
+ *	  memory requests, the access method handlers and small SQL helpers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_namespace.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "utils/guc.h"
+
+#include "spindle.h"
+
+PG_MODULE_MAGIC;
+
+PG_FUNCTION_INFO_V1(spindle_handler);
+PG_FUNCTION_INFO_V1(spindle_segment_handler);
+PG_FUNCTION_INFO_V1(spindle_require_preload);
+PG_FUNCTION_INFO_V1(spindle_create_storage_schema);
+PG_FUNCTION_INFO_V1(spindle_xid_is_current);
+
+int			spindle_events_per_spindle = 50000;
+bool		spindle_preloaded = false;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+void		_PG_init(void);
+
+static void
+spindle_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	spindle_slots_shmem_request();
+}
+
+static void
+spindle_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	spindle_slots_shmem_startup();
+}
+
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("spindle.events_per_spindle",
+							"Capacity of the spindles of tables created without events_per_spindle.",
+							"0 means one single spindle that is never dropped.",
+							&spindle_events_per_spindle,
+							50000, 0, PG_INT32_MAX,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomIntVariable("spindle.max_open_spindles",
+								"Number of spindles whose slot counters shared memory holds at once.",
+								"Each spindle table needs one for its open spindle and one for each ready one.",
+								&spindle_max_spindles,
+								4096, 64, 1024 * 1024,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+		prev_shmem_request_hook = shmem_request_hook;
+		shmem_request_hook = spindle_shmem_request;
+		prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = spindle_shmem_startup;
+		spindle_preloaded = true;
+	}
+	MarkGUCPrefixReserved("spindle");
+
+	spindle_options_init();
+	spindle_directory_init();
+}
+
+/* Error out unless the library was loaded at server start. */
+void
+spindle_check_preloaded(void)
+{
+	if (!spindle_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("spindle must be loaded via shared_preload_libraries"),
+				 errhint("Add spindle to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+Datum
+spindle_require_preload(PG_FUNCTION_ARGS)
+{
+	spindle_check_preloaded();
+	PG_RETURN_VOID();
+}
+
+Datum
+spindle_handler(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_POINTER(spindle_facade_routine());
+}
+
+Datum
+spindle_segment_handler(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_POINTER(spindle_segment_routine());
+}
+
+/*
+ * Create schema pg_spindle (from the install script) and make sure it is
+ * not a member of the extension: pg_dump dumps the tables of a member
+ * schema, and skips those of a pg_* schema that is not one.
+ */
+Datum
+spindle_create_storage_schema(PG_FUNCTION_ARGS)
+{
+	Oid			nsp = get_namespace_oid(SPINDLE_STORAGE_SCHEMA, true);
+
+	if (!OidIsValid(nsp))
+	{
+		nsp = NamespaceCreate(SPINDLE_STORAGE_SCHEMA, BOOTSTRAP_SUPERUSERID,
+							  false);
+		CommandCounterIncrement();
+	}
+	deleteDependencyRecordsForClass(NamespaceRelationId, nsp,
+									ExtensionRelationId, DEPENDENCY_EXTENSION);
+	PG_RETURN_VOID();
+}
+
+/* Was this xid assigned to the current transaction (or a subtransaction)? */
+Datum
+spindle_xid_is_current(PG_FUNCTION_ARGS)
+{
+	TransactionId xid = DatumGetTransactionId(PG_GETARG_DATUM(0));
+
+	PG_RETURN_BOOL(TransactionIdIsCurrentTransactionId(xid));
+}
