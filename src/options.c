@@ -461,6 +461,19 @@ prepare_alter(AlterTableStmt *stmt, Relation rel, bool *changed)
 }
 
 static void
+run_utility(PlannedStmt *pstmt, const char *queryString,
+			ProcessUtilityContext context, ParamListInfo params,
+			QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, false, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, false, context, params,
+								queryEnv, dest, qc);
+}
+
+static void
 spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					   bool readOnlyTree, ProcessUtilityContext context,
 					   ParamListInfo params, QueryEnvironment *queryEnv,
@@ -604,26 +617,29 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			break;
 	}
 
+	/*
+	 * Run the statement.  A CREATE remembers its options while core runs it
+	 * (the object access hook learns the new table's OID); statements it
+	 * runs as subcommands (its indexes) pass through this hook again and
+	 * must leave that state alone.
+	 */
 	if (creating)
 	{
 		pending_create = true;
 		pending_relid = InvalidOid;
 		pending_options = create_opts;
+		PG_TRY();
+		{
+			run_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
+		}
+		PG_FINALLY();
+		{
+			pending_create = false;
+		}
+		PG_END_TRY();
 	}
-	PG_TRY();
-	{
-		if (prev_ProcessUtility)
-			prev_ProcessUtility(pstmt, queryString, false, context, params,
-								queryEnv, dest, qc);
-		else
-			standard_ProcessUtility(pstmt, queryString, false, context, params,
-									queryEnv, dest, qc);
-	}
-	PG_FINALLY();
-	{
-		pending_create = false;
-	}
-	PG_END_TRY();
+	else
+		run_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
 
 	if (creating && OidIsValid(pending_relid))
 	{
@@ -643,8 +659,11 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		(void) spindle_create_spindles(rel, 1, true);
 		relation_close(rel, NoLock);
 	}
-	pending_relid = InvalidOid;
-	pending_options = NIL;
+	if (creating)
+	{
+		pending_relid = InvalidOid;
+		pending_options = NIL;
+	}
 
 	if (OidIsValid(alter_relid))
 	{

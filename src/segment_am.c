@@ -18,7 +18,12 @@
 #include "access/heapam.h"
 #include "access/tableam.h"
 #include "catalog/pg_am_d.h"
+#include "access/heapam_xlog.h"
+#include "access/multixact.h"
 #include "commands/vacuum.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/snapmgr.h"
 #include "fmgr.h"
 
 #include "spindle.h"
@@ -27,14 +32,117 @@ static TableAmRoutine segment_methods;
 static bool segment_methods_ready = false;
 
 /*
- * VACUUM of one spindle.  It must never prune line pointers to unused nor
- * truncate pages; dead events go away only with the whole spindle.
+ * VACUUM of one spindle: make it safe across transaction ID wraparound
+ * without giving back a single slot.
+ *
+ * Each page is pruned (heap_page_prune): dead events lose their storage and
+ * their line pointer becomes LP_DEAD -- never LP_UNUSED, since no event in
+ * a spindle is heap-only -- so no xid is left on them.  The remaining
+ * tuples are frozen as lazy VACUUM freezes them (heap_prepare_freeze_tuple,
+ * log_heap_freeze), and pg_class.relfrozenxid/relminmxid advance, which
+ * satisfies anti-wraparound autovacuum.  Pages are never truncated, line
+ * pointers never reclaimed: a spindle only shrinks by being dropped.
+ *
+ * The caller holds ShareUpdateExclusiveLock on the spindle.  Every page is
+ * visited (a spindle is at most 1 GB), so the new horizons are exact.
  */
 void
 spindle_segment_vacuum(Relation seg, struct VacuumParams *params,
 					   BufferAccessStrategy bstrategy)
 {
-	/* nothing to reclaim: slots are freed only by dropping the spindle */
+	TransactionId oldest_xmin;
+	MultiXactId oldest_mxact;
+	TransactionId freeze_limit;
+	MultiXactId multi_cutoff;
+	TransactionId new_frozenxid;
+	MultiXactId new_minmulti;
+	GlobalVisState *vistest;
+	BlockNumber nblocks;
+	BlockNumber blk;
+	double		live = 0;
+
+	(void) vacuum_set_xid_limits(seg,
+								 params->freeze_min_age,
+								 params->freeze_table_age,
+								 params->multixact_freeze_min_age,
+								 params->multixact_freeze_table_age,
+								 &oldest_xmin, &oldest_mxact,
+								 &freeze_limit, &multi_cutoff);
+	vistest = GlobalVisTestFor(seg);
+	new_frozenxid = oldest_xmin;
+	new_minmulti = oldest_mxact;
+	nblocks = RelationGetNumberOfBlocks(seg);
+
+	for (blk = 0; blk < nblocks; blk++)
+	{
+		Buffer		buf;
+		Page		page;
+		OffsetNumber off,
+					maxoff;
+		int			nnewlpdead;
+		int			nfrozen = 0;
+		xl_heap_freeze_tuple frozen[MaxHeapTuplesPerPage];
+
+		vacuum_delay_point();
+		buf = ReadBufferExtended(seg, MAIN_FORKNUM, blk, RBM_NORMAL, bstrategy);
+		LockBufferForCleanup(buf);
+		page = BufferGetPage(buf);
+		if (PageIsNew(page) || PageIsEmpty(page))
+		{
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+
+		(void) heap_page_prune(seg, buf, oldest_xmin, vistest,
+							   InvalidTransactionId, 0, &nnewlpdead, NULL);
+
+		maxoff = PageGetMaxOffsetNumber(page);
+		for (off = FirstOffsetNumber; off <= maxoff; off++)
+		{
+			ItemId		itemid = PageGetItemId(page, off);
+			HeapTupleHeader htup;
+			bool		totally_frozen;
+
+			if (!ItemIdIsNormal(itemid))
+				continue;
+			htup = (HeapTupleHeader) PageGetItem(page, itemid);
+			live++;
+			if (heap_prepare_freeze_tuple(htup,
+										  seg->rd_rel->relfrozenxid,
+										  seg->rd_rel->relminmxid,
+										  freeze_limit, multi_cutoff,
+										  &frozen[nfrozen], &totally_frozen,
+										  &new_frozenxid, &new_minmulti))
+				frozen[nfrozen++].offset = off;
+		}
+
+		if (nfrozen > 0)
+		{
+			int			i;
+
+			START_CRIT_SECTION();
+			MarkBufferDirty(buf);
+			for (i = 0; i < nfrozen; i++)
+			{
+				ItemId		itemid = PageGetItemId(page, frozen[i].offset);
+
+				heap_execute_freeze_tuple((HeapTupleHeader) PageGetItem(page, itemid),
+										  &frozen[i]);
+			}
+			if (RelationNeedsWAL(seg))
+			{
+				XLogRecPtr	recptr = log_heap_freeze(seg, buf, freeze_limit,
+													 frozen, nfrozen);
+
+				PageSetLSN(page, recptr);
+			}
+			END_CRIT_SECTION();
+		}
+		UnlockReleaseBuffer(buf);
+	}
+
+	vac_update_relstats(seg, nblocks, live, 0, false,
+						new_frozenxid, new_minmulti, NULL, NULL, false);
 }
 
 /*
