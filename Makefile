@@ -11,7 +11,9 @@ OBJS = \
 	src/facade_scan.o \
 	src/segment_am.o \
 	src/maintenance.o \
-	src/views.o
+	src/views.o \
+	src/ttl.o \
+	src/worker.o
 
 EXTENSION = spindle
 DATA = sql/spindle--0.1.sql

@@ -92,3 +92,22 @@ CREATE VIEW spindle.tables AS
                         sum(i.size_bytes)::bigint AS size_bytes
                    FROM spindle._spindle_info() i GROUP BY i.relation) s
              ON s.relation = c.relation::regclass;
+
+CREATE FUNCTION spindle.purge_expired(rel regclass, ttl interval DEFAULT NULL)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'spindle_purge_expired' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.purge_expired(regclass, interval) IS
+    'purge every event appended more than ttl (default: the table''s time_to_live) ago';
+
+CREATE FUNCTION spindle._worker_info(
+    OUT pid integer, OUT database oid, OUT state text,
+    OUT last_run timestamptz, OUT spindles_dropped bigint,
+    OUT bytes_freed bigint, OUT last_error text)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'spindle_worker_info' LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW spindle.worker AS
+    SELECT w.pid, d.datname AS database, w.state, w.last_run,
+           w.spindles_dropped, w.bytes_freed, w.last_error
+      FROM spindle._worker_info() w
+      JOIN pg_catalog.pg_database d ON d.oid = w.database;

@@ -404,14 +404,22 @@ spindle_catalog_tables(void)
 	return result;
 }
 
-/* Forget every catalog row of a facade (it is being dropped). */
+/*
+ * Forget every catalog row of a facade (it is being dropped).  When the
+ * whole extension is being dropped, its catalog may already be gone.
+ */
 void
 spindle_forget_table(Oid facade)
 {
 	SpiContext	spi;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(facade)};
+	Oid			nsp = get_namespace_oid(SPINDLE_SCHEMA, true);
 
+	if (!OidIsValid(nsp) ||
+		!OidIsValid(get_relname_relid("spindle_catalog", nsp)) ||
+		!OidIsValid(get_relname_relid("table_catalog", nsp)))
+		return;
 	spi_begin(&spi);
 	spi_run("DELETE FROM spindle.spindle_catalog WHERE relation = $1",
 			1, types, values, NULL, false);

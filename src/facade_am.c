@@ -53,6 +53,9 @@ static const TableAmRoutine *heap_methods;
 static BulkInsertState last_bistate = NULL;
 static Oid	last_bistate_segment = InvalidOid;
 
+/* the last spindle for which this backend woke the worker */
+static Oid	last_nudged_segment = InvalidOid;
+
 /*
  * Give a slot that holds a tuple of a spindle the identity of the facade:
  * its virtual TID and the facade's OID, in the slot and in the heap tuple
@@ -195,6 +198,12 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 		}
 		dir->open_hint = i;
 		sp = &dir->spindles[i];
+		if (i == dir->nspindles - 1 && sp->segment != last_nudged_segment)
+		{
+			/* the ready spindle is in use: have the worker make the next */
+			spindle_worker_nudge();
+			last_nudged_segment = sp->segment;
+		}
 
 		if (bistate != NULL &&
 			(bistate != last_bistate || last_bistate_segment != sp->segment))

@@ -45,6 +45,9 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
 
 #include "spindle.h"
 
@@ -122,12 +125,76 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 }
 
 /*
- * Drop every droppable spindle of a facade; returns how many.  Skips the
- * table if another maintenance run holds it, and any spindle somebody has
- * locked.  Called with at least AccessShareLock on the facade.
+ * The worker looks at its tables every naptime; recounting every full
+ * spindle each time would cost a scan of all of them.  It remembers each
+ * spindle's last count and counts again only when something may have
+ * changed: the spindle's delete counter in the statistics moved, or purged
+ * events were waiting for the xmin horizon and it advanced, or a minute
+ * passed (statistics are flushed lazily).
+ */
+typedef struct CountCacheEntry
+{
+	Oid			segment;
+	PgStat_Counter deleted;
+	TransactionId horizon;
+	TimestampTz counted_at;
+	int64		events;
+	int64		purged;
+	int64		dead;
+} CountCacheEntry;
+
+static HTAB *count_cache = NULL;
+
+static void
+count_cached(Relation seg, int64 *events, int64 *purged, int64 *dead)
+{
+	PgStat_StatTabEntry *st = pgstat_fetch_stat_tabentry(RelationGetRelid(seg));
+	PgStat_Counter deleted = st ? st->tuples_deleted : -1;
+	TransactionId horizon = GetOldestNonRemovableTransactionId(seg);
+	TimestampTz now = GetCurrentTimestamp();
+	CountCacheEntry *e;
+	Oid			relid = RelationGetRelid(seg);
+	bool		found;
+
+	if (count_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(CountCacheEntry);
+		ctl.hcxt = TopMemoryContext;
+		count_cache = hash_create("spindle counts", 256, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	e = hash_search(count_cache, &relid, HASH_ENTER, &found);
+	if (found && deleted >= 0 && e->deleted == deleted &&
+		(e->purged == e->dead || e->horizon == horizon) &&
+		!TimestampDifferenceExceeds(e->counted_at, now, 60000))
+	{
+		*events = e->events;
+		*purged = e->purged;
+		*dead = e->dead;
+		return;
+	}
+	spindle_count_segment(seg, events, purged, dead);
+	e->deleted = deleted;
+	e->horizon = horizon;
+	e->counted_at = now;
+	e->events = *events;
+	e->purged = *purged;
+	e->dead = *dead;
+}
+
+/*
+ * Drop every droppable spindle of a facade; returns how many and adds the
+ * bytes they held to *bytes_freed.  Skips the table if another maintenance
+ * run holds it, and any spindle somebody has locked.  Also records the
+ * fill time of full spindles.  Called with at least AccessShareLock on the
+ * facade; use_cache is for the worker (see count_cached).
  */
 int
-spindle_drop_droppable(Relation facade)
+spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
+							 bool use_cache)
 {
 	SpindleDirectory *dir;
 	int			ndropped = 0;
@@ -170,7 +237,13 @@ spindle_drop_droppable(Relation facade)
 			relation_close(seg, AccessShareLock);
 			continue;
 		}
-		spindle_count_segment(seg, &events, &purged, &dead);
+		if (sp->filled_at == 0 && filled_at != 0)
+			spindle_catalog_set_filled(RelationGetRelid(facade),
+									   sp->spindle_no, filled_at);
+		if (use_cache)
+			count_cached(seg, &events, &purged, &dead);
+		else
+			spindle_count_segment(seg, &events, &purged, &dead);
 		if (dead < events ||
 			!ConditionalLockRelationOid(sp->segment, AccessExclusiveLock))
 		{
@@ -187,6 +260,7 @@ spindle_drop_droppable(Relation facade)
 						PERFORM_DELETION_INTERNAL | PERFORM_DELETION_QUIETLY);
 		spindle_catalog_mark_dropped(RelationGetRelid(facade), sp->spindle_no,
 									 bytes);
+		*bytes_freed += bytes;
 		ndropped++;
 	}
 	spindle_directory_release(dir);
@@ -196,6 +270,32 @@ spindle_drop_droppable(Relation facade)
 		CommandCounterIncrement();
 	}
 	return ndropped;
+}
+
+int
+spindle_drop_droppable(Relation facade)
+{
+	int64		freed = 0;
+
+	return spindle_drop_droppable_stats(facade, &freed, false);
+}
+
+/*
+ * Make sure an empty spindle follows the open one, so that producers find
+ * it ready; never waits for the table's maintenance lock.
+ */
+void
+spindle_ensure_ready(Relation facade)
+{
+	bool		found;
+
+	if (spindle_rel_capacity_option(RelationGetRelid(facade), &found) == 0 &&
+		found)
+		return;					/* one single spindle, made at CREATE */
+	if (!ConditionalLockRelationOid(RelationGetRelid(facade),
+									ShareUpdateExclusiveLock))
+		return;
+	(void) spindle_create_spindles(facade, 1, true);
 }
 
 /* Bulk-delete callback: is this TID in a chunk being retired? */

@@ -33,6 +33,7 @@
 #include "catalog/objectaccess.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
@@ -460,6 +461,47 @@ prepare_alter(AlterTableStmt *stmt, Relation rel, bool *changed)
 	return ours;
 }
 
+/*
+ * The database a command needs to itself (no other session connected):
+ * DROP DATABASE, CREATE DATABASE from a template, ALTER DATABASE RENAME
+ * and SET TABLESPACE.  The spindle worker connected to it must leave first.
+ */
+static Oid
+database_needing_exclusivity(Node *parsetree)
+{
+	const char *dbname = NULL;
+	ListCell   *lc;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			dbname = ((DropdbStmt *) parsetree)->dbname;
+			break;
+		case T_CreatedbStmt:
+			dbname = "template1";
+			foreach(lc, ((CreatedbStmt *) parsetree)->options)
+			{
+				DefElem    *def = lfirst_node(DefElem, lc);
+
+				if (strcmp(def->defname, "template") == 0 && def->arg)
+					dbname = defGetString(def);
+			}
+			break;
+		case T_RenameStmt:
+			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+				dbname = ((RenameStmt *) parsetree)->subname;
+			break;
+		case T_AlterDatabaseStmt:
+			foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
+				if (strcmp(lfirst_node(DefElem, lc)->defname, "tablespace") == 0)
+					dbname = ((AlterDatabaseStmt *) parsetree)->dbname;
+			break;
+		default:
+			break;
+	}
+	return dbname ? get_database_oid(dbname, true) : InvalidOid;
+}
+
 static void
 run_utility(PlannedStmt *pstmt, const char *queryString,
 			ProcessUtilityContext context, ParamListInfo params,
@@ -487,6 +529,7 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	List	   *alter_saved = NIL;
 	bool		alter_changed = false;
 	List	   *truncated = NIL;
+	Oid			pause_db;
 
 	if (readOnlyTree)
 		pstmt = copyObject(pstmt);
@@ -616,6 +659,7 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		default:
 			break;
 	}
+	pause_db = database_needing_exclusivity(parsetree);
 
 	/*
 	 * Run the statement.  A CREATE remembers its options while core runs it
@@ -635,6 +679,19 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		PG_FINALLY();
 		{
 			pending_create = false;
+		}
+		PG_END_TRY();
+	}
+	else if (OidIsValid(pause_db))
+	{
+		spindle_worker_pause(pause_db);
+		PG_TRY();
+		{
+			run_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
+		}
+		PG_FINALLY();
+		{
+			spindle_worker_resume(pause_db);
 		}
 		PG_END_TRY();
 	}

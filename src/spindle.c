@@ -18,6 +18,8 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/guc.h"
 
 #include "spindle.h"
@@ -44,6 +46,10 @@ spindle_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	spindle_slots_shmem_request();
+	RequestAddinShmemSpace(spindle_ttl_shmem_size());
+	RequestNamedLWLockTranche("spindle_ttl", 1);
+	RequestAddinShmemSpace(spindle_worker_shmem_size());
+	RequestNamedLWLockTranche("spindle_worker", 1);
 }
 
 static void
@@ -52,6 +58,10 @@ spindle_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	spindle_slots_shmem_startup();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	spindle_ttl_shmem_startup();
+	spindle_worker_shmem_startup();
+	LWLockRelease(AddinShmemInitLock);
 }
 
 void
@@ -65,8 +75,30 @@ _PG_init(void)
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("spindle.naptime",
+							"Time the spindle worker sleeps between rounds.",
+							NULL,
+							&spindle_naptime,
+							1000, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomBoolVariable("spindle.enable_worker",
+							 "Runs the spindle background workers.",
+							 "Without them, spindles are dropped only by spindle.drop_spindles() and time_to_live is applied only by spindle.purge_expired().",
+							 &spindle_enable_worker,
+							 true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
 	if (process_shared_preload_libraries_in_progress)
 	{
+		DefineCustomIntVariable("spindle.max_workers",
+								"Maximum number of databases served by spindle workers at once.",
+								"Each takes one of max_worker_processes; with more databases, workers take turns.",
+								&spindle_max_workers,
+								4, 1, 64,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
 		DefineCustomIntVariable("spindle.max_open_spindles",
 								"Number of spindles whose slot counters shared memory holds at once.",
 								"Each spindle table needs one for its open spindle and one for each ready one.",
@@ -79,6 +111,7 @@ _PG_init(void)
 		prev_shmem_startup_hook = shmem_startup_hook;
 		shmem_startup_hook = spindle_shmem_startup;
 		spindle_preloaded = true;
+		spindle_worker_register();
 	}
 	MarkGUCPrefixReserved("spindle");
 

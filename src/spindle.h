@@ -154,11 +154,31 @@ extern void spindle_segment_vacuum(Relation seg, struct VacuumParams *params,
 
 /* maintenance.c */
 extern int	spindle_drop_droppable(Relation facade);
+extern int	spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
+										 bool use_cache);
+extern void spindle_ensure_ready(Relation facade);
 extern void spindle_cleanup_dropped(Relation facade);
 extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
 extern void spindle_count_segment(Relation segrel, int64 *events,
 								  int64 *purged, int64 *dead_to_all);
+
+/* ttl.c */
+extern Size spindle_ttl_shmem_size(void);
+extern void spindle_ttl_shmem_startup(void);
+extern void spindle_ttl_sample(void);
+extern int64 spindle_purge_older_than(Relation facade, TimestampTz cutoff);
+
+/* worker.c */
+extern int	spindle_naptime;
+extern bool spindle_enable_worker;
+extern int	spindle_max_workers;
+extern Size spindle_worker_shmem_size(void);
+extern void spindle_worker_shmem_startup(void);
+extern void spindle_worker_register(void);
+extern void spindle_worker_pause(Oid dboid);
+extern void spindle_worker_resume(Oid dboid);
+extern void spindle_worker_nudge(void);
 
 #endif							/* SPINDLE_H */

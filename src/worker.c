@@ -1,0 +1,675 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  The spindle background workers: one launcher, one worker per database
+ *	  that has the extension.
+ *
+ * The launcher (a static worker, connected to no database) wakes every
+ * spindle.naptime, takes a WAL-position sample for the TTL purge, and
+ * starts a worker for every database that allows connections and has none.
+ * A worker finding no spindle extension in its database says so and exits;
+ * the launcher looks again only after a while.  With more databases than
+ * spindle.max_workers, workers yield after a round so that all are served.
+ *
+ * A worker, every naptime, for each spindle table, each step in its own
+ * transaction: purges events older than the table's time_to_live, then
+ * retires the index entries of dropped spindles, drops every droppable
+ * spindle, records fill times, and makes sure a ready spindle follows the
+ * open one.  An error in one table is logged with the table's name, shown
+ * in spindle.worker, and the worker goes on with the next table.  It takes
+ * no lock it would wait for (lock_timeout bounds the rest), holds none
+ * between rounds, and gets out of the way of DROP DATABASE and of the other
+ * commands that need a database to themselves (see spindle_worker_pause).
+ *
+ * Locks: WorkerLock protects the shared slots below.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/extension.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "storage/shmem.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "spindle.h"
+
+PG_FUNCTION_INFO_V1(spindle_worker_info);
+
+int			spindle_naptime = 1000;
+bool		spindle_enable_worker = true;
+int			spindle_max_workers = 4;
+
+#define NO_EXTENSION_RECHECK_MS 30000
+
+typedef struct WorkerSlot
+{
+	Oid			dboid;			/* InvalidOid = free slot */
+	pid_t		pid;			/* 0 when no worker runs */
+	int			pgprocno;
+	bool		paused;			/* a command needs the database alone */
+	bool		yield;			/* give the slot to a waiting database */
+	bool		no_extension;
+	TimestampTz retry_after;
+	TimestampTz last_run;
+	int64		spindles_dropped;
+	int64		bytes_freed;
+	char		state[16];
+	char		last_error[256];
+} WorkerSlot;
+
+typedef struct WorkerShared
+{
+	LWLock	   *lock;
+	int			launcher_pgprocno;	/* -1 when none */
+	WorkerSlot	slots[FLEXIBLE_ARRAY_MEMBER];
+} WorkerShared;
+
+static WorkerShared *wshared = NULL;
+static int	my_slot = -1;
+
+#define NSLOTS (spindle_max_workers * 4)
+
+Size
+spindle_worker_shmem_size(void)
+{
+	return add_size(offsetof(WorkerShared, slots),
+					mul_size(sizeof(WorkerSlot), NSLOTS));
+}
+
+void
+spindle_worker_shmem_startup(void)
+{
+	bool		found;
+
+	wshared = ShmemInitStruct("spindle workers", spindle_worker_shmem_size(),
+							  &found);
+	if (!found)
+	{
+		memset(wshared, 0, spindle_worker_shmem_size());
+		wshared->lock = &(GetNamedLWLockTranche("spindle_worker"))[0].lock;
+		wshared->launcher_pgprocno = -1;
+	}
+}
+
+static WorkerSlot *
+find_slot(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < NSLOTS; i++)
+		if (wshared->slots[i].dboid == dboid)
+			return &wshared->slots[i];
+	return NULL;
+}
+
+static WorkerSlot *
+find_or_add_slot(Oid dboid)
+{
+	WorkerSlot *slot = find_slot(dboid);
+	int			i;
+
+	if (slot != NULL)
+		return slot;
+	for (i = 0; i < NSLOTS; i++)
+		if (!OidIsValid(wshared->slots[i].dboid))
+		{
+			slot = &wshared->slots[i];
+			memset(slot, 0, sizeof(WorkerSlot));
+			slot->dboid = dboid;
+			strlcpy(slot->state, "starting", sizeof(slot->state));
+			return slot;
+		}
+	return NULL;
+}
+
+/* ----------------------------------------------------------------
+ * Getting out of the way
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Stop the worker of a database and keep it stopped until
+ * spindle_worker_resume: DROP DATABASE, CREATE DATABASE from it as a
+ * template, RENAME and SET TABLESPACE refuse to run while any other
+ * session is connected to it, and core only terminates autovacuum.  Waits
+ * up to 10 s for the worker to exit.
+ */
+void
+spindle_worker_pause(Oid dboid)
+{
+	WorkerSlot *slot;
+	int			waited;
+
+	if (wshared == NULL || !OidIsValid(dboid))
+		return;
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	slot = find_or_add_slot(dboid);
+	if (slot != NULL)
+	{
+		slot->paused = true;
+		if (slot->pid != 0)
+			SetLatch(&ProcGlobal->allProcs[slot->pgprocno].procLatch);
+	}
+	LWLockRelease(wshared->lock);
+	if (slot == NULL)
+		return;
+	for (waited = 0; waited < 1000; waited++)
+	{
+		bool		gone;
+
+		LWLockAcquire(wshared->lock, LW_SHARED);
+		gone = slot->dboid != dboid || slot->pid == 0;
+		LWLockRelease(wshared->lock);
+		if (gone)
+			return;
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10000L);
+	}
+}
+
+void
+spindle_worker_resume(Oid dboid)
+{
+	WorkerSlot *slot;
+
+	if (wshared == NULL || !OidIsValid(dboid))
+		return;
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	slot = find_slot(dboid);
+	if (slot != NULL)
+		slot->paused = false;
+	LWLockRelease(wshared->lock);
+}
+
+/* Wake the worker of this database (a producer used a ready spindle). */
+void
+spindle_worker_nudge(void)
+{
+	WorkerSlot *slot;
+
+	if (wshared == NULL)
+		return;
+	LWLockAcquire(wshared->lock, LW_SHARED);
+	slot = find_slot(MyDatabaseId);
+	if (slot != NULL && slot->pid != 0)
+		SetLatch(&ProcGlobal->allProcs[slot->pgprocno].procLatch);
+	LWLockRelease(wshared->lock);
+}
+
+/* ----------------------------------------------------------------
+ * The per-database worker
+ * ----------------------------------------------------------------
+ */
+static void
+worker_detach(int code, Datum arg)
+{
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	if (my_slot >= 0 && wshared->slots[my_slot].pid == MyProcPid)
+	{
+		wshared->slots[my_slot].pid = 0;
+		strlcpy(wshared->slots[my_slot].state, "stopped",
+				sizeof(wshared->slots[my_slot].state));
+	}
+	LWLockRelease(wshared->lock);
+}
+
+static void
+set_state(const char *state)
+{
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	strlcpy(wshared->slots[my_slot].state, state,
+			sizeof(wshared->slots[my_slot].state));
+	LWLockRelease(wshared->lock);
+}
+
+/*
+ * Run one step for one table in its own transaction; on error, log it
+ * with the table's name, remember it, and carry on.
+ */
+typedef void (*TableStep) (Relation rel, int64 *dropped, int64 *freed);
+
+static void
+step_purge(Relation rel, int64 *dropped, int64 *freed)
+{
+	Interval	ttl;
+
+	if (spindle_rel_ttl_option(RelationGetRelid(rel), &ttl))
+	{
+		TimestampTz cutoff =
+			DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
+													TimestampTzGetDatum(GetCurrentTimestamp()),
+													IntervalPGetDatum(&ttl)));
+
+		(void) spindle_purge_older_than(rel, cutoff);
+	}
+}
+
+static void
+step_drop(Relation rel, int64 *dropped, int64 *freed)
+{
+	*dropped += spindle_drop_droppable_stats(rel, freed, true);
+}
+
+static void
+step_ready(Relation rel, int64 *dropped, int64 *freed)
+{
+	spindle_ensure_ready(rel);
+}
+
+static void
+run_step(Oid relid, TableStep step, int64 *dropped, int64 *freed)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	char		relname[NAMEDATALEN * 2 + 2];
+
+	snprintf(relname, sizeof(relname), "with OID %u", relid);
+
+	PG_TRY();
+	{
+		Relation	rel;
+
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		rel = try_relation_open(relid, AccessShareLock);
+		if (rel != NULL)
+		{
+			snprintf(relname, sizeof(relname), "%s.%s",
+					 get_namespace_name(RelationGetNamespace(rel)),
+					 RelationGetRelationName(rel));
+			if (spindle_is_facade(rel))
+				step(rel, dropped, freed);
+			relation_close(rel, NoLock);
+		}
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("spindle worker: maintenance of table %s failed: %s",
+						relname, edata->message)));
+		LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+		snprintf(wshared->slots[my_slot].last_error,
+				 sizeof(wshared->slots[my_slot].last_error),
+				 "%s: %s", relname, edata->message);
+		LWLockRelease(wshared->lock);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+}
+
+/* One round over every spindle table of the database. */
+static void
+worker_round(MemoryContext roundcxt)
+{
+	List	   *tables = NIL;
+	ListCell   *lc;
+	bool		have_extension;
+	int64		dropped = 0;
+	int64		freed = 0;
+
+	set_state("running");
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	have_extension = OidIsValid(get_extension_oid("spindle", true));
+	if (have_extension)
+	{
+		MemoryContext old;
+		List	   *found = spindle_catalog_tables();
+
+		old = MemoryContextSwitchTo(roundcxt);
+		tables = list_copy(found);
+		MemoryContextSwitchTo(old);
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	if (!have_extension)
+	{
+		LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+		wshared->slots[my_slot].no_extension = true;
+		wshared->slots[my_slot].retry_after =
+			TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										NO_EXTENSION_RECHECK_MS);
+		LWLockRelease(wshared->lock);
+		proc_exit(0);
+	}
+
+	foreach(lc, tables)
+	{
+		Oid			relid = lfirst_oid(lc);
+
+		CHECK_FOR_INTERRUPTS();
+		run_step(relid, step_purge, &dropped, &freed);
+		run_step(relid, step_drop, &dropped, &freed);
+		run_step(relid, step_ready, &dropped, &freed);
+	}
+	pgstat_report_stat(true);
+
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	wshared->slots[my_slot].last_run = GetCurrentTimestamp();
+	wshared->slots[my_slot].spindles_dropped += dropped;
+	wshared->slots[my_slot].bytes_freed += freed;
+	strlcpy(wshared->slots[my_slot].state, "idle",
+			sizeof(wshared->slots[my_slot].state));
+	LWLockRelease(wshared->lock);
+}
+
+PGDLLEXPORT void spindle_worker_main(Datum main_arg);
+
+void
+spindle_worker_main(Datum main_arg)
+{
+	Oid			dboid;
+	MemoryContext roundcxt;
+
+	my_slot = DatumGetInt32(main_arg);
+	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	if (wshared->slots[my_slot].dboid != dboid ||
+		wshared->slots[my_slot].paused)
+	{
+		LWLockRelease(wshared->lock);
+		proc_exit(0);
+	}
+	wshared->slots[my_slot].pid = MyProcPid;
+	wshared->slots[my_slot].pgprocno = MyProc->pgprocno;
+	wshared->slots[my_slot].yield = false;
+	LWLockRelease(wshared->lock);
+	before_shmem_exit(worker_detach, (Datum) 0);
+
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname("spindle worker");
+	/* never sit in a lock queue: a DDL waiting behind us would block all */
+	SetConfigOption("lock_timeout", "1s", PGC_SUSET, PGC_S_OVERRIDE);
+
+	roundcxt = AllocSetContextCreate(TopMemoryContext, "spindle worker round",
+									 ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		bool		stop;
+
+		LWLockAcquire(wshared->lock, LW_SHARED);
+		stop = wshared->slots[my_slot].paused || !spindle_enable_worker;
+		LWLockRelease(wshared->lock);
+		if (stop)
+			break;
+
+		MemoryContextReset(roundcxt);
+		worker_round(roundcxt);
+
+		LWLockAcquire(wshared->lock, LW_SHARED);
+		stop = wshared->slots[my_slot].yield;
+		LWLockRelease(wshared->lock);
+		if (stop)
+			break;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 spindle_naptime, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+	proc_exit(0);
+}
+
+/* ----------------------------------------------------------------
+ * The launcher
+ * ----------------------------------------------------------------
+ */
+typedef struct DbInfo
+{
+	Oid			oid;
+} DbInfo;
+
+static List *
+connectable_databases(void)
+{
+	List	   *result = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	MemoryContext outer = CurrentMemoryContext;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		MemoryContext old;
+
+		if (!db->datallowconn)
+			continue;
+		old = MemoryContextSwitchTo(outer);
+		result = lappend_oid(result, db->oid);
+		MemoryContextSwitchTo(old);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	return result;
+}
+
+static bool
+start_worker(int slotno, Oid dboid, BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "spindle");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "spindle_worker_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "spindle worker for database %u", dboid);
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "spindle worker");
+	bgw.bgw_main_arg = Int32GetDatum(slotno);
+	memcpy(bgw.bgw_extra, &dboid, sizeof(Oid));
+	bgw.bgw_notify_pid = MyProcPid;
+	return RegisterDynamicBackgroundWorker(&bgw, handle);
+}
+
+/* Start workers for databases that need one; called every naptime. */
+static void
+launch_workers(BackgroundWorkerHandle **handles)
+{
+	List	   *dbs = connectable_databases();
+	TimestampTz now = GetCurrentTimestamp();
+	int			running = 0;
+	bool		waiting = false;
+	int			i;
+	ListCell   *lc;
+
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	/* forget stopped workers and databases that are gone */
+	for (i = 0; i < NSLOTS; i++)
+	{
+		WorkerSlot *slot = &wshared->slots[i];
+		pid_t		pid;
+
+		if (handles[i] != NULL &&
+			GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
+		{
+			pfree(handles[i]);
+			handles[i] = NULL;
+			slot->pid = 0;
+		}
+		if (OidIsValid(slot->dboid) && handles[i] == NULL && !slot->paused &&
+			!list_member_oid(dbs, slot->dboid))
+			slot->dboid = InvalidOid;
+		if (handles[i] != NULL)
+			running++;
+	}
+	foreach(lc, dbs)
+	{
+		Oid			dboid = lfirst_oid(lc);
+		WorkerSlot *slot = find_or_add_slot(dboid);
+		int			slotno;
+
+		if (slot == NULL)
+			break;
+		slotno = slot - wshared->slots;
+		if (handles[slotno] != NULL || slot->paused)
+			continue;
+		if (slot->no_extension && now < slot->retry_after)
+			continue;
+		if (running >= spindle_max_workers)
+		{
+			waiting = true;
+			continue;
+		}
+		slot->no_extension = false;
+		if (start_worker(slotno, dboid, &handles[slotno]))
+			running++;
+		else
+			handles[slotno] = NULL;
+	}
+	/* more databases than workers: ask one running worker to yield */
+	if (waiting)
+		for (i = 0; i < NSLOTS; i++)
+			if (handles[i] != NULL && !wshared->slots[i].yield)
+			{
+				wshared->slots[i].yield = true;
+				break;
+			}
+	LWLockRelease(wshared->lock);
+	list_free(dbs);
+}
+
+PGDLLEXPORT void spindle_launcher_main(Datum main_arg);
+
+void
+spindle_launcher_main(Datum main_arg)
+{
+	BackgroundWorkerHandle **handles;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("spindle launcher");
+
+	handles = MemoryContextAllocZero(TopMemoryContext,
+									 sizeof(BackgroundWorkerHandle *) * NSLOTS);
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	wshared->launcher_pgprocno = MyProc->pgprocno;
+	LWLockRelease(wshared->lock);
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		spindle_ttl_sample();
+		if (spindle_enable_worker)
+			launch_workers(handles);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 spindle_naptime, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* Register the launcher; called from _PG_init while preloading. */
+void
+spindle_worker_register(void)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 5;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "spindle");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "spindle_launcher_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "spindle launcher");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "spindle launcher");
+	RegisterBackgroundWorker(&bgw);
+}
+
+/*
+ * spindle._worker_info(): one row per database a worker serves or served.
+ */
+Datum
+spindle_worker_info(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (wshared == NULL)
+		return (Datum) 0;
+	LWLockAcquire(wshared->lock, LW_SHARED);
+	for (i = 0; i < NSLOTS; i++)
+	{
+		WorkerSlot *slot = &wshared->slots[i];
+		Datum		values[7];
+		bool		nulls[7] = {0};
+
+		if (!OidIsValid(slot->dboid) || slot->no_extension)
+			continue;
+		if (slot->pid != 0)
+			values[0] = Int32GetDatum(slot->pid);
+		else
+			nulls[0] = true;
+		values[1] = ObjectIdGetDatum(slot->dboid);
+		values[2] = CStringGetTextDatum(slot->paused ? "paused" : slot->state);
+		if (slot->last_run != 0)
+			values[3] = TimestampTzGetDatum(slot->last_run);
+		else
+			nulls[3] = true;
+		values[4] = Int64GetDatum(slot->spindles_dropped);
+		values[5] = Int64GetDatum(slot->bytes_freed);
+		if (slot->last_error[0] != '\0')
+			values[6] = CStringGetTextDatum(slot->last_error);
+		else
+			nulls[6] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(wshared->lock);
+	return (Datum) 0;
+}
