@@ -81,6 +81,10 @@ shared_preload_libraries = 'spindle'
 port = $PORT
 listen_addresses = ''
 unix_socket_directories = '$WORK'
+# The demo drops spindles itself with spindle.drop_spindles() so that each
+# step shows a predictable state; normally the background worker does it
+# every spindle.naptime.
+spindle.enable_worker = off
 CONF
 
 "${AS_PG[@]}" "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null

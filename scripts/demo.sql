@@ -1,5 +1,6 @@
 -- spindle demo: run by scripts/demo.sh on a throwaway cluster that has
--- shared_preload_libraries = 'spindle'.
+-- shared_preload_libraries = 'spindle' and spindle.enable_worker = off, so
+-- that the spindles are dropped at step 7 and not at a random moment.
 
 \pset footer off
 \pset null '(null)'
@@ -34,7 +35,7 @@ SELECT spindle_no, state, capacity, events, purged_events, size_bytes
 FROM spindle.spindles WHERE relation = 'events'::regclass ORDER BY 1;
 
 \echo
-\echo '== 7. Drop every droppable spindle now (the background worker would do it on its own); returns how many were dropped.'
+\echo '== 7. Drop every droppable spindle now and return how many were dropped (the background worker, off in this demo, does the same every spindle.naptime).'
 SELECT spindle.drop_spindles('events');
 
 \echo
