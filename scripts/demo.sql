@@ -2,8 +2,10 @@
 -- shared_preload_libraries = 'spindle' and spindle.enable_worker = off, so
 -- that the spindles are dropped at step 7 and not at a random moment.
 
+\set QUIET on
 \pset footer off
 \pset null '(null)'
+\set QUIET off
 
 \echo
 \echo '== 1. Install the extension (it needs shared_preload_libraries = ''spindle'').'
