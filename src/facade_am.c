@@ -218,15 +218,15 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 		{
 			Assert(got == 1);
 			heap_methods->tuple_insert_speculative(seg, slots[done], cid,
-												   options | TABLE_INSERT_SKIP_FSM,
+												   options,
 												   bistate, specToken);
 		}
 		else if (got == 1)
 			heap_methods->tuple_insert(seg, slots[done], cid,
-									   options | TABLE_INSERT_SKIP_FSM, bistate);
+									   options, bistate);
 		else
 			heap_methods->multi_insert(seg, &slots[done], got, cid,
-									   options | TABLE_INSERT_SKIP_FSM, bistate);
+									   options, bistate);
 
 		for (k = done; k < done + got; k++)
 		{
