@@ -6,6 +6,26 @@
 --
 \set VERBOSITY default
 
+-- The background worker would drop spindles at moments of its own choosing;
+-- this test asserts exact drop counts and spindle lists, so it pauses the
+-- worker (spindle.enable_worker) and waits until no worker serves this
+-- database.  The end of the file turns it back on.
+ALTER SYSTEM SET spindle.enable_worker = off;
+SELECT pg_reload_conf();
+DO $$
+BEGIN
+  FOR i IN 1..300 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity
+                           WHERE backend_type = 'spindle worker'
+                             AND datname = current_database());
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
+SELECT count(*) AS workers_serving_this_database FROM pg_stat_activity
+ WHERE backend_type = 'spindle worker' AND datname = current_database();
+
 CREATE TABLE ds (id int, v text) USING spindle WITH (events_per_spindle = 5);
 CREATE INDEX ds_id ON ds (id);
 CREATE VIEW ds_spindles AS
@@ -19,7 +39,8 @@ DECLARE
   plan json;
 BEGIN
   PERFORM set_config('enable_seqscan', (method = 'seq')::text, true);
-  PERFORM set_config('enable_indexscan', (method = 'index')::text, true);
+  -- (enable_indexscan = off would also disable index-only scans)
+  PERFORM set_config('enable_indexscan', (method IN ('index', 'indexonly'))::text, true);
   PERFORM set_config('enable_bitmapscan', (method = 'bitmap')::text, true);
   PERFORM set_config('enable_indexonlyscan', (method = 'indexonly')::text, true);
   IF method = 'indexonly' THEN
@@ -157,3 +178,34 @@ SELECT spindle.drop_spindles('ds_spindles');
 DROP VIEW ds_spindles;
 DROP FUNCTION ds_rows(text);
 DROP TABLE ds, ds_zero, ds_a, ds_b, ds_heap;
+
+-- the worker back on
+ALTER SYSTEM RESET spindle.enable_worker;
+SELECT pg_reload_conf();
+
+-- the background worker drops a droppable spindle by itself
+CREATE TABLE ds_w (id int) USING spindle WITH (events_per_spindle = 3);
+INSERT INTO ds_w SELECT generate_series(1, 7);
+CREATE TEMP TABLE ds_w_segment AS
+  SELECT segment FROM spindle.spindle_catalog
+   WHERE relation = 'ds_w'::regclass AND spindle_no = 1;
+DELETE FROM ds_w WHERE id <= 3;
+-- (the worker notices deletes through the statistics: flush ours now)
+SELECT pg_stat_force_next_flush();
+DO $$
+BEGIN
+  FOR i IN 1..300 LOOP
+    EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_class
+                           WHERE oid = (SELECT segment FROM ds_w_segment));
+    COMMIT;
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
+SELECT NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = (SELECT segment FROM ds_w_segment))
+       AS dropped_by_worker;
+SELECT spindle_no, state, events, purged_events FROM spindle.spindles
+ WHERE relation = 'ds_w'::regclass AND state <> 'ready' ORDER BY spindle_no;
+SELECT spindles_dropped FROM spindle.tables WHERE relation = 'ds_w'::regclass;
+SELECT string_agg(id::text, ',' ORDER BY id) FROM ds_w;
+DROP TABLE ds_w, ds_w_segment;

@@ -150,7 +150,9 @@ SELECT relation, events_per_spindle FROM spindle.tables
  WHERE relation IN ('o_dam'::regclass, 'o_dam_guc'::regclass) ORDER BY relation::text;
 
 -- \d+ shows the access method and the options
+\set HIDE_TABLEAM off
 \d+ o_dam
+\set HIDE_TABLEAM on
 
 DROP TABLE o_default, o_guc, o_guc_zero, o_explicit, o_quoted, o_max, o_zero,
   o_ttl, o_heap, o_alter, o_dam, o_dam_guc;

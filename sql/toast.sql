@@ -5,6 +5,26 @@
 --
 \set VERBOSITY default
 
+-- The background worker would drop spindles at moments of its own choosing;
+-- this test asserts exact drop counts and spindle lists, so it pauses the
+-- worker (spindle.enable_worker) and waits until no worker serves this
+-- database.  The end of the file turns it back on.
+ALTER SYSTEM SET spindle.enable_worker = off;
+SELECT pg_reload_conf();
+DO $$
+BEGIN
+  FOR i IN 1..300 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity
+                           WHERE backend_type = 'spindle worker'
+                             AND datname = current_database());
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
+SELECT count(*) AS workers_serving_this_database FROM pg_stat_activity
+ WHERE backend_type = 'spindle worker' AND datname = current_database();
+
 -- 2 MB of text that compresses badly, and its checksum
 CREATE TEMP TABLE big_ref AS
   SELECT string_agg(md5(g::text), '' ORDER BY g) AS payload
@@ -52,7 +72,7 @@ SELECT spindle.drop_spindles('tt') >= 0 AS ran;
 SELECT spindle_no, state, capacity, events, purged_events FROM spindle.spindles
  WHERE relation = 'tt'::regclass AND state <> 'ready' ORDER BY spindle_no;
 -- spindle 1, its segment and its TOAST relation are gone
-SELECT count(*) AS spindle_left FROM spindle.spindle_catalog
+SELECT count(*) AS spindle_left FROM spindle.spindles
  WHERE relation = 'tt'::regclass AND spindle_no = (SELECT spindle_no FROM first_spindle);
 SELECT count(*) AS segment_left FROM pg_class WHERE oid = (SELECT segment FROM first_spindle);
 SELECT count(*) AS toast_left FROM pg_class WHERE oid = (SELECT toast FROM first_spindle);
@@ -78,3 +98,7 @@ SELECT id, md5(j ->> 'data') = :'ref_md5' AS j_ok FROM tt2;
 SELECT id, t, j FROM tt ORDER BY id;
 
 DROP TABLE tt, tt2, big_ref, first_spindle;
+
+-- the worker back on
+ALTER SYSTEM RESET spindle.enable_worker;
+SELECT pg_reload_conf();
