@@ -102,18 +102,19 @@ spindle_slots_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+/*
+ * Find the entry of a spindle.  The caller holds SlotsLock (either mode)
+ * and must not use the entry after releasing it: an entry may be removed
+ * and its memory reused as soon as nobody holds the lock.
+ */
 static SlotEntry *
 lookup(Oid segment)
 {
 	SlotKey		key;
-	SlotEntry  *e;
 
 	key.dbid = MyDatabaseId;
 	key.segment = segment;
-	LWLockAcquire(slot_shared->lock, LW_SHARED);
-	e = hash_search(slot_hash, &key, HASH_FIND, NULL);
-	LWLockRelease(slot_shared->lock);
-	return e;
+	return hash_search(slot_hash, &key, HASH_FIND, NULL);
 }
 
 /* Number of line pointers ever used in a spindle (= slots used). */
@@ -144,7 +145,11 @@ mark_full(SlotEntry *e)
 		pg_atomic_write_u64(&e->filled_at, (uint64) GetCurrentTimestamp());
 }
 
-/* Remove entries of full spindles to make room; caller holds lock exclusive. */
+/*
+ * Remove entries of full spindles to make room (a full spindle's entry is
+ * rebuilt as full from its pages if it is needed again).  The caller holds
+ * SlotsLock exclusively.
+ */
 static void
 evict_full_entries(void)
 {
@@ -158,43 +163,46 @@ evict_full_entries(void)
 }
 
 /*
- * Find or build the entry of spindle i of dir.  Opens the spindle (and the
- * next one) with AccessShareLock when it has to count; the caller holds at
- * least that lock on the spindle already when it intends to insert.
+ * Make sure spindle i of dir has an entry, building it from the spindle's
+ * pages if needed; false if the spindle no longer exists.  Opens the
+ * spindle (and the next one) with AccessShareLock, outside any LWLock.
  */
-static SlotEntry *
-get_entry(SpindleDirectory *dir, int i)
+static bool
+ensure_entry(SpindleDirectory *dir, int i)
 {
 	SpindleEntry sp = dir->spindles[i];
 	Oid			next = (i + 1 < dir->nspindles) ? dir->spindles[i + 1].segment : InvalidOid;
 	SlotEntry  *e;
 	Relation	seg;
 	Relation	nextseg = NULL;
-	int64		used;
-	bool		full = false;
+	bool		present;
 	SlotKey		key;
 	bool		found;
 
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
 	e = lookup(sp.segment);
-	if (e != NULL && e->spindle_no == sp.spindle_no)
-		return e;
+	present = e != NULL && e->spindle_no == sp.spindle_no;
+	LWLockRelease(slot_shared->lock);
+	if (present)
+		return true;
 
-	/* Open outside any LWLock: opening may wait for a lock. */
 	seg = try_relation_open(sp.segment, AccessShareLock);
 	if (seg == NULL)
-		return NULL;			/* dropped meanwhile */
+		return false;			/* dropped meanwhile */
 	if (OidIsValid(next))
 		nextseg = try_relation_open(next, AccessShareLock);
 
 	LWLockAcquire(slot_shared->initlock, LW_EXCLUSIVE);
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
 	e = lookup(sp.segment);
-	if (e == NULL || e->spindle_no != sp.spindle_no)
+	present = e != NULL && e->spindle_no == sp.spindle_no;
+	LWLockRelease(slot_shared->lock);
+	if (!present)
 	{
-		used = count_slots(seg);
-		if (nextseg != NULL && RelationGetNumberOfBlocks(nextseg) > 0)
-			full = true;
-		if (sp.capacity > 0 && used >= sp.capacity)
-			full = true;
+		/* only one builder at a time (initlock): counting does I/O */
+		int64		used = count_slots(seg);
+		bool		full = (sp.capacity > 0 && used >= sp.capacity) ||
+			(nextseg != NULL && RelationGetNumberOfBlocks(nextseg) > 0);
 
 		key.dbid = MyDatabaseId;
 		key.segment = sp.segment;
@@ -228,7 +236,7 @@ get_entry(SpindleDirectory *dir, int i)
 	if (nextseg != NULL)
 		relation_close(nextseg, AccessShareLock);
 	relation_close(seg, AccessShareLock);
-	return e;
+	return true;
 }
 
 /*
@@ -240,25 +248,44 @@ get_entry(SpindleDirectory *dir, int i)
 int
 spindle_slots_take(SpindleDirectory *dir, int i, int nwanted)
 {
-	SlotEntry  *e = get_entry(dir, i);
-	uint64		n;
+	SpindleEntry *sp = &dir->spindles[i];
+	int			got = 0;
 
-	if (e == NULL || pg_atomic_read_u32(&e->full))
-		return 0;
-	if (e->capacity == 0)
+	for (;;)
 	{
-		pg_atomic_fetch_add_u64(&e->used, nwanted);
-		return nwanted;
+		SlotEntry  *e;
+
+		if (!ensure_entry(dir, i))
+			return 0;
+		LWLockAcquire(slot_shared->lock, LW_SHARED);
+		e = lookup(sp->segment);
+		if (e == NULL || e->spindle_no != sp->spindle_no)
+		{
+			/* evicted between the two steps: build it again */
+			LWLockRelease(slot_shared->lock);
+			continue;
+		}
+		if (pg_atomic_read_u32(&e->full))
+			got = 0;
+		else if (e->capacity == 0)
+		{
+			pg_atomic_fetch_add_u64(&e->used, nwanted);
+			got = nwanted;
+		}
+		else
+		{
+			uint64		n = pg_atomic_fetch_add_u64(&e->used, nwanted);
+
+			if (n >= (uint64) e->capacity)
+				got = 0;
+			else
+				got = (int) Min((uint64) nwanted, (uint64) e->capacity - n);
+			if (n + nwanted >= (uint64) e->capacity)
+				mark_full(e);
+		}
+		LWLockRelease(slot_shared->lock);
+		return got;
 	}
-	n = pg_atomic_fetch_add_u64(&e->used, nwanted);
-	if (n >= (uint64) e->capacity)
-	{
-		mark_full(e);
-		return 0;
-	}
-	if (n + nwanted >= (uint64) e->capacity)
-		mark_full(e);
-	return (int) Min((uint64) nwanted, (uint64) e->capacity - n);
 }
 
 /*
@@ -269,15 +296,23 @@ int64
 spindle_slots_used(Relation segrel, SpindleEntry *sp, bool *is_full,
 				   TimestampTz *filled_at, Relation next_segrel)
 {
-	SlotEntry  *e = lookup(RelationGetRelid(segrel));
-	int64		used;
+	SlotEntry  *e;
+	int64		used = 0;
+	bool		present;
 
 	*filled_at = 0;
-	if (e != NULL && e->spindle_no == sp->spindle_no)
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(RelationGetRelid(segrel));
+	present = e != NULL && e->spindle_no == sp->spindle_no;
+	if (present)
 	{
 		used = (int64) pg_atomic_read_u64(&e->used);
 		*is_full = pg_atomic_read_u32(&e->full) != 0;
 		*filled_at = (TimestampTz) pg_atomic_read_u64(&e->filled_at);
+	}
+	LWLockRelease(slot_shared->lock);
+	if (present)
+	{
 		/* reservations may pass the capacity; slots never do */
 		if (sp->capacity > 0 && used > sp->capacity)
 			used = sp->capacity;
@@ -296,9 +331,14 @@ spindle_slots_used(Relation segrel, SpindleEntry *sp, bool *is_full,
 bool
 spindle_slots_reserved(Relation segrel)
 {
-	SlotEntry  *e = lookup(RelationGetRelid(segrel));
+	SlotEntry  *e;
+	bool		reserved;
 
-	return e != NULL && pg_atomic_read_u64(&e->used) > 0;
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(RelationGetRelid(segrel));
+	reserved = e != NULL && pg_atomic_read_u64(&e->used) > 0;
+	LWLockRelease(slot_shared->lock);
+	return reserved;
 }
 
 /* Forget a spindle's counter (dropped, or capacity changed while empty). */
