@@ -59,14 +59,16 @@ static HTAB *dir_cache = NULL;
 static List *dir_graveyard = NIL;	/* stale, still pinned directories */
 
 /* ----------------------------------------------------------------
- * SPI as the bootstrap superuser, with search_path = pg_catalog
+ * SPI as the bootstrap superuser
+ *
+ * Every name and operator in these statements is schema-qualified, so the
+ * caller's search_path cannot redirect them (they run as superuser).
  * ----------------------------------------------------------------
  */
 typedef struct SpiContext
 {
 	Oid			saved_userid;
 	int			saved_sec_context;
-	int			guc_nest;
 } SpiContext;
 
 static void
@@ -77,27 +79,30 @@ spi_begin(SpiContext *ctx)
 	GetUserIdAndSecContext(&ctx->saved_userid, &ctx->saved_sec_context);
 	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
 						   ctx->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	ctx->guc_nest = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
 }
 
 static void
 spi_end(SpiContext *ctx)
 {
-	AtEOXact_GUC(true, ctx->guc_nest);
 	SetUserIdAndSecContext(ctx->saved_userid, ctx->saved_sec_context);
 	SPI_finish();
 }
 
-/* Run one statement with the latest snapshot; returns SPI_processed. */
+/*
+ * Run one statement; returns SPI_processed.  It reads with the latest
+ * snapshot, so that a REPEATABLE READ transaction still finds spindles
+ * created after its snapshot -- except in a parallel operation, which
+ * cannot take snapshots and only reads: the query's snapshot sees every
+ * spindle holding an event it can see (a spindle is committed before any
+ * event is inserted into it by another transaction).
+ */
 static uint64
 spi_run(const char *sql, int nargs, Oid *types, Datum *values,
 		const char *nulls, bool read_only)
 {
 	SPIPlanPtr	plan;
 	int			rc;
+	Snapshot	snapshot;
 
 	plan = SPI_prepare(sql, nargs, types);
 	if (plan == NULL)
@@ -105,7 +110,8 @@ spi_run(const char *sql, int nargs, Oid *types, Datum *values,
 			 SPI_result_code_string(SPI_result));
 	if (!read_only)
 		CommandCounterIncrement();
-	rc = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
+	snapshot = IsInParallelMode() ? GetActiveSnapshot() : GetLatestSnapshot();
+	rc = SPI_execute_snapshot(plan, values, nulls, snapshot,
 							  InvalidSnapshot, read_only, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI failed for \"%s\": %s", sql,
@@ -226,7 +232,7 @@ load_directory(Relation facade)
 	spi_begin(&spi);
 	spi_run("SELECT spindle_no, segment, capacity, created_at, filled_at"
 			"  FROM spindle.spindle_catalog"
-			" WHERE relation = $1 AND dropped_at IS NULL"
+			" WHERE relation OPERATOR(pg_catalog.=) $1 AND dropped_at IS NULL"
 			" ORDER BY spindle_no",
 			1, types, values, NULL, true);
 	oldcxt = MemoryContextSwitchTo(cxt);
@@ -421,9 +427,9 @@ spindle_forget_table(Oid facade)
 		!OidIsValid(get_relname_relid("table_catalog", nsp)))
 		return;
 	spi_begin(&spi);
-	spi_run("DELETE FROM spindle.spindle_catalog WHERE relation = $1",
+	spi_run("DELETE FROM spindle.spindle_catalog WHERE relation OPERATOR(pg_catalog.=) $1",
 			1, types, values, NULL, false);
-	spi_run("DELETE FROM spindle.table_catalog WHERE relation = $1",
+	spi_run("DELETE FROM spindle.table_catalog WHERE relation OPERATOR(pg_catalog.=) $1",
 			1, types, values, NULL, false);
 	spi_end(&spi);
 }
@@ -569,8 +575,9 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 	values[1] = Int64GetDatum(ncreate);
 	spi_begin(&spi);
 	spi_run("UPDATE spindle.table_catalog"
-			"   SET next_spindle_no = next_spindle_no + $2"
-			" WHERE relation = $1 RETURNING next_spindle_no - $2",
+			"   SET next_spindle_no = next_spindle_no OPERATOR(pg_catalog.+) $2"
+			" WHERE relation OPERATOR(pg_catalog.=) $1"
+			" RETURNING next_spindle_no OPERATOR(pg_catalog.-) $2",
 			2, types, values, NULL, false);
 	if (SPI_processed != 1)
 		elog(ERROR, "spindle table %u is not registered",
@@ -603,7 +610,7 @@ spindle_drop_all_spindles(Relation facade)
 
 	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
 	spi_begin(&spi);
-	spi_run("DELETE FROM spindle.spindle_catalog WHERE relation = $1"
+	spi_run("DELETE FROM spindle.spindle_catalog WHERE relation OPERATOR(pg_catalog.=) $1"
 			" RETURNING segment, dropped_at IS NULL",
 			1, types, values, NULL, false);
 	for (i = 0; i < SPI_processed; i++)
@@ -649,14 +656,15 @@ spindle_catalog_mark_dropped(Oid facade, int64 spindle_no, int64 bytes_freed)
 	values[1] = Int64GetDatum(spindle_no);
 	values[2] = Int64GetDatum(bytes_freed);
 	spi_begin(&spi);
-	spi_run("UPDATE spindle.spindle_catalog SET dropped_at = now(),"
-			"       filled_at = coalesce(filled_at, now())"
-			" WHERE relation = $1 AND spindle_no = $2",
+	spi_run("UPDATE spindle.spindle_catalog SET dropped_at = pg_catalog.now(),"
+			"       filled_at = coalesce(filled_at, pg_catalog.now())"
+			" WHERE relation OPERATOR(pg_catalog.=) $1"
+			"   AND spindle_no OPERATOR(pg_catalog.=) $2",
 			2, types, values, NULL, false);
 	spi_run("UPDATE spindle.table_catalog"
-			"   SET spindles_dropped = spindles_dropped + 1,"
-			"       bytes_freed = bytes_freed + $3"
-			" WHERE relation = $1",
+			"   SET spindles_dropped = spindles_dropped OPERATOR(pg_catalog.+) 1,"
+			"       bytes_freed = bytes_freed OPERATOR(pg_catalog.+) $3"
+			" WHERE relation OPERATOR(pg_catalog.=) $1",
 			3, types, values, NULL, false);
 	spi_end(&spi);
 }
@@ -678,7 +686,8 @@ spindle_catalog_dropped(Oid facade, int *n)
 	values[0] = ObjectIdGetDatum(facade);
 	spi_begin(&spi);
 	spi_run("SELECT spindle_no FROM spindle.spindle_catalog"
-			" WHERE relation = $1 AND dropped_at IS NOT NULL"
+			" WHERE relation OPERATOR(pg_catalog.=) $1"
+			"   AND dropped_at IS NOT NULL"
 			"   AND NOT spindle._xid_is_current(xmin)",
 			1, types, values, NULL, true);
 	result = MemoryContextAlloc(CurTransactionContext,
@@ -711,7 +720,8 @@ spindle_catalog_forget_dropped(Oid facade, int64 *spindle_nos, int n)
 	{
 		values[1] = Int64GetDatum(spindle_nos[i]);
 		spi_run("DELETE FROM spindle.spindle_catalog"
-				" WHERE relation = $1 AND spindle_no = $2"
+				" WHERE relation OPERATOR(pg_catalog.=) $1"
+				"   AND spindle_no OPERATOR(pg_catalog.=) $2"
 				"   AND dropped_at IS NOT NULL",
 				2, types, values, NULL, false);
 	}
@@ -731,7 +741,8 @@ spindle_catalog_set_filled(Oid facade, int64 spindle_no, TimestampTz when)
 	values[2] = TimestampTzGetDatum(when);
 	spi_begin(&spi);
 	spi_run("UPDATE spindle.spindle_catalog SET filled_at = $3"
-			" WHERE relation = $1 AND spindle_no = $2 AND filled_at IS NULL",
+			" WHERE relation OPERATOR(pg_catalog.=) $1"
+			"   AND spindle_no OPERATOR(pg_catalog.=) $2 AND filled_at IS NULL",
 			3, types, values, NULL, false);
 	spi_end(&spi);
 }
@@ -769,7 +780,8 @@ spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
 		spi_begin(&spi);
 		spi_run("UPDATE spindle.spindle_catalog SET capacity = $3"
-				" WHERE relation = $1 AND spindle_no = $2",
+				" WHERE relation OPERATOR(pg_catalog.=) $1"
+				"   AND spindle_no OPERATOR(pg_catalog.=) $2",
 				3, types, values, NULL, false);
 		spi_end(&spi);
 		spindle_slots_forget(dir->spindles[i].segment);
