@@ -69,11 +69,13 @@ typedef struct SpiContext
 {
 	Oid			saved_userid;
 	int			saved_sec_context;
+	MemoryContext outer;		/* results that outlive SPI_finish go here */
 } SpiContext;
 
 static void
 spi_begin(SpiContext *ctx)
 {
+	ctx->outer = CurrentMemoryContext;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	GetUserIdAndSecContext(&ctx->saved_userid, &ctx->saved_sec_context);
@@ -401,7 +403,7 @@ spindle_catalog_tables(void)
 		Oid			relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 														   SPI_tuptable->tupdesc,
 														   1, &isnull));
-		MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
+		MemoryContext old = MemoryContextSwitchTo(spi.outer);
 
 		result = lappend_oid(result, relid);
 		MemoryContextSwitchTo(old);
@@ -621,10 +623,15 @@ spindle_drop_all_spindles(Relation facade)
 													  2, &isnull));
 
 		if (live)
+		{
+			MemoryContext old = MemoryContextSwitchTo(spi.outer);
+
 			segments = lappend_oid(segments,
 								   DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 																  SPI_tuptable->tupdesc,
 																  1, &isnull)));
+			MemoryContextSwitchTo(old);
+		}
 	}
 	spi_end(&spi);
 
@@ -690,7 +697,7 @@ spindle_catalog_dropped(Oid facade, int *n)
 			"   AND dropped_at IS NOT NULL"
 			"   AND NOT spindle._xid_is_current(xmin)",
 			1, types, values, NULL, true);
-	result = MemoryContextAlloc(CurTransactionContext,
+	result = MemoryContextAlloc(spi.outer,
 								sizeof(int64) * Max(SPI_processed, 1));
 	for (i = 0; i < SPI_processed; i++)
 	{
