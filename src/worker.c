@@ -16,7 +16,8 @@
  * retires the index entries of dropped spindles, drops every droppable
  * spindle, records fill times, and makes sure a ready spindle follows the
  * open one.  An error in one table is logged with the table's name, shown
- * in spindle.worker, and the worker goes on with the next table.  It takes
+ * in spindle.worker, and the worker goes on with the next table; that
+ * table is then left alone for a while, longer after each failure.  It takes
  * no lock it would wait for (lock_timeout bounds the rest), holds none
  * between rounds, and gets out of the way of DROP DATABASE and of the other
  * commands that need a database to themselves (see spindle_worker_pause).
@@ -49,6 +50,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -88,6 +90,21 @@ typedef struct WorkerShared
 
 static WorkerShared *wshared = NULL;
 static int	my_slot = -1;
+
+/*
+ * Tables whose maintenance failed: skipped until retry_at, the wait
+ * doubling with each failure in a row (naptime, 2x, 4x ... up to 5 min).
+ */
+typedef struct Backoff
+{
+	Oid			relid;			/* hash key */
+	int			failures;
+	TimestampTz retry_at;
+} Backoff;
+
+static HTAB *backoff = NULL;
+
+#define MAX_BACKOFF_MS (5 * 60 * 1000)
 
 #define NSLOTS (spindle_max_workers * 4)
 
@@ -279,6 +296,33 @@ step_ready(Relation rel, int64 *dropped, int64 *freed)
 }
 
 static void
+note_failure(Oid relid)
+{
+	bool		found;
+	Backoff    *b = hash_search(backoff, &relid, HASH_ENTER, &found);
+	int64		wait_ms;
+
+	b->failures = found ? b->failures + 1 : 1;
+	wait_ms = Min((int64) spindle_naptime << Min(b->failures, 20),
+				  (int64) MAX_BACKOFF_MS);
+	b->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+}
+
+static void
+note_success(Oid relid)
+{
+	hash_search(backoff, &relid, HASH_REMOVE, NULL);
+}
+
+static bool
+backing_off(Oid relid)
+{
+	Backoff    *b = hash_search(backoff, &relid, HASH_FIND, NULL);
+
+	return b != NULL && GetCurrentTimestamp() < b->retry_at;
+}
+
+static void
 run_step(Oid relid, TableStep step, int64 *dropped, int64 *freed)
 {
 	MemoryContext cxt = CurrentMemoryContext;
@@ -323,8 +367,11 @@ run_step(Oid relid, TableStep step, int64 *dropped, int64 *freed)
 				 "%s: %s", relname, edata->message);
 		LWLockRelease(wshared->lock);
 		FreeErrorData(edata);
+		note_failure(relid);
+		return;
 	}
 	PG_END_TRY();
+	note_success(relid);
 }
 
 /* One round over every spindle table of the database. */
@@ -370,6 +417,8 @@ worker_round(MemoryContext roundcxt)
 		Oid			relid = lfirst_oid(lc);
 
 		CHECK_FOR_INTERRUPTS();
+		if (backing_off(relid))
+			continue;
 		run_step(relid, step_purge, &dropped, &freed);
 		run_step(relid, step_drop, &dropped, &freed);
 		run_step(relid, step_ready, &dropped, &freed);
@@ -420,6 +469,14 @@ spindle_worker_main(Datum main_arg)
 
 	roundcxt = AllocSetContextCreate(TopMemoryContext, "spindle worker round",
 									 ALLOCSET_DEFAULT_SIZES);
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(Backoff);
+		backoff = hash_create("spindle worker backoff", 64, &ctl,
+							  HASH_ELEM | HASH_BLOBS);
+	}
 	for (;;)
 	{
 		bool		stop;
