@@ -212,8 +212,6 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 	{
 		SpindleEntry *sp = &dir->spindles[i];
 		Relation	seg;
-		Relation	nextseg = NULL;
-		bool		full;
 		TimestampTz filled_at;
 		int64		events,
 					purged,
@@ -226,16 +224,11 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 		seg = try_relation_open(sp->segment, AccessShareLock);
 		if (seg == NULL)
 			continue;
-		if (i + 1 < dir->nspindles)
-			nextseg = try_relation_open(dir->spindles[i + 1].segment,
-										AccessShareLock);
-		(void) spindle_slots_used(seg, sp, &full, &filled_at, nextseg);
-		if (nextseg != NULL)
-			relation_close(nextseg, AccessShareLock);
-		if (!full)
+		/* spindles fill in order: none after the first unfilled one is full */
+		if (!spindle_slots_full(dir, i, &filled_at))
 		{
 			relation_close(seg, AccessShareLock);
-			continue;
+			break;
 		}
 		if (sp->filled_at == 0 && filled_at != 0)
 			spindle_catalog_set_filled(RelationGetRelid(facade),

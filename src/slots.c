@@ -289,6 +289,38 @@ spindle_slots_take(SpindleDirectory *dir, int i, int nwanted)
 }
 
 /*
+ * Is spindle i of dir full?  Builds its counter if it has none (counting
+ * its pages once); *filled_at is when it became full, if known.  False
+ * for a spindle that no longer exists.
+ */
+bool
+spindle_slots_full(SpindleDirectory *dir, int i, TimestampTz *filled_at)
+{
+	SpindleEntry *sp = &dir->spindles[i];
+
+	*filled_at = 0;
+	for (;;)
+	{
+		SlotEntry  *e;
+		bool		full;
+
+		if (!ensure_entry(dir, i))
+			return false;
+		LWLockAcquire(slot_shared->lock, LW_SHARED);
+		e = lookup(sp->segment);
+		if (e == NULL || e->spindle_no != sp->spindle_no)
+		{
+			LWLockRelease(slot_shared->lock);
+			continue;
+		}
+		full = pg_atomic_read_u32(&e->full) != 0;
+		*filled_at = (TimestampTz) pg_atomic_read_u64(&e->filled_at);
+		LWLockRelease(slot_shared->lock);
+		return full;
+	}
+}
+
+/*
  * Slots used by a spindle and whether it is full, without building an
  * entry (for the views).  next_segrel is the following spindle or NULL.
  */

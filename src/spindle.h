@@ -129,6 +129,8 @@ extern int64 spindle_slots_used(Relation segrel, SpindleEntry *sp,
 								bool *is_full, TimestampTz *filled_at,
 								Relation next_segrel);
 extern bool spindle_slots_reserved(Relation segrel);
+extern bool spindle_slots_full(SpindleDirectory *dir, int i,
+							   TimestampTz *filled_at);
 extern void spindle_slots_forget(Oid segment);
 
 /* facade_am.c / facade_scan.c */

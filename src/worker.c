@@ -284,14 +284,9 @@ step_purge(Relation rel, int64 *dropped, int64 *freed)
 }
 
 static void
-step_drop(Relation rel, int64 *dropped, int64 *freed)
+step_drop_and_ready(Relation rel, int64 *dropped, int64 *freed)
 {
 	*dropped += spindle_drop_droppable_stats(rel, freed, true);
-}
-
-static void
-step_ready(Relation rel, int64 *dropped, int64 *freed)
-{
 	spindle_ensure_ready(rel);
 }
 
@@ -379,6 +374,7 @@ static void
 worker_round(MemoryContext roundcxt)
 {
 	List	   *tables = NIL;
+	List	   *with_ttl = NIL;
 	ListCell   *lc;
 	bool		have_extension;
 	int64		dropped = 0;
@@ -396,6 +392,13 @@ worker_round(MemoryContext roundcxt)
 
 		old = MemoryContextSwitchTo(roundcxt);
 		tables = list_copy(found);
+		foreach(lc, tables)
+		{
+			Interval	ttl;
+
+			if (spindle_rel_ttl_option(lfirst_oid(lc), &ttl))
+				with_ttl = lappend_oid(with_ttl, lfirst_oid(lc));
+		}
 		MemoryContextSwitchTo(old);
 	}
 	PopActiveSnapshot();
@@ -419,9 +422,9 @@ worker_round(MemoryContext roundcxt)
 		CHECK_FOR_INTERRUPTS();
 		if (backing_off(relid))
 			continue;
-		run_step(relid, step_purge, &dropped, &freed);
-		run_step(relid, step_drop, &dropped, &freed);
-		run_step(relid, step_ready, &dropped, &freed);
+		if (list_member_oid(with_ttl, relid))
+			run_step(relid, step_purge, &dropped, &freed);
+		run_step(relid, step_drop_and_ready, &dropped, &freed);
 	}
 	pgstat_report_stat(true);
 
