@@ -38,7 +38,7 @@ sub wait_for
 	my $t0 = [gettimeofday];
 	while (1)
 	{
-		my $res = $node->safe_psql($db, $sql);
+		my $res = $node->safe_psql($db, $sql, timeout => 60);
 		return tv_interval($t0) if $res eq 't';
 		return undef if tv_interval($t0) > $limit;
 		usleep(50_000);
