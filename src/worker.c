@@ -329,15 +329,19 @@ run_step(Oid relid, TableStep step, int64 *dropped, int64 *freed)
 	{
 		Relation	rel;
 
+		char	   *name;
+
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
+		/* the name first: locking the table may be what fails */
+		name = get_rel_name(relid);
+		if (name != NULL)
+			snprintf(relname, sizeof(relname), "%s.%s",
+					 get_namespace_name(get_rel_namespace(relid)), name);
 		rel = try_relation_open(relid, AccessShareLock);
 		if (rel != NULL)
 		{
-			snprintf(relname, sizeof(relname), "%s.%s",
-					 get_namespace_name(RelationGetNamespace(rel)),
-					 RelationGetRelationName(rel));
 			if (spindle_is_facade(rel))
 				step(rel, dropped, freed);
 			relation_close(rel, NoLock);
