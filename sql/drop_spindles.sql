@@ -183,7 +183,22 @@ DROP TABLE ds, ds_zero, ds_a, ds_b, ds_heap;
 ALTER SYSTEM RESET spindle.enable_worker;
 SELECT pg_reload_conf();
 
--- the background worker drops a droppable spindle by itself
+-- the background worker drops a droppable spindle by itself; first wait (up
+-- to 60 s) until a worker serves this database: the launcher may take 30 s
+-- to come back to a database it first found without the extension
+DO $$
+BEGIN
+  FOR i IN 1..600 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity
+                       WHERE backend_type = 'spindle worker'
+                         AND datname = current_database());
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
+SELECT count(*) AS workers_serving_this_database FROM pg_stat_activity
+ WHERE backend_type = 'spindle worker' AND datname = current_database();
 CREATE TABLE ds_w (id int) USING spindle WITH (events_per_spindle = 3);
 INSERT INTO ds_w SELECT generate_series(1, 7);
 CREATE TEMP TABLE ds_w_segment AS
