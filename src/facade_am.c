@@ -86,11 +86,16 @@ spindle_slot_set_identity(TupleTableSlot *slot, Relation facade,
 }
 
 /*
- * Find the spindle and physical TID of a virtual TID.  Returns false if no
- * spindle holds it any more (dropped, or never there).  The returned copy
- * of the entry stays valid after the directory is released.
+ * Find the spindle and physical TID of a virtual TID.  Returns
+ * TID_IN_SPINDLE with *sp (a copy, valid after the directory is released)
+ * and *ptid set; TID_DEAD when its chunk is unmapped (its spindle was
+ * dropped and no index can still hold it); TID_UNKNOWN when the chunk
+ * belongs to a spindle this backend cannot see.  An unknown spindle is
+ * not necessarily gone: a producer that had to create spindles in its own
+ * transaction has placed events in one that nobody else sees until it
+ * commits, and their index entries must stay.
  */
-bool
+TidResolution
 spindle_resolve_tid(Relation facade, ItemPointer vtid, SpindleEntry *sp,
 					ItemPointer ptid)
 {
@@ -100,7 +105,7 @@ spindle_resolve_tid(Relation facade, ItemPointer vtid, SpindleEntry *sp,
 
 	if (!ItemPointerIsValid(vtid) ||
 		!spindle_tid_to_physical(facade, vtid, &tag, ptid))
-		return false;
+		return TID_DEAD;
 	dir = spindle_directory_acquire(facade);
 	found = spindle_find_by_tag(dir, tag);
 	if (found == NULL)
@@ -117,7 +122,7 @@ spindle_resolve_tid(Relation facade, ItemPointer vtid, SpindleEntry *sp,
 		sp->vchunk = NULL;
 	}
 	spindle_directory_release(dir);
-	return found != NULL;
+	return found != NULL ? TID_IN_SPINDLE : TID_UNKNOWN;
 }
 
 /*
@@ -132,16 +137,36 @@ obtain_spindles(Relation facade, int64 need, int64 capacity)
 {
 	int			count;
 
+	int			attempt;
+
 	if (capacity <= 0)
 		count = 1;
 	else
 		count = (int) Min((need + capacity - 1) / capacity, 64);
-	count += 1;					/* and one ready ahead */
+	count += 2;					/* and some ready ahead */
 
-	if (spindle_created_here(facade) ||
-		CheckRelationLockedByMe(facade, ShareUpdateExclusiveLock, true) ||
-		!spindle_request_spindles(facade, count))
-		spindle_create_spindles(facade, count, true);
+	if (!spindle_created_here(facade) &&
+		!CheckRelationLockedByMe(facade, ShareUpdateExclusiveLock, true))
+	{
+		/* max_worker_processes may be busy for a moment: try a few times */
+		for (attempt = 0; attempt < 5; attempt++)
+		{
+			if (spindle_request_spindles(facade, count))
+			{
+				AcceptInvalidationMessages();
+				return;
+			}
+			pg_usleep(20000L);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+
+	/*
+	 * Create them in our own transaction.  Other producers needing a new
+	 * spindle now wait for our commit; readers cannot see these spindles
+	 * until then, and treat their index entries as alive meanwhile.
+	 */
+	spindle_create_spindles(facade, count, true);
 	AcceptInvalidationMessages();
 }
 
@@ -272,7 +297,7 @@ facade_tuple_complete_speculative(Relation rel, TupleTableSlot *slot,
 	ItemPointerData ptid;
 	Relation	seg;
 
-	if (!spindle_resolve_tid(rel, &vtid, &sp, &ptid))
+	if (spindle_resolve_tid(rel, &vtid, &sp, &ptid) != TID_IN_SPINDLE)
 		elog(ERROR, "spindle of speculative tuple (%u,%u) not found",
 			 ItemPointerGetBlockNumber(&vtid), ItemPointerGetOffsetNumber(&vtid));
 	seg = relation_open(sp.segment, RowExclusiveLock);
@@ -300,7 +325,7 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 	Relation	seg;
 	TM_Result	result;
 
-	if (!spindle_resolve_tid(rel, tid, &sp, &ptid) ||
+	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
 		(seg = try_relation_open(sp.segment, RowExclusiveLock)) == NULL)
 		elog(ERROR, "event (%u,%u) of spindle table \"%s\" not found",
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
@@ -344,7 +369,7 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 	Relation	seg;
 	TM_Result	result;
 
-	if (!spindle_resolve_tid(rel, tid, &sp, &ptid) ||
+	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
 		(seg = try_relation_open(sp.segment, RowShareLock)) == NULL)
 		elog(ERROR, "event (%u,%u) of spindle table \"%s\" not found",
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
@@ -370,7 +395,7 @@ facade_tuple_fetch_row_version(Relation rel, ItemPointer tid,
 	Relation	seg;
 	bool		found;
 
-	if (!spindle_resolve_tid(rel, tid, &sp, &ptid) ||
+	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
 		(seg = try_relation_open(sp.segment, AccessShareLock)) == NULL)
 		return false;
 	if (ItemPointerGetBlockNumber(&ptid) >= RelationGetNumberOfBlocks(seg))
@@ -469,23 +494,27 @@ facade_index_fetch_tuple(IndexFetchTableData *scan, ItemPointer tid,
 	bool		found;
 
 	*call_again = false;
-	if (!spindle_resolve_tid(rel, tid, &sp, &ptid))
+	if (all_dead)
+		*all_dead = false;
+	switch (spindle_resolve_tid(rel, tid, &sp, &ptid))
 	{
-		/* its spindle was dropped: dead to everyone */
-		if (all_dead)
-			*all_dead = true;
-		return false;
+		case TID_DEAD:
+			/* its spindle was dropped: dead to everyone */
+			if (all_dead)
+				*all_dead = true;
+			return false;
+		case TID_UNKNOWN:
+			/* in a spindle we cannot see: not visible to us, maybe alive */
+			return false;
+		case TID_IN_SPINDLE:
+			break;
 	}
 	if (f->spindle_no != sp.spindle_no)
 	{
 		facade_index_fetch_close_spindle(f);
 		f->seg = try_relation_open(sp.segment, AccessShareLock);
 		if (f->seg == NULL)
-		{
-			if (all_dead)
-				*all_dead = true;
-			return false;
-		}
+			return false;		/* dropped since: its index entries go later */
 		f->hfetch = heap_methods->index_fetch_begin(f->seg);
 		f->spindle_no = sp.spindle_no;
 	}
@@ -500,8 +529,8 @@ facade_index_fetch_tuple(IndexFetchTableData *scan, ItemPointer tid,
 
 /*
  * Which index entries may go: hand each spindle's share of the TIDs to
- * heapam, which also computes the conflict horizon for standbys.  TIDs of
- * dropped spindles are deletable (every event in them was dead to all).
+ * heapam, which also computes the conflict horizon for standbys.  TIDs in
+ * unmapped chunks are deletable; TIDs of spindles we cannot see are not.
  */
 static TransactionId
 facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
@@ -519,11 +548,18 @@ facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
 		SpindleEntry sp;
 		TM_IndexDelete *d = &delstate->deltids[i];
 
-		if (!spindle_resolve_tid(rel, &d->tid, &sp, &ptids[i]))
+		switch (spindle_resolve_tid(rel, &d->tid, &sp, &ptids[i]))
 		{
-			delstate->status[d->id].knowndeletable = true;
-			done[i] = true;
-			continue;
+			case TID_DEAD:
+				delstate->status[d->id].knowndeletable = true;
+				done[i] = true;
+				continue;
+			case TID_UNKNOWN:
+				/* maybe an uncommitted spindle: leave the entry alone */
+				done[i] = true;
+				continue;
+			case TID_IN_SPINDLE:
+				break;
 		}
 		spindle_of[i] = sp.spindle_no;
 		segment_of[i] = sp.segment;
@@ -556,11 +592,7 @@ facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
 		sub.ndeltids = m;
 		seg = try_relation_open(segment_of[i], AccessShareLock);
 		if (seg == NULL)
-		{
-			for (j = 0; j < m; j++)
-				delstate->status[delstate->deltids[sub.status[j].idxoffnum].id].knowndeletable = true;
-			continue;
-		}
+			continue;			/* dropped since: cleanup removes them */
 		/* heap_index_delete_tuples may reorder and shorten sub.deltids */
 		xid = heap_methods->index_delete_tuples(seg, &sub);
 		for (j = 0; j < sub.ndeltids; j++)

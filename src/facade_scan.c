@@ -452,6 +452,16 @@ facade_index_build_range_scan(Relation table_rel, Relation index_rel,
 	bs.callback = callback;
 	bs.callback_state = callback_state;
 
+	if (scan != NULL && scan->rs_parallel == NULL)
+	{
+		/*
+		 * A caller's own serial scan (amcheck's heapallindexed): the
+		 * spindles are walked below, with heapam's choice of snapshot; the
+		 * scan is ended as heapam ends the scan it is given.
+		 */
+		table_endscan(scan);
+		scan = NULL;
+	}
 	if (scan != NULL)
 	{
 		FacadeScanDesc s = (FacadeScanDesc) scan;

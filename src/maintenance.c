@@ -8,7 +8,8 @@
  * everyone: its inserter aborted, or its deleter committed and no running
  * snapshot of this database (nor a replication slot, nor a standby with
  * hot_standby_feedback) predates that deleter -- heap's own rule for
- * removing a tuple (HeapTupleSatisfiesVacuumHorizon + GlobalVisTestFor).
+ * removing a tuple (HeapTupleSatisfiesVacuum against
+ * GetOldestNonRemovableTransactionId, as VACUUM decides).
  * Dropping never waits: a spindle anyone holds a lock on is skipped.
  *
  * The drop itself is a catalog DROP of the spindle's relation (with its
@@ -65,7 +66,14 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(segrel);
 	BlockNumber blk;
-	GlobalVisState *vistest = GlobalVisTestFor(segrel);
+
+	/*
+	 * Computed afresh, as VACUUM does: GlobalVisTestFor()'s horizons are
+	 * only refreshed with this backend's snapshots, which PostgreSQL reuses
+	 * while no transaction with an xid ends, so they can stay behind a
+	 * snapshot that is long gone.
+	 */
+	TransactionId oldest_xmin = GetOldestNonRemovableTransactionId(segrel);
 	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
 
 	*events = *purged = *dead_to_all = 0;
@@ -91,7 +99,6 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 		{
 			ItemId		itemid = PageGetItemId(page, off);
 			HeapTupleData tuple;
-			TransactionId dead_after = InvalidTransactionId;
 
 			if (!ItemIdIsNormal(itemid))
 			{
@@ -104,7 +111,7 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 			tuple.t_len = ItemIdGetLength(itemid);
 			tuple.t_tableOid = RelationGetRelid(segrel);
 			ItemPointerSet(&tuple.t_self, blk, off);
-			switch (HeapTupleSatisfiesVacuumHorizon(&tuple, buf, &dead_after))
+			switch (HeapTupleSatisfiesVacuum(&tuple, oldest_xmin, buf))
 			{
 				case HEAPTUPLE_DEAD:
 					(*purged)++;
@@ -112,8 +119,6 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 					break;
 				case HEAPTUPLE_RECENTLY_DEAD:
 					(*purged)++;
-					if (GlobalVisTestIsRemovableXid(vistest, dead_after))
-						(*dead_to_all)++;
 					break;
 				default:
 					break;

@@ -139,8 +139,15 @@ extern const TableAmRoutine *spindle_heap_methods(void);
 extern void spindle_scan_routines(TableAmRoutine *r);
 extern void spindle_slot_set_identity(TupleTableSlot *slot, Relation facade,
 									  ItemPointer vtid);
-extern bool spindle_resolve_tid(Relation facade, ItemPointer vtid,
-								SpindleEntry *sp, ItemPointer ptid);
+typedef enum TidResolution
+{
+	TID_IN_SPINDLE,				/* found: *sp and *ptid are set */
+	TID_DEAD,					/* chunk unmapped: nothing can be there */
+	TID_UNKNOWN					/* a spindle this backend cannot see */
+} TidResolution;
+
+extern TidResolution spindle_resolve_tid(Relation facade, ItemPointer vtid,
+										 SpindleEntry *sp, ItemPointer ptid);
 
 /* segment_am.c */
 extern const TableAmRoutine *spindle_segment_routine(void);
