@@ -202,8 +202,7 @@ check_option(DefElem *def, bool is_reset)
 					 errmsg("invalid value for option \"%s\": \"%s\"",
 							OPT_TTL, value ? value : ""),
 					 errdetail("Valid values are positive intervals, such as '1 hour'.")));
-		value = DatumGetCString(DirectFunctionCall1(interval_out,
-													IntervalPGetDatum(&ttl)));
+		/* kept as written: its meaning does not depend on IntervalStyle */
 	}
 	return makeDefElem(pstrdup(def->defname), (Node *) makeString(value),
 					   def->location);

@@ -134,6 +134,8 @@ Datum
 spindle_require_preload(PG_FUNCTION_ARGS)
 {
 	spindle_check_preloaded();
+	/* and have the worker serve this database at once */
+	spindle_worker_extension_created();
 	PG_RETURN_VOID();
 }
 

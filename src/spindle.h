@@ -189,5 +189,6 @@ extern void spindle_worker_register(void);
 extern void spindle_worker_pause(Oid dboid);
 extern void spindle_worker_resume(Oid dboid);
 extern void spindle_worker_nudge(void);
+extern void spindle_worker_extension_created(void);
 
 #endif							/* SPINDLE_H */

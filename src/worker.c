@@ -220,6 +220,49 @@ spindle_worker_resume(Oid dboid)
 	LWLockRelease(wshared->lock);
 }
 
+/*
+ * CREATE EXTENSION spindle: once it commits, this database is to be served
+ * at once, not after the launcher's next look for the extension.  The
+ * commit callback only takes an LWLock and sets a latch, which cannot fail.
+ */
+static bool wake_at_commit = false;
+
+static void
+worker_xact_callback(XactEvent event, void *arg)
+{
+	WorkerSlot *slot;
+
+	if (!wake_at_commit)
+		return;
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		wake_at_commit = false;
+	if (event != XACT_EVENT_COMMIT)
+		return;
+	wake_at_commit = false;
+	if (wshared == NULL)
+		return;
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	slot = find_slot(MyDatabaseId);
+	if (slot != NULL)
+		slot->no_extension = false;
+	if (wshared->launcher_pgprocno >= 0)
+		SetLatch(&ProcGlobal->allProcs[wshared->launcher_pgprocno].procLatch);
+	LWLockRelease(wshared->lock);
+}
+
+void
+spindle_worker_extension_created(void)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		RegisterXactCallback(worker_xact_callback, NULL);
+		registered = true;
+	}
+	wake_at_commit = true;
+}
+
 /* Wake the worker of this database (a producer used a ready spindle). */
 void
 spindle_worker_nudge(void)
