@@ -179,13 +179,12 @@ DROP VIEW ds_spindles;
 DROP FUNCTION ds_rows(text);
 DROP TABLE ds, ds_zero, ds_a, ds_b, ds_heap;
 
--- the worker back on
-ALTER SYSTEM RESET spindle.enable_worker;
+-- the worker on (test/spindle.conf has it off for the other tests)
+ALTER SYSTEM SET spindle.enable_worker = on;
 SELECT pg_reload_conf();
 
 -- the background worker drops a droppable spindle by itself; first wait (up
--- to 60 s) until a worker serves this database: the launcher may take 30 s
--- to come back to a database it first found without the extension
+-- to 60 s) until a worker serves this database
 DO $$
 BEGIN
   FOR i IN 1..600 LOOP
@@ -224,3 +223,6 @@ SELECT spindle_no, state, events, purged_events FROM spindle.spindles
 SELECT spindles_dropped FROM spindle.tables WHERE relation = 'ds_w'::regclass;
 SELECT string_agg(id::text, ',' ORDER BY id) FROM ds_w;
 DROP TABLE ds_w, ds_w_segment;
+-- back to the configured state
+ALTER SYSTEM RESET spindle.enable_worker;
+SELECT pg_reload_conf();
