@@ -143,7 +143,7 @@ obtain_spindles(Relation facade, int64 need, int64 capacity)
 		count = 1;
 	else
 		count = (int) Min((need + capacity - 1) / capacity, 64);
-	count += 2;					/* and some ready ahead */
+	count += 1;					/* and one ready ahead */
 
 	if (!spindle_created_here(facade) &&
 		!CheckRelationLockedByMe(facade, ShareUpdateExclusiveLock, true))
