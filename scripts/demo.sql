@@ -37,7 +37,7 @@ SELECT spindle_no, state, capacity, events, purged_events, size_bytes
 FROM spindle.spindles WHERE relation = 'events'::regclass ORDER BY 1;
 
 \echo
-\echo '== 7. Drop every droppable spindle now and return how many were dropped (the background worker, off in this demo, does the same every spindle.naptime).'
+\echo '== 7. Drop every droppable spindle now and return how many were dropped (the background worker, off until step 11, does the same every spindle.naptime).'
 SELECT spindle.drop_spindles('events');
 
 \echo
@@ -52,3 +52,26 @@ SELECT * FROM spindle.tables;
 \echo
 \echo '== 10. The 1500 events that were not deleted are all still there.'
 SELECT count(*) AS events, min(id), max(id) FROM events;
+
+\echo
+\echo '== 11. Give the table a time to live of 1 second and turn the background worker on: it purges expired events and drops the spindles they filled, by itself.'
+ALTER TABLE events SET (time_to_live = '1 second');
+ALTER SYSTEM SET spindle.enable_worker = on;
+SELECT pg_reload_conf();
+DO $$
+BEGIN
+  -- wait (at most 30 s) until the worker has dropped the full spindle 3;
+  -- COMMIT ends this session's snapshot, which would otherwise keep the
+  -- purged events visible to it, and so keep their spindle
+  FOR i IN 1..300 LOOP
+    EXIT WHEN NOT EXISTS (SELECT 1 FROM spindle.spindles
+                           WHERE relation = 'events'::regclass AND state = 'full');
+    COMMIT;
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
+SELECT spindle_no, state, capacity, events, purged_events, size_bytes
+FROM spindle.spindles WHERE relation = 'events'::regclass ORDER BY 1;
+SELECT count(*) AS events_left FROM events;
+SELECT database, state, spindles_dropped, bytes_freed, last_error FROM spindle.worker;
