@@ -518,6 +518,23 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
 }
 
 /*
+ * Has this spindle never been given an event?  1 if so, 0 if it has events
+ * (or slots handed out for them), -1 if it no longer exists.
+ */
+static int
+segment_is_empty(Oid segment)
+{
+	Relation	seg = try_relation_open(segment, AccessShareLock);
+	bool		empty;
+
+	if (seg == NULL)
+		return -1;
+	empty = RelationGetNumberOfBlocks(seg) == 0 && !spindle_slots_reserved(seg);
+	relation_close(seg, AccessShareLock);
+	return empty ? 1 : 0;
+}
+
+/*
  * Create spindles for the facade in the current transaction.  With
  * ready_only, create only as many as are needed for `count` empty spindles
  * to follow the last one that has events; otherwise create `count` new
@@ -550,16 +567,11 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 		dir = spindle_directory_acquire(facade);
 		for (i = dir->nspindles - 1; i >= 0; i--)
 		{
-			Relation	seg = try_relation_open(dir->spindles[i].segment,
-												AccessShareLock);
-			bool		is_empty;
+			int			e = segment_is_empty(dir->spindles[i].segment);
 
-			if (seg == NULL)
+			if (e < 0)
 				continue;
-			is_empty = RelationGetNumberOfBlocks(seg) == 0 &&
-				!spindle_slots_reserved(seg);
-			relation_close(seg, AccessShareLock);
-			if (!is_empty)
+			if (e == 0)
 				break;
 			empty++;
 		}
@@ -773,16 +785,7 @@ spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 	values[2] = Int64GetDatum(capacity);
 	for (i = 0; i < dir->nspindles; i++)
 	{
-		Relation	seg = try_relation_open(dir->spindles[i].segment,
-											AccessShareLock);
-		bool		is_empty;
-
-		if (seg == NULL)
-			continue;
-		is_empty = RelationGetNumberOfBlocks(seg) == 0 &&
-			!spindle_slots_reserved(seg);
-		relation_close(seg, AccessShareLock);
-		if (!is_empty)
+		if (segment_is_empty(dir->spindles[i].segment) != 1)
 			continue;
 		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
 		spi_begin(&spi);

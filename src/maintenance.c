@@ -410,17 +410,8 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(0))
 	{
 		Oid			relid = PG_GETARG_OID(0);
-		Relation	rel = try_relation_open(relid, AccessShareLock);
+		Relation	rel = spindle_open_facade(relid, AccessShareLock);
 
-		if (rel == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("relation with OID %u does not exist", relid)));
-		if (!spindle_is_facade(rel))
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("relation \"%s\" is not a spindle table",
-							RelationGetRelationName(rel))));
 		if (!pg_class_ownercheck(relid, GetUserId()))
 			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
 						   RelationGetRelationName(rel));

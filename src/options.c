@@ -85,6 +85,27 @@ spindle_is_facade(Relation rel)
 		rel->rd_tableam == spindle_facade_routine();
 }
 
+/*
+ * Open a relation that a SQL function was given as a spindle table, with
+ * the given lock; ERROR if it does not exist or is no spindle table.
+ */
+Relation
+spindle_open_facade(Oid relid, LOCKMODE lockmode)
+{
+	Relation	rel = try_relation_open(relid, lockmode);
+
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (!spindle_is_facade(rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("relation \"%s\" is not a spindle table",
+						RelationGetRelationName(rel))));
+	return rel;
+}
+
 static bool
 relid_is_facade(Oid relid)
 {

@@ -325,16 +325,7 @@ spindle_purge_expired(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("relation must not be NULL")));
 	relid = PG_GETARG_OID(0);
-	rel = try_relation_open(relid, RowExclusiveLock);
-	if (rel == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	if (!spindle_is_facade(rel))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("relation \"%s\" is not a spindle table",
-						RelationGetRelationName(rel))));
+	rel = spindle_open_facade(relid, RowExclusiveLock);
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_DELETE) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE,
 					   RelationGetRelationName(rel));
