@@ -53,6 +53,7 @@ typedef struct DirCacheEntry
 {
 	Oid			facade;			/* hash key */
 	SpindleDirectory *current;	/* NULL or the valid directory */
+	int64		open_spindle_no;	/* where this backend last inserted */
 } DirCacheEntry;
 
 static HTAB *dir_cache = NULL;
@@ -277,10 +278,14 @@ spindle_directory_acquire(Relation facade)
 	spindle_check_preloaded();
 	e = hash_search(dir_cache, &relid, HASH_ENTER, &found);
 	if (!found)
+	{
 		e->current = NULL;
+		e->open_spindle_no = 0;
+	}
 	if (e->current == NULL)
 	{
 		SpindleDirectory *dir = load_directory(facade);
+		int			i;
 
 		/* loading may have processed invalidations; re-find the entry */
 		e = hash_search(dir_cache, &relid, HASH_ENTER, &found);
@@ -291,10 +296,28 @@ spindle_directory_acquire(Relation facade)
 			else
 				free_directory(e->current);
 		}
+		/*
+		 * Spindles before the one this backend last inserted into are full
+		 * for good: start the next insert there, not at the oldest spindle.
+		 */
+		for (i = 0; i < dir->nspindles; i++)
+			if (dir->spindles[i].spindle_no >= e->open_spindle_no)
+				break;
+		dir->open_hint = Min(i, Max(dir->nspindles - 1, 0));
 		e->current = dir;
 	}
 	e->current->pins++;
 	return e->current;
+}
+
+/* Remember the spindle this backend inserted into last (see above). */
+void
+spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no)
+{
+	DirCacheEntry *e = hash_search(dir_cache, &dir->facade, HASH_FIND, NULL);
+
+	if (e != NULL)
+		e->open_spindle_no = spindle_no;
 }
 
 void

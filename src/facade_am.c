@@ -136,7 +136,6 @@ static void
 obtain_spindles(Relation facade, int64 need, int64 capacity)
 {
 	int			count;
-
 	int			attempt;
 
 	if (capacity <= 0)
@@ -187,11 +186,27 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 	dir = spindle_directory_acquire(facade);
 	while (done < nslots)
 	{
+
 		Relation	seg = NULL;
 		SpindleEntry *sp = NULL;
 		int			got = 0;
 		int			i;
 		int			k;
+
+		/*
+		 * A directory's starting point comes from this backend's past
+		 * inserts; trust it only if the spindle before it is full (then all
+		 * before it are: spindles fill in order).
+		 */
+		if (!dir->hint_checked)
+		{
+			TimestampTz filled_at;
+
+			if (dir->open_hint > 0 &&
+				!spindle_slots_full(dir, dir->open_hint - 1, &filled_at))
+				dir->open_hint = 0;
+			dir->hint_checked = true;
+		}
 
 		for (i = dir->open_hint; i < dir->nspindles; i++)
 		{
@@ -221,8 +236,12 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 			dir = spindle_directory_acquire(facade);
 			continue;
 		}
-		dir->open_hint = i;
 		sp = &dir->spindles[i];
+		if (i != dir->open_hint)
+		{
+			dir->open_hint = i;
+			spindle_directory_note_open(dir, sp->spindle_no);
+		}
 		if (i == dir->nspindles - 1 && sp->segment != last_nudged_segment)
 		{
 			/* the ready spindle is in use: have the worker make the next */

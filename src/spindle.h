@@ -69,6 +69,7 @@ typedef struct SpindleDirectory
 	SpindleEntry *spindles;		/* ordered by spindle_no */
 	int64		events_per_spindle; /* table option, for new spindles */
 	int			open_hint;		/* no spindle before this one has room */
+	bool		hint_checked;	/* open_hint verified against the counters */
 } SpindleDirectory;
 
 /* spindle.c */
@@ -88,6 +89,7 @@ extern Oid	spindle_facade_am_oid(void);
 extern void spindle_directory_init(void);
 extern SpindleDirectory *spindle_directory_acquire(Relation facade);
 extern void spindle_directory_release(SpindleDirectory *dir);
+extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_by_tag(SpindleDirectory *dir, uint32 tag);
 extern int16 *spindle_vchunk_cache(SpindleDirectory *dir, SpindleEntry *sp);
