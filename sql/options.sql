@@ -154,5 +154,16 @@ SELECT relation, events_per_spindle FROM spindle.tables
 \d+ o_dam
 \set HIDE_TABLEAM on
 
+-- serial columns and a primary key make a sequence before the table and an
+-- index after it: the options still belong to the table
+CREATE TABLE o_serial (id bigserial PRIMARY KEY, b text) USING spindle
+  WITH (events_per_spindle = 4, time_to_live = '2 hours');
+SELECT c.relname, c.reloptions FROM pg_class c
+ WHERE c.relname IN ('o_serial', 'o_serial_id_seq', 'o_serial_pkey')
+ ORDER BY c.relname;
+INSERT INTO o_serial (b) SELECT 'x' FROM generate_series(1, 9);
+SELECT spindle_no, state, capacity, events FROM spindle.spindles
+ WHERE relation = 'o_serial'::regclass AND state <> 'ready' ORDER BY spindle_no;
+
 DROP TABLE o_default, o_guc, o_guc_zero, o_explicit, o_quoted, o_max, o_zero,
-  o_ttl, o_heap, o_alter, o_dam, o_dam_guc;
+  o_ttl, o_heap, o_alter, o_dam, o_dam_guc, o_serial;

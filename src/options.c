@@ -804,8 +804,21 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (access == OAT_POST_CREATE && pending_create &&
 		!OidIsValid(pending_relid))
 	{
-		/* the first relation a spindle CREATE makes is the table itself */
-		pending_relid = objectId;
+		/*
+		 * The spindle table of the pending CREATE: not a sequence of one of
+		 * its serial columns, made before it, nor an index, made after it.
+		 * Its relcache entry exists already; its pg_class row may not yet be
+		 * visible to catalog lookups.
+		 */
+		Relation	rel = RelationIdGetRelation(objectId);
+
+		if (rel != NULL)
+		{
+			if (rel->rd_rel->relkind == RELKIND_RELATION &&
+				rel->rd_rel->relam == spindle_facade_am_oid())
+				pending_relid = objectId;
+			RelationClose(rel);
+		}
 	}
 	else if (access == OAT_DROP)
 	{
