@@ -122,6 +122,17 @@ spi_run(const char *sql, int nargs, Oid *types, Datum *values,
 	return SPI_processed;
 }
 
+/* Run one catalog-changing statement in its own SPI connection. */
+static void
+catalog_write(const char *sql, int nargs, Oid *types, Datum *values)
+{
+	SpiContext	spi;
+
+	spi_begin(&spi);
+	spi_run(sql, nargs, types, values, NULL, false);
+	spi_end(&spi);
+}
+
 /* ----------------------------------------------------------------
  * The backend-local cache
  * ----------------------------------------------------------------
@@ -398,15 +409,12 @@ spindle_created_here(Relation facade)
 void
 spindle_register_table(Oid facade)
 {
-	SpiContext	spi;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(facade)};
 
-	spi_begin(&spi);
-	spi_run("INSERT INTO spindle.table_catalog (relation) VALUES ($1)"
-			" ON CONFLICT (relation) DO NOTHING",
-			1, types, values, NULL, false);
-	spi_end(&spi);
+	catalog_write("INSERT INTO spindle.table_catalog (relation) VALUES ($1)"
+				  " ON CONFLICT (relation) DO NOTHING",
+				  1, types, values);
 }
 
 /* OIDs of every registered spindle table of this database. */
@@ -442,7 +450,6 @@ spindle_catalog_tables(void)
 void
 spindle_forget_table(Oid facade)
 {
-	SpiContext	spi;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(facade)};
 	Oid			nsp = get_namespace_oid(SPINDLE_SCHEMA, true);
@@ -451,12 +458,12 @@ spindle_forget_table(Oid facade)
 		!OidIsValid(get_relname_relid("spindle_catalog", nsp)) ||
 		!OidIsValid(get_relname_relid("table_catalog", nsp)))
 		return;
-	spi_begin(&spi);
-	spi_run("DELETE FROM spindle.spindle_catalog WHERE relation OPERATOR(pg_catalog.=) $1",
-			1, types, values, NULL, false);
-	spi_run("DELETE FROM spindle.table_catalog WHERE relation OPERATOR(pg_catalog.=) $1",
-			1, types, values, NULL, false);
-	spi_end(&spi);
+	catalog_write("DELETE FROM spindle.spindle_catalog"
+				  " WHERE relation OPERATOR(pg_catalog.=) $1",
+				  1, types, values);
+	catalog_write("DELETE FROM spindle.table_catalog"
+				  " WHERE relation OPERATOR(pg_catalog.=) $1",
+				  1, types, values);
 }
 
 /* The OID of schema pg_spindle, which the install script creates. */
@@ -487,7 +494,6 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
 	ObjectAddress segaddr,
 				facaddr;
 	static char *validnsps[] = HEAP_RELOPT_NAMESPACES;
-	SpiContext	spi;
 	Oid			types[4] = {OIDOID, INT8OID, OIDOID, INT8OID};
 	Datum		values[4];
 
@@ -532,12 +538,10 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
 	values[1] = Int64GetDatum(spindle_no);
 	values[2] = ObjectIdGetDatum(segment);
 	values[3] = Int64GetDatum(capacity);
-	spi_begin(&spi);
-	spi_run("INSERT INTO spindle.spindle_catalog"
-			" (relation, spindle_no, segment, capacity)"
-			" VALUES ($1, $2, $3, $4)",
-			4, types, values, NULL, false);
-	spi_end(&spi);
+	catalog_write("INSERT INTO spindle.spindle_catalog"
+				  " (relation, spindle_no, segment, capacity)"
+				  " VALUES ($1, $2, $3, $4)",
+				  4, types, values);
 }
 
 /*
@@ -690,25 +694,22 @@ spindle_drop_all_spindles(Relation facade)
 void
 spindle_catalog_mark_dropped(Oid facade, int64 spindle_no, int64 bytes_freed)
 {
-	SpiContext	spi;
 	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
 	Datum		values[3];
 
 	values[0] = ObjectIdGetDatum(facade);
 	values[1] = Int64GetDatum(spindle_no);
 	values[2] = Int64GetDatum(bytes_freed);
-	spi_begin(&spi);
-	spi_run("UPDATE spindle.spindle_catalog SET dropped_at = pg_catalog.now(),"
-			"       filled_at = coalesce(filled_at, pg_catalog.now())"
-			" WHERE relation OPERATOR(pg_catalog.=) $1"
-			"   AND spindle_no OPERATOR(pg_catalog.=) $2",
-			2, types, values, NULL, false);
-	spi_run("UPDATE spindle.table_catalog"
-			"   SET spindles_dropped = spindles_dropped OPERATOR(pg_catalog.+) 1,"
-			"       bytes_freed = bytes_freed OPERATOR(pg_catalog.+) $3"
-			" WHERE relation OPERATOR(pg_catalog.=) $1",
-			3, types, values, NULL, false);
-	spi_end(&spi);
+	catalog_write("UPDATE spindle.spindle_catalog SET dropped_at = pg_catalog.now(),"
+				  "       filled_at = coalesce(filled_at, pg_catalog.now())"
+				  " WHERE relation OPERATOR(pg_catalog.=) $1"
+				  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
+				  2, types, values);
+	catalog_write("UPDATE spindle.table_catalog"
+				  "   SET spindles_dropped = spindles_dropped OPERATOR(pg_catalog.+) 1,"
+				  "       bytes_freed = bytes_freed OPERATOR(pg_catalog.+) $3"
+				  " WHERE relation OPERATOR(pg_catalog.=) $1",
+				  3, types, values);
 }
 
 /*
@@ -774,19 +775,16 @@ spindle_catalog_forget_dropped(Oid facade, int64 *spindle_nos, int n)
 void
 spindle_catalog_set_filled(Oid facade, int64 spindle_no, TimestampTz when)
 {
-	SpiContext	spi;
 	Oid			types[3] = {OIDOID, INT8OID, TIMESTAMPTZOID};
 	Datum		values[3];
 
 	values[0] = ObjectIdGetDatum(facade);
 	values[1] = Int64GetDatum(spindle_no);
 	values[2] = TimestampTzGetDatum(when);
-	spi_begin(&spi);
-	spi_run("UPDATE spindle.spindle_catalog SET filled_at = $3"
-			" WHERE relation OPERATOR(pg_catalog.=) $1"
-			"   AND spindle_no OPERATOR(pg_catalog.=) $2 AND filled_at IS NULL",
-			3, types, values, NULL, false);
-	spi_end(&spi);
+	catalog_write("UPDATE spindle.spindle_catalog SET filled_at = $3"
+				  " WHERE relation OPERATOR(pg_catalog.=) $1"
+				  "   AND spindle_no OPERATOR(pg_catalog.=) $2 AND filled_at IS NULL",
+				  3, types, values);
 }
 
 /*
@@ -798,7 +796,6 @@ void
 spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 {
 	SpindleDirectory *dir;
-	SpiContext	spi;
 	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
 	Datum		values[3];
 	int			i;
@@ -811,12 +808,10 @@ spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 		if (segment_is_empty(dir->spindles[i].segment) != 1)
 			continue;
 		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
-		spi_begin(&spi);
-		spi_run("UPDATE spindle.spindle_catalog SET capacity = $3"
-				" WHERE relation OPERATOR(pg_catalog.=) $1"
-				"   AND spindle_no OPERATOR(pg_catalog.=) $2",
-				3, types, values, NULL, false);
-		spi_end(&spi);
+		catalog_write("UPDATE spindle.spindle_catalog SET capacity = $3"
+					  " WHERE relation OPERATOR(pg_catalog.=) $1"
+					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
+					  3, types, values);
 		spindle_slots_forget(dir->spindles[i].segment);
 	}
 	spindle_directory_release(dir);
