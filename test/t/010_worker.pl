@@ -11,6 +11,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use SpindleTest;
 use Time::HiRes qw(gettimeofday tv_interval usleep);
 
 my $naptime_ms = 200;
@@ -30,21 +31,6 @@ spindle.enable_worker = off
 });
 $node->start;
 
-# Poll $sql in $db until it returns 't'; return the seconds it took, or
-# undef after $limit seconds.
-sub wait_for
-{
-	my ($db, $sql, $limit) = @_;
-	my $t0 = [gettimeofday];
-	while (1)
-	{
-		my $res = $node->safe_psql($db, $sql, timeout => 60);
-		return tv_interval($t0) if $res eq 't';
-		return undef if tv_interval($t0) > $limit;
-		usleep(50_000);
-	}
-}
-
 # Wait until the worker of $db has finished $n more rounds.
 sub wait_rounds
 {
@@ -53,7 +39,7 @@ sub wait_rounds
 		qq{SELECT coalesce(max(last_run), '-infinity') FROM spindle.worker WHERE database = '$db'}
 	);
 	my $ms = $n * $naptime_ms;
-	ok( defined wait_for(
+	ok( defined wait_for($node,
 			'postgres',
 			qq{SELECT coalesce(max(last_run), '-infinity') > '$since'::timestamptz + interval '$ms ms'
 				 FROM spindle.worker WHERE database = '$db'},
@@ -75,7 +61,7 @@ $node->safe_psql('postgres',  'CREATE EXTENSION spindle');
 $node->safe_psql('template1', 'CREATE EXTENSION spindle');
 
 # With the worker off: a launcher, no worker.
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres',
 		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'spindle launcher'},
 		30),
@@ -103,7 +89,7 @@ DELETE FROM onelive WHERE id <> 5;
 $node->append_conf('postgresql.conf', "spindle.enable_worker = on\n");
 $node->reload;
 
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres',
 		q{SELECT count(*) = 1 FROM spindle.worker
 		   WHERE database = 'postgres' AND pid IS NOT NULL AND last_run IS NOT NULL},
@@ -117,7 +103,7 @@ SELECT count(*) FROM pg_stat_activity a JOIN spindle.worker w ON w.pid = a.pid
 	'1',
 	'the worker is a "spindle worker" backend connected to its database');
 
-my $elapsed = wait_for(
+my $elapsed = wait_for($node,
 	'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM spindle.spindles
                     WHERE relation = 'purged'::regclass AND state = 'full')},
@@ -137,7 +123,7 @@ is( $node->safe_psql(
 	'spindle.tables counts the dropped spindles');
 
 # onelive: spindle 1 keeps its one live event, spindle 2 goes.
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM spindle.spindles
                     WHERE relation = 'onelive'::regclass AND spindle_no = 2)},
@@ -171,7 +157,7 @@ is( $node->safe_psql(
 	'10',
 	'steady: 10 full spindles');
 $node->safe_psql('postgres', 'DELETE FROM steady WHERE id <= 1000');
-$elapsed = wait_for(
+$elapsed = wait_for($node,
 	'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM spindle.spindles
                     WHERE relation = 'steady'::regclass AND state = 'full')},
@@ -184,7 +170,7 @@ is($node->safe_psql('postgres', 'SELECT count(*), min(id), max(id) FROM steady')
 	'50|1001|1050', 'steady: the live events are all there');
 
 # Every table gets one ready spindle, after all its other spindles.
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT bool_and(ready = 1 AND last_ready > coalesce(last_other, 0))
   FROM spindle.tables t
@@ -229,7 +215,7 @@ is( $rr->query_safe(
 	'the old snapshot sees every event by index scan');
 $rr->query_safe('COMMIT');
 $rr->quit;
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM spindle.spindles
                     WHERE relation = 'snap'::regclass AND state = 'full')},
@@ -247,7 +233,7 @@ SELECT state IN ('idle', 'running'), last_run > now() - interval '10 s',
 
 # CREATE DATABASE from a template the worker serves, then DROP DATABASE of
 # a database the worker serves: neither waits for the worker.
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres',
 		q{SELECT count(*) = 1 FROM spindle.worker WHERE database = 'template1' AND pid IS NOT NULL},
 		30),
@@ -269,7 +255,7 @@ CREATE TABLE q (id int) USING spindle WITH (events_per_spindle = 5);
 INSERT INTO q SELECT generate_series(1, 50);
 DELETE FROM q WHERE id % 2 = 0;
 });
-	ok( defined wait_for(
+	ok( defined wait_for($node,
 			'postgres', qq{
 SELECT count(*) = 1 FROM spindle.worker w
   JOIN pg_stat_activity a ON a.pid = w.pid AND a.datname = 'dropme$round'
@@ -292,7 +278,7 @@ SELECT count(*) = 1 FROM spindle.worker w
 		'0',
 		"dropme$round is gone");
 }
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM spindle._worker_info() w
                     WHERE NOT EXISTS (SELECT 1 FROM pg_database d WHERE d.oid = w.database))},
@@ -334,14 +320,14 @@ SET enable_seqscan = off; SET enable_bitmapscan = off;
 SELECT count(*) || ':' || string_agg(id || '=' || body, ',' ORDER BY id) FROM keep WHERE id > 0}),
 	$keep_before,
 	'index scan agrees after the crash restart');
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', qq{
 SELECT count(*) = 1 FROM spindle.worker
  WHERE database = 'postgres' AND pid IS NOT NULL AND pid <> $old_pid AND last_run IS NOT NULL},
 		30),
 	'a new worker serves the database again');
 $node->safe_psql('postgres', 'DELETE FROM keep WHERE id <= 90');
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM spindle.spindles
                     WHERE relation = 'keep'::regclass AND state = 'full')},

@@ -9,6 +9,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use SpindleTest;
 use Time::HiRes qw(gettimeofday tv_interval usleep);
 
 my $naptime_ms = 200;
@@ -23,21 +24,6 @@ spindle.enable_worker = on
 spindle.naptime = ${naptime_ms}ms
 });
 $node->start;
-
-# Poll $sql in $db until it returns 't'; return the seconds it took, or
-# undef after $limit seconds.
-sub wait_for
-{
-	my ($db, $sql, $limit) = @_;
-	my $t0 = [gettimeofday];
-	while (1)
-	{
-		my $res = $node->safe_psql($db, $sql, timeout => 60);
-		return tv_interval($t0) if $res eq 't';
-		return undef if tv_interval($t0) > $limit;
-		usleep(50_000);
-	}
-}
 
 # The worker of a database that has no extension exits and the launcher
 # looks again only after 30 s; either way the worker must come within
@@ -56,7 +42,7 @@ INSERT INTO lt SELECT generate_series(1, 25);
 });
 my $t_late = [gettimeofday];
 
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT count(*) = 1 FROM spindle.worker
  WHERE database = 'postgres' AND pid IS NOT NULL AND last_run IS NOT NULL},
@@ -118,7 +104,7 @@ is($young_missing, 0, 'no event younger than its time_to_live was purged');
 ok($purged_seen > 0, 'the worker purged events while the producer ran');
 note("purged while producing: $purged_seen of 80");
 
-my $elapsed = wait_for(
+my $elapsed = wait_for($node,
 	'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM ttl1)
    AND NOT EXISTS (SELECT 1 FROM spindle.spindles
@@ -151,7 +137,7 @@ is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM later'),
 	'80|3240', 'no time_to_live yet: nothing purged');
 
 # Unlogged: purged a full spindle at a time.
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM ul WHERE id <= 10)
    AND NOT EXISTS (SELECT 1 FROM spindle.spindles
@@ -161,7 +147,7 @@ SELECT NOT EXISTS (SELECT 1 FROM ul WHERE id <= 10)
 
 # ALTER TABLE SET (time_to_live) applies from the next round.
 $node->safe_psql('postgres', q{ALTER TABLE later SET (time_to_live = '1s')});
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM later)
    AND NOT EXISTS (SELECT 1 FROM spindle.spindles
@@ -178,7 +164,7 @@ is( $node->safe_psql(
 	'no error in the worker');
 
 # The database that got the extension late.
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT count(*) = 1 FROM spindle.worker
  WHERE database = 'late' AND pid IS NOT NULL AND last_run IS NOT NULL},
@@ -187,7 +173,7 @@ SELECT count(*) = 1 FROM spindle.worker
 $took = tv_interval($t_late);
 note(sprintf('worker of late after %.1f s', $took));
 ok($took < 40, 'within the 30 s recheck');
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'late', q{
 SELECT NOT EXISTS (SELECT 1 FROM lt)
    AND NOT EXISTS (SELECT 1 FROM spindle.spindles

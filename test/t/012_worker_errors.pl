@@ -9,6 +9,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use SpindleTest;
 use POSIX ();
 use Time::HiRes qw(gettimeofday tv_interval usleep);
 
@@ -25,19 +26,6 @@ spindle.enable_worker = off
 });
 $node->start;
 
-sub wait_for
-{
-	my ($db, $sql, $limit) = @_;
-	my $t0 = [gettimeofday];
-	while (1)
-	{
-		my $res = $node->safe_psql($db, $sql, timeout => 60);
-		return tv_interval($t0) if $res eq 't';
-		return undef if tv_interval($t0) > $limit;
-		usleep(50_000);
-	}
-}
-
 sub set_worker
 {
 	my ($conf) = @_;
@@ -52,7 +40,7 @@ CREATE TABLE good (id int) USING spindle WITH (events_per_spindle = 5);
 INSERT INTO good SELECT generate_series(1, 12);
 });
 set_worker('spindle.enable_worker = on');
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT count(*) = 1 FROM spindle.worker
  WHERE database = 'postgres' AND pid IS NOT NULL AND last_run IS NOT NULL},
@@ -76,14 +64,14 @@ $locker->query_safe('LOCK TABLE bad IN ACCESS EXCLUSIVE MODE');
 $node->safe_psql('postgres', 'DELETE FROM good');
 
 # (spindle.spindles would wait for the lock on "bad": read the catalog)
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM spindle.spindle_catalog
                     WHERE relation = 'good'::regclass AND spindle_no <= 2
                       AND dropped_at IS NULL)},
 		20),
 	'the worker keeps serving the other tables');
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres',
 		q{SELECT last_error IS NOT NULL FROM spindle.worker WHERE database = 'postgres'},
 		20),
@@ -99,7 +87,7 @@ my ($log_line) = $log =~ /(spindle worker: maintenance of table .* failed[^\n]*)
 note("log: $log_line");
 like($log_line, qr/maintenance of table (public\.)?"?bad"? failed/,
 	'the log names the table');
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT pid IS NOT NULL FROM spindle.worker WHERE database = 'postgres'},
 		5),
@@ -107,7 +95,7 @@ SELECT pid IS NOT NULL FROM spindle.worker WHERE database = 'postgres'},
 
 $locker->query_safe('COMMIT');
 $locker->quit;
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM bad)
    AND NOT EXISTS (SELECT 1 FROM spindle.spindles
@@ -117,7 +105,7 @@ SELECT NOT EXISTS (SELECT 1 FROM bad)
 
 # spindle.enable_worker off and on again, by reload.
 set_worker('spindle.enable_worker = off');
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres',
 		q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'spindle worker'},
 		10),
@@ -144,7 +132,7 @@ is( $node->safe_psql(
 	'2',
 	'with the worker off nothing is dropped');
 set_worker('spindle.enable_worker = on');
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM spindle.spindles
                     WHERE relation = 'good'::regclass AND state = 'full')},
@@ -214,7 +202,7 @@ for my $cmd ('DROP TABLE gone', 'ALTER EXTENSION spindle UPDATE',
 	note(sprintf('%s took %.2f s', $cmd, $took));
 }
 $log_offset = -s $node->logfile;
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT count(*) = 0 FROM pg_stat_activity
  WHERE backend_type = 'spindle worker' AND datname = 'postgres'},

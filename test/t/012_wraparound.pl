@@ -10,6 +10,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use SpindleTest;
 use Time::HiRes qw(gettimeofday tv_interval usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('wrap');
@@ -26,19 +27,6 @@ autovacuum_freeze_max_age = 100000
 autovacuum_naptime = 1s
 });
 $node->start;
-
-sub wait_for
-{
-	my ($db, $sql, $limit) = @_;
-	my $t0 = [gettimeofday];
-	while (1)
-	{
-		my $res = $node->safe_psql($db, $sql, timeout => 60);
-		return tv_interval($t0) if $res eq 't';
-		return undef if tv_interval($t0) > $limit;
-		usleep(100_000);
-	}
-}
 
 $node->safe_psql(
 	'postgres', q{
@@ -81,11 +69,11 @@ SELECT count(*) FILTER (WHERE p.lp_flags = 1) || ':' ||
 
 $node->append_conf('postgresql.conf', "spindle.enable_worker = on\n");
 $node->reload;
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT count(*) = 1 FROM spindle.worker
  WHERE database = 'postgres' AND pid IS NOT NULL AND last_run IS NOT NULL},
-		30),
+		30, 100),
 	'a worker serves postgres');
 my $rows_before     = $node->safe_psql('postgres', $rows_sql);
 my $spindles_before = $node->safe_psql('postgres', $spindles_sql);
@@ -106,12 +94,12 @@ $node->safe_psql('postgres', 'SET synchronous_commit = off; CALL burn(110000)');
 ok($node->safe_psql('postgres', 'SELECT age(min(relfrozenxid)::text::xid) FROM frozen_before') > 100000,
 	'the spindles were older than autovacuum_freeze_max_age');
 
-my $took = wait_for(
+my $took = wait_for($node,
 	'postgres', qq{
 SELECT ($ages_sql) < 100000
    AND (SELECT bool_and(c.relfrozenxid::text::bigint > b.relfrozenxid)
           FROM frozen_before b JOIN pg_class c ON c.oid = b.segment)},
-	60);
+	60, 100);
 ok(defined $took,
 	'without any manual VACUUM, the relfrozenxid of every spindle advanced (anti-wraparound autovacuum)');
 note(sprintf('after %.1f s', $took // -1));
@@ -136,10 +124,10 @@ is($node->safe_psql('postgres', $spindles_sql),
 is($node->safe_psql('postgres', $slots_sql),
 	'167:167:0:257', 'every live event frozen, no slot reclaimed');
 
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres',
 		q{SELECT age(datfrozenxid) < 100000 FROM pg_database WHERE datname = current_database()},
-		60),
+		60, 100),
 	'the database\'s datfrozenxid advances');
 
 # New events take new slots.
@@ -161,11 +149,11 @@ SELECT count(*) FROM w WHERE id > 2000 OR id IN (3, 6, 9, 1001, 1005)}),
 
 # The spindles stay droppable once purged.
 $node->safe_psql('postgres', 'DELETE FROM w WHERE id <= 100');
-ok( defined wait_for(
+ok( defined wait_for($node,
 		'postgres', q{
 SELECT NOT EXISTS (SELECT 1 FROM spindle.spindles
                     WHERE relation = 'w'::regclass AND spindle_no = 1)},
-		20),
+		20, 100),
 	'the worker drops a frozen spindle once it is purged');
 is($node->safe_psql('postgres', 'SELECT count(*), sum(id) FROM w'),
 	'110|37605', 'the other events are all there');
