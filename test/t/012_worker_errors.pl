@@ -9,6 +9,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 use POSIX ();
 use Time::HiRes qw(gettimeofday tv_interval usleep);
