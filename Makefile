@@ -5,7 +5,8 @@ OBJS = \
 	src/spindle.o \
 	src/options.o \
 	src/directory.o \
-	src/chunkmap.o \
+	src/slotmap.o \
+	src/layout.o \
 	src/slots.o \
 	src/facade_am.o \
 	src/facade_scan.o \

@@ -71,8 +71,9 @@ SET enable_indexscan = off;
 SET enable_indexonlyscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM ix WHERE id < 10 OR id > 95 ORDER BY id;
 SELECT id FROM ix WHERE id < 10 OR id > 95 ORDER BY id;
-EXPLAIN (COSTS OFF) SELECT id FROM ix WHERE doc @> '{"tag": "a"}' AND id < 40 ORDER BY id;
-SELECT id FROM ix WHERE doc @> '{"tag": "a"}' AND id < 40 ORDER BY id;
+-- (id + 0: only the GIN index can serve this one)
+EXPLAIN (COSTS OFF) SELECT id FROM ix WHERE doc @> '{"tag": "a"}' AND id + 0 < 40 ORDER BY id;
+SELECT id FROM ix WHERE doc @> '{"tag": "a"}' AND id + 0 < 40 ORDER BY id;
 SELECT count(*) FROM ix WHERE doc @> '{"tag": "c"}';
 EXPLAIN (COSTS OFF) SELECT array_agg(id ORDER BY id) FROM ix WHERE doc ? 'id';
 SELECT count(*) FROM ix WHERE doc ? 'id';

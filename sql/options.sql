@@ -47,7 +47,10 @@ SELECT reloptions FROM pg_class WHERE oid = 'o_explicit'::regclass;
 CREATE TABLE o_quoted (a int) USING spindle WITH (events_per_spindle = '12');
 SELECT reloptions FROM pg_class WHERE oid = 'o_quoted'::regclass;
 SELECT events_per_spindle FROM spindle.tables WHERE relation = 'o_quoted'::regclass;
-CREATE TABLE o_max (a int) USING spindle WITH (events_per_spindle = 2147483647);
+CREATE TABLE o_max (a int) USING spindle WITH (events_per_spindle = 38141952);
+-- more than a spindle table can hold at all
+CREATE TABLE o_over (a int) USING spindle WITH (events_per_spindle = 38141953);
+\echo :SQLSTATE
 SELECT events_per_spindle FROM spindle.tables WHERE relation = 'o_max'::regclass;
 
 -- capacity 0: a single spindle, never full

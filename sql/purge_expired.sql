@@ -4,11 +4,11 @@
 -- never purges an event younger than ttl; it may purge one later than
 -- exactly ttl.
 --
--- The worker is off here (test/spindle.conf).  An event's append time is
--- bounded from above by a WAL-position sample taken after it (each call of
--- purge_expired takes one) or by the fill time of its full spindle; so an
--- event appended before a call that returned more than ttl ago is
--- certainly purged, and that is all these counts rely on.
+-- The worker is off here (test/spindle.conf).  Each event carries its
+-- append time in whole seconds, rounded up: an event is never purged
+-- before it is ttl old, and every event appended more than ttl + 1 s ago
+-- is purged.  The counts below rely on nothing else: after the sleep of
+-- 2.1 s, the old events are more than 1 s + 1 s old.
 --
 CREATE FUNCTION pe_sqlstate(sql text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
@@ -26,7 +26,7 @@ INSERT INTO pe_old SELECT g, 'old ' || g FROM generate_series(1, 100) g;
 -- spindle 1 fills now; spindle 2 gets its events after the sleep
 CREATE TABLE pe_mixed (id int) USING spindle WITH (events_per_spindle = 10);
 INSERT INTO pe_mixed SELECT generate_series(1, 10);
--- unlogged: no page LSNs; dated by the fill time of a full spindle only
+-- unlogged: dated like any other table
 CREATE UNLOGGED TABLE pe_unlogged (id int) USING spindle
     WITH (events_per_spindle = 10);
 INSERT INTO pe_unlogged SELECT generate_series(1, 15);
@@ -54,8 +54,7 @@ SELECT (SELECT count(*) FROM pe_old) AS old, (SELECT count(*) FROM pe_mixed) AS 
 SELECT relation, events_per_spindle, time_to_live FROM spindle.tables
  WHERE relation::text LIKE 'pe\_%' ORDER BY relation::text;
 
--- Nothing here is an hour old: nothing is purged.  Each call takes a
--- sample after every insert above.
+-- Nothing here is an hour old: nothing is purged.
 SELECT spindle.purge_expired('pe_old', '1 hour');
 SELECT spindle.purge_expired('pe_mixed', '1 hour');
 SELECT spindle.purge_expired('pe_unlogged', '1 hour');
@@ -65,17 +64,17 @@ SELECT spindle.purge_expired('pe_empty', '1 hour');
 SELECT spindle.purge_expired('pe_empty', '0s');
 SELECT count(*) FROM pe_old;
 
--- ttl 0: everything appended before the previous call goes.
+SELECT pg_sleep(2.1);
+
+-- ttl 0: everything appended more than a second ago goes.
 SELECT spindle.purge_expired('pe_zero', '0s');
 SELECT count(*) FROM pe_zero;
-
-SELECT pg_sleep(1.1);
 
 -- Young events: appended now, far younger than 1 s.
 INSERT INTO pe_new SELECT g, 'new ' || g FROM generate_series(1, 50) g;
 INSERT INTO pe_mixed SELECT generate_series(11, 15);
 SELECT spindle.purge_expired('pe_new', '1s');
--- the old events are about 1.1 s old: younger than 10 s
+-- the old events are about 2.1 s old: younger than 10 s
 SELECT spindle.purge_expired('pe_old', '10 s');
 SELECT count(*) FROM pe_old;
 
@@ -87,7 +86,7 @@ SET enable_bitmapscan = off;
 SELECT count(*) FROM pe_old WHERE id > 0;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
--- spindle 1 (filled before the sample) goes; spindle 2 is younger than 1 s
+-- spindle 1 (filled before the sleep) goes; spindle 2 is younger than 1 s
 SELECT spindle.purge_expired('pe_mixed', '1s');
 SELECT string_agg(id::text, ',' ORDER BY id) FROM pe_mixed;
 SELECT spindle_no, state, events, purged_events FROM spindle.spindles
@@ -96,8 +95,7 @@ SELECT spindle_no, state, events, purged_events FROM spindle.spindles
 SELECT spindle.drop_spindles('pe_mixed');
 SELECT spindle_no, state, events, purged_events FROM spindle.spindles
  WHERE relation = 'pe_mixed'::regclass AND state <> 'ready' ORDER BY spindle_no;
--- unlogged: at least the full spindle filled more than 1 s ago; its open
--- spindle's events may or may not go
+-- unlogged: every event is older than 2 s, in both of its spindles
 SELECT spindle.purge_expired('pe_unlogged', '1s') BETWEEN 10 AND 15 AS purged_full_spindle;
 SELECT count(*) FROM pe_unlogged WHERE id <= 10;
 SELECT count(*) <= 5 FROM pe_unlogged;

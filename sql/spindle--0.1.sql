@@ -36,9 +36,11 @@ CREATE FUNCTION spindle._xid_is_current(xid) RETURNS boolean
 -- extension's C code; never dumped (a restore builds new spindles).
 CREATE TABLE spindle.spindle_catalog (
     relation    oid NOT NULL,         -- the spindle table (pg_class oid)
-    spindle_no  bigint NOT NULL,      -- increasing per table, from 1
+    spindle_no  bigint NOT NULL,      -- increasing per table
     segment     oid NOT NULL,         -- the heap-like relation holding it
-    capacity    bigint NOT NULL,      -- events it may hold; 0 = unbounded
+    capacity    bigint NOT NULL,      -- as configured; 0 = unbounded
+    vbase       bigint NOT NULL,      -- its range of virtual slots (TIDs)
+    vcount      bigint NOT NULL,      -- = the events it may hold
     created_at  timestamptz NOT NULL DEFAULT now(),
     filled_at   timestamptz,
     dropped_at  timestamptz,          -- set when dropped, until its index
@@ -47,7 +49,6 @@ CREATE TABLE spindle.spindle_catalog (
 );
 CREATE TABLE spindle.table_catalog (
     relation          oid PRIMARY KEY,
-    next_spindle_no   bigint NOT NULL DEFAULT 1,
     spindles_dropped  bigint NOT NULL DEFAULT 0,
     bytes_freed       bigint NOT NULL DEFAULT 0
 );

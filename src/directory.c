@@ -37,6 +37,7 @@
 #include "nodes/makefuncs.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
@@ -46,6 +47,8 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "layout.h"
+#include "slotmap.h"
 #include "spindle.h"
 
 /* One cached directory per facade. */
@@ -144,6 +147,20 @@ free_directory(SpindleDirectory *dir)
 	MemoryContextDelete(dir->cxt);
 }
 
+/*
+ * Keep a stale directory that is still pinned until it is released.  The
+ * list lives as long as the cache: invalidations arrive in any memory
+ * context, some of which are reset before the transaction ends.
+ */
+static void
+bury_directory(SpindleDirectory *dir)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	dir_graveyard = lappend(dir_graveyard, dir);
+	MemoryContextSwitchTo(old);
+}
+
 /* Relcache callback: mark the cached directory of relid (or all) stale. */
 static void
 dir_invalidate(Datum arg, Oid relid)
@@ -161,7 +178,7 @@ dir_invalidate(Datum arg, Oid relid)
 		if (e->current != NULL)
 		{
 			if (e->current->pins > 0)
-				dir_graveyard = lappend(dir_graveyard, e->current);
+				bury_directory(e->current);
 			else
 				free_directory(e->current);
 			e->current = NULL;
@@ -220,6 +237,18 @@ spindle_directory_init(void)
 	RegisterXactCallback(dir_xact_callback, NULL);
 }
 
+/* qsort comparator: directory indexes by vbase (see load_directory) */
+static SpindleDirectory *sort_dir;
+
+static int
+cmp_vbase(const void *a, const void *b)
+{
+	int64		va = sort_dir->spindles[*(const int *) a].vbase;
+	int64		vb = sort_dir->spindles[*(const int *) b].vbase;
+
+	return (va > vb) - (va < vb);
+}
+
 /* Read the directory of a facade from the catalog. */
 static SpindleDirectory *
 load_directory(Relation facade)
@@ -227,7 +256,7 @@ load_directory(Relation facade)
 	MemoryContext cxt;
 	MemoryContext oldcxt;
 	SpindleDirectory *dir;
-	SpiContext spi;
+	SpiContext	spi;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1];
 	uint64		i;
@@ -244,7 +273,8 @@ load_directory(Relation facade)
 
 	values[0] = ObjectIdGetDatum(dir->facade);
 	spi_begin(&spi);
-	spi_run("SELECT spindle_no, segment, capacity, created_at, filled_at"
+	spi_run("SELECT spindle_no, segment, capacity, created_at, filled_at,"
+			"       vbase, vcount"
 			"  FROM spindle.spindle_catalog"
 			" WHERE relation OPERATOR(pg_catalog.=) $1 AND dropped_at IS NULL"
 			" ORDER BY spindle_no",
@@ -252,6 +282,7 @@ load_directory(Relation facade)
 	oldcxt = MemoryContextSwitchTo(cxt);
 	dir->nspindles = (int) SPI_processed;
 	dir->spindles = palloc0(sizeof(SpindleEntry) * Max(dir->nspindles, 1));
+	dir->byvbase = palloc0(sizeof(int) * Max(dir->nspindles, 1));
 	for (i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -266,8 +297,13 @@ load_directory(Relation facade)
 		sp->filled_at = DatumGetTimestampTz(SPI_getbinval(tup, td, 5, &isnull));
 		if (isnull)
 			sp->filled_at = 0;
-		sp->vchunk = NULL;
+		sp->vbase = DatumGetInt64(SPI_getbinval(tup, td, 6, &isnull));
+		sp->vcount = DatumGetInt64(SPI_getbinval(tup, td, 7, &isnull));
+		dir->byvbase[i] = (int) i;
 	}
+	sort_dir = dir;
+	qsort(dir->byvbase, dir->nspindles, sizeof(int), cmp_vbase);
+	sort_dir = NULL;
 	MemoryContextSwitchTo(oldcxt);
 	spi_end(&spi);
 	return dir;
@@ -303,7 +339,7 @@ spindle_directory_acquire(Relation facade)
 		if (found && e->current != NULL)
 		{
 			if (e->current->pins > 0)
-				dir_graveyard = lappend(dir_graveyard, e->current);
+				bury_directory(e->current);
 			else
 				free_directory(e->current);
 		}
@@ -364,29 +400,31 @@ spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no)
 	return NULL;
 }
 
-/* The entry whose tag (see chunkmap.c) is this one, or NULL. */
+/* The spindle whose range of virtual slots holds vslot, or NULL. */
 SpindleEntry *
-spindle_find_by_tag(SpindleDirectory *dir, uint32 tag)
+spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot)
 {
-	int			i;
+	int			lo = 0,
+				hi = dir->nspindles - 1;
+	SpindleEntry *best = NULL;
 
-	for (i = dir->nspindles - 1; i >= 0; i--)
-		if (spindle_tag(dir->spindles[i].spindle_no) == tag)
-			return &dir->spindles[i];
-	return NULL;
-}
-
-/* The P->V cache of an entry, allocated on first use. */
-int16 *
-spindle_vchunk_cache(SpindleDirectory *dir, SpindleEntry *sp)
-{
-	if (sp->vchunk == NULL)
+	/* the last spindle whose range starts at or before vslot */
+	while (lo <= hi)
 	{
-		sp->vchunk = MemoryContextAlloc(dir->cxt,
-										sizeof(int16) * SPINDLE_NCHUNKS);
-		memset(sp->vchunk, 0xFF, sizeof(int16) * SPINDLE_NCHUNKS);
+		int			mid = (lo + hi) / 2;
+		SpindleEntry *sp = &dir->spindles[dir->byvbase[mid]];
+
+		if (sp->vbase <= vslot)
+		{
+			best = sp;
+			lo = mid + 1;
+		}
+		else
+			hi = mid - 1;
 	}
-	return sp->vchunk;
+	if (best != NULL && vslot < best->vbase + best->vcount)
+		return best;
+	return NULL;
 }
 
 /* ----------------------------------------------------------------
@@ -412,9 +450,19 @@ spindle_register_table(Oid facade)
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(facade)};
 
-	catalog_write("INSERT INTO spindle.table_catalog (relation) VALUES ($1)"
-				  " ON CONFLICT (relation) DO NOTHING",
-				  1, types, values);
+	SpiContext	spi;
+	bool		known;
+
+	/* a plain read first: the row exists but for a table's first spindle */
+	spi_begin(&spi);
+	known = spi_run("SELECT 1 FROM spindle.table_catalog"
+					" WHERE relation OPERATOR(pg_catalog.=) $1",
+					1, types, values, NULL, true) > 0;
+	spi_end(&spi);
+	if (!known)
+		catalog_write("INSERT INTO spindle.table_catalog (relation) VALUES ($1)"
+					  " ON CONFLICT (relation) DO NOTHING",
+					  1, types, values);
 }
 
 /* OIDs of every registered spindle table of this database. */
@@ -481,8 +529,196 @@ storage_namespace(void)
 }
 
 /*
- * Create the relation of one spindle (and its TOAST table) and record it.
- * The caller holds ShareUpdateExclusiveLock on the facade.
+ * The per-table lock that serialises spindle creation (and so range
+ * allocation, see slotmap.c).  It is not the facade's own lock: creating a
+ * spindle must not wait behind VACUUM, ANALYZE or a user's SHARE UPDATE
+ * EXCLUSIVE lock on the table, all of which let producers run.  Held until
+ * the end of the creating transaction.
+ */
+#define SPINDLE_CREATE_LOCK_SUBID 0x5350
+
+void
+spindle_lock_creation(Oid facade)
+{
+	LockDatabaseObject(RelationRelationId, facade, SPINDLE_CREATE_LOCK_SUBID,
+					   ExclusiveLock);
+}
+
+bool
+spindle_creation_locked_by_me(Oid facade)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_OBJECT(tag, MyDatabaseId, RelationRelationId, facade,
+					   SPINDLE_CREATE_LOCK_SUBID);
+	return LockHeldByMe(&tag, ExclusiveLock);
+}
+
+/*
+ * The next spindle number of the facade (see spindle_next_spindle_no): the
+ * catalog's highest, dropped spindles included, bounds it from below.
+ */
+static int64
+next_spindle_no(Relation facade)
+{
+	SpiContext	spi;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1];
+	int64		floor = 1;
+	bool		isnull;
+	Datum		d;
+
+	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
+	spi_begin(&spi);
+	spi_run("SELECT max(spindle_no) FROM spindle.spindle_catalog"
+			" WHERE relation OPERATOR(pg_catalog.=) $1",
+			1, types, values, NULL, true);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		floor = DatumGetInt64(d) + 1;
+	spi_end(&spi);
+	return spindle_next_spindle_no(facade, floor);
+}
+
+typedef struct VRange
+{
+	int64		vbase;
+	int64		vcount;
+} VRange;
+
+static int
+cmp_vrange(const void *a, const void *b)
+{
+	int64		va = ((const VRange *) a)->vbase;
+	int64		vb = ((const VRange *) b)->vbase;
+
+	return (va > vb) - (va < vb);
+}
+
+/*
+ * Find room for a spindle of `capacity` events (0: as many as the largest
+ * free range holds) among the virtual slots of the facade: every range in
+ * the catalog (live spindles, and dropped ones whose index entries are not
+ * yet removed) and every pending range is taken.  First fit, lowest slots
+ * first, so that the slot map stays compact.  The caller holds the
+ * creation lock.
+ */
+static void
+allocate_range(Relation facade, int64 capacity, int64 *vbase, int64 *vcount)
+{
+	SpiContext	spi;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1];
+	SpindlePending pending[SPINDLE_MAX_PENDING];
+	int			npending = spindle_pending_read(facade, pending);
+	VRange	   *ranges;
+	int			n = 0;
+	int			i;
+	int64		pos = 0;
+	int64		best_base = -1,
+				best_len = 0;
+	int64		taken = 0;
+
+	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
+	spi_begin(&spi);
+	spi_run("SELECT vbase, vcount FROM spindle.spindle_catalog"
+			" WHERE relation OPERATOR(pg_catalog.=) $1",
+			1, types, values, NULL, true);
+	ranges = MemoryContextAlloc(spi.outer,
+								sizeof(VRange) * (SPI_processed + npending + 1));
+	for (i = 0; i < (int) SPI_processed; i++)
+	{
+		bool		isnull;
+
+		ranges[n].vbase = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+													  SPI_tuptable->tupdesc,
+													  1, &isnull));
+		ranges[n].vcount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+													   SPI_tuptable->tupdesc,
+													   2, &isnull));
+		n++;
+	}
+	spi_end(&spi);
+	for (i = 0; i < npending; i++)
+	{
+		ranges[n].vbase = pending[i].vbase;
+		ranges[n].vcount = pending[i].vcount;
+		n++;
+	}
+	qsort(ranges, n, sizeof(VRange), cmp_vrange);
+
+	/* walk the gaps */
+	for (i = 0; i <= n; i++)
+	{
+		int64		next = (i < n) ? ranges[i].vbase : SPINDLE_VSLOTS;
+		int64		gap = next - pos;
+
+		if (gap > 0)
+		{
+			if (capacity > 0 && gap >= capacity)
+			{
+				best_base = pos;
+				best_len = capacity;
+				break;
+			}
+			if (capacity == 0 && gap > best_len)
+			{
+				best_base = pos;
+				best_len = gap;
+			}
+		}
+		if (i < n)
+		{
+			taken += ranges[i].vcount;
+			pos = Max(pos, ranges[i].vbase + ranges[i].vcount);
+		}
+	}
+	pfree(ranges);
+	if (best_base < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("spindle table \"%s\" has no room for another spindle of %lld events",
+						RelationGetRelationName(facade), (long long) capacity),
+				 errdetail("A spindle table holds at most %lld events in spindles that are not yet dropped; %lld are taken.",
+						   (long long) SPINDLE_VSLOTS, (long long) taken),
+				 errhint("Consume or purge events so that full spindles can be dropped, or use a smaller events_per_spindle.")));
+	*vbase = best_base;
+	*vcount = best_len;
+}
+
+/*
+ * Forget the pending ranges whose creation committed: the catalog has them.
+ * (Those of rolled-back creations stay until cleanup removed their index
+ * entries.)  The caller holds the creation lock, so every creator that
+ * finished before has its catalog rows visible to the latest snapshot.
+ */
+static void
+forget_committed_pending(Relation facade)
+{
+	SpindlePending pending[SPINDLE_MAX_PENDING];
+	int			n = spindle_pending_read(facade, pending);
+	int64	   *done = palloc(sizeof(int64) * Max(n, 1));
+	int			ndone = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (!spindle_pending_in_progress(&pending[i]) &&
+			spindle_catalog_has_spindle(RelationGetRelid(facade),
+										pending[i].spindle_no))
+			done[ndone++] = pending[i].spindle_no;
+	spindle_pending_remove(facade, done, ndone);
+	pfree(done);
+}
+
+/*
+ * Create the relation of one spindle (and its TOAST table) and record it,
+ * with its range of virtual slots recorded as pending first.  The caller
+ * holds the creation lock and AccessShareLock (at least) on the facade.
+ *
+ * Spindles belong to the bootstrap superuser, whoever owns the table: an
+ * owner change of the table, REASSIGN OWNED or DROP OWNED BY its old owner
+ * must not touch them (they go with the table through their dependency).
+ * Nobody but a superuser can read them directly.
  */
 static void
 create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
@@ -494,8 +730,18 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
 	ObjectAddress segaddr,
 				facaddr;
 	static char *validnsps[] = HEAP_RELOPT_NAMESPACES;
-	Oid			types[4] = {OIDOID, INT8OID, OIDOID, INT8OID};
-	Datum		values[4];
+	Oid			types[6] = {OIDOID, INT8OID, OIDOID, INT8OID, INT8OID, INT8OID};
+	Datum		values[6];
+	SpindlePending p;
+	int64		vbase,
+				vcount;
+
+	allocate_range(facade, capacity, &vbase, &vcount);
+	p.spindle_no = spindle_no;
+	p.fxid = GetCurrentFullTransactionId();
+	p.vbase = (uint32) vbase;
+	p.vcount = (uint32) vcount;
+	spindle_pending_add(facade, &p);
 
 	snprintf(relname, sizeof(relname), "s%u_%lld",
 			 RelationGetRelid(facade), (long long) spindle_no);
@@ -512,7 +758,7 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
 									   storage_namespace(),
 									   facade->rd_rel->reltablespace,
 									   InvalidOid, InvalidOid, InvalidOid,
-									   facade->rd_rel->relowner,
+									   BOOTSTRAP_SUPERUSERID,
 									   spindle_segment_am_oid(),
 									   tupdesc, NIL,
 									   RELKIND_RELATION,
@@ -538,10 +784,12 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
 	values[1] = Int64GetDatum(spindle_no);
 	values[2] = ObjectIdGetDatum(segment);
 	values[3] = Int64GetDatum(capacity);
+	values[4] = Int64GetDatum(vbase);
+	values[5] = Int64GetDatum(vcount);
 	catalog_write("INSERT INTO spindle.spindle_catalog"
-				  " (relation, spindle_no, segment, capacity)"
-				  " VALUES ($1, $2, $3, $4)",
-				  4, types, values);
+				  " (relation, spindle_no, segment, capacity, vbase, vcount)"
+				  " VALUES ($1, $2, $3, $4, $5, $6)",
+				  6, types, values);
 }
 
 /*
@@ -551,11 +799,22 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
 static int
 segment_is_empty(Oid segment)
 {
-	Relation	seg = try_relation_open(segment, AccessShareLock);
+	Relation	seg;
 	bool		empty;
 
+	/*
+	 * Never wait: the creation lock is held, and a dropper holding this
+	 * spindle may be waiting for it.  A spindle someone holds that strongly
+	 * counts as not empty.
+	 */
+	if (!ConditionalLockRelationOid(segment, AccessShareLock))
+		return 0;
+	seg = try_relation_open(segment, NoLock);
 	if (seg == NULL)
+	{
+		UnlockRelationOid(segment, AccessShareLock);
 		return -1;
+	}
 	empty = RelationGetNumberOfBlocks(seg) == 0 && !spindle_slots_reserved(seg);
 	relation_close(seg, AccessShareLock);
 	return empty ? 1 : 0;
@@ -565,25 +824,23 @@ segment_is_empty(Oid segment)
  * Create spindles for the facade in the current transaction.  With
  * ready_only, create only as many as are needed for `count` empty spindles
  * to follow the last one that has events; otherwise create `count` new
- * ones.  Takes ShareUpdateExclusiveLock on the facade (serialising
- * creators, never blocking DML) and sends a relcache invalidation.
- * Returns how many spindles were created.
+ * ones.  Takes the table's creation lock (serialising creators, never
+ * blocking DML, VACUUM or ANALYZE) and sends a relcache invalidation.
+ * The caller holds at least AccessShareLock on the facade.  Returns how
+ * many spindles were created.
  */
 int
 spindle_create_spindles(Relation facade, int count, bool ready_only)
 {
-	SpiContext	spi;
-	Oid			types[2] = {OIDOID, INT8OID};
-	Datum		values[2];
-	int64		next_no;
 	int64		capacity;
 	int			ncreate = count;
 	int			i;
-	bool		isnull;
 	bool		found;
 
-	LockRelationOid(RelationGetRelid(facade), ShareUpdateExclusiveLock);
+	spindle_check_layout(facade);
+	/* before the creation lock: this may wait for a row lock (lock order) */
 	spindle_register_table(RelationGetRelid(facade));
+	spindle_lock_creation(RelationGetRelid(facade));
 
 	if (ready_only)
 	{
@@ -612,23 +869,9 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 	if (!found)
 		capacity = spindle_events_per_spindle;
 
-	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
-	values[1] = Int64GetDatum(ncreate);
-	spi_begin(&spi);
-	spi_run("UPDATE spindle.table_catalog"
-			"   SET next_spindle_no = next_spindle_no OPERATOR(pg_catalog.+) $2"
-			" WHERE relation OPERATOR(pg_catalog.=) $1"
-			" RETURNING next_spindle_no OPERATOR(pg_catalog.-) $2",
-			2, types, values, NULL, false);
-	if (SPI_processed != 1)
-		elog(ERROR, "spindle table %u is not registered",
-			 RelationGetRelid(facade));
-	next_no = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										  SPI_tuptable->tupdesc, 1, &isnull));
-	spi_end(&spi);
-
+	forget_committed_pending(facade);
 	for (i = 0; i < ncreate; i++)
-		create_one_spindle(facade, next_no + i, capacity);
+		create_one_spindle(facade, next_spindle_no(facade), capacity);
 
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
 	CommandCounterIncrement();
@@ -714,38 +957,62 @@ spindle_catalog_mark_dropped(Oid facade, int64 spindle_no, int64 bytes_freed)
 
 /*
  * Dropped spindles of the facade whose drop committed (rows not written by
- * this transaction): their index entries may now be removed.  Returns the
- * spindle numbers in a palloc'd array.
+ * this transaction): their index entries may now be removed.  Returns how
+ * many; *out is a palloc'd array of their numbers and ranges.
  */
-int64 *
-spindle_catalog_dropped(Oid facade, int *n)
+int
+spindle_catalog_dropped(Oid facade, SpindleRange **out)
 {
 	SpiContext	spi;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1];
-	int64	   *result;
+	SpindleRange *result;
 	uint64		i;
+	int			n;
 
 	values[0] = ObjectIdGetDatum(facade);
 	spi_begin(&spi);
-	spi_run("SELECT spindle_no FROM spindle.spindle_catalog"
+	spi_run("SELECT spindle_no, vbase, vcount FROM spindle.spindle_catalog"
 			" WHERE relation OPERATOR(pg_catalog.=) $1"
 			"   AND dropped_at IS NOT NULL"
 			"   AND NOT spindle._xid_is_current(xmin)",
 			1, types, values, NULL, true);
 	result = MemoryContextAlloc(spi.outer,
-								sizeof(int64) * Max(SPI_processed, 1));
+								sizeof(SpindleRange) * Max(SPI_processed, 1));
 	for (i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
 
-		result[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-												SPI_tuptable->tupdesc,
-												1, &isnull));
+		result[i].spindle_no = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
+		result[i].vbase = DatumGetInt64(SPI_getbinval(tup, td, 2, &isnull));
+		result[i].vcount = DatumGetInt64(SPI_getbinval(tup, td, 3, &isnull));
 	}
-	*n = (int) SPI_processed;
+	n = (int) SPI_processed;
 	spi_end(&spi);
-	return result;
+	*out = result;
+	return n;
+}
+
+/* Does the catalog (latest snapshot) have a row for this spindle? */
+bool
+spindle_catalog_has_spindle(Oid facade, int64 spindle_no)
+{
+	SpiContext	spi;
+	Oid			types[2] = {OIDOID, INT8OID};
+	Datum		values[2];
+	bool		found;
+
+	values[0] = ObjectIdGetDatum(facade);
+	values[1] = Int64GetDatum(spindle_no);
+	spi_begin(&spi);
+	found = spi_run("SELECT 1 FROM spindle.spindle_catalog"
+					" WHERE relation OPERATOR(pg_catalog.=) $1"
+					"   AND spindle_no OPERATOR(pg_catalog.=) $2",
+					2, types, values, NULL, true) > 0;
+	spi_end(&spi);
+	return found;
 }
 
 /* Forget dropped spindles once no index entry points into them. */

@@ -3,17 +3,24 @@
  * facade_am.c
  *	  The "spindle" table access method: row operations and storage.
  *
- * A spindle table stores nothing itself but its chunk map (chunkmap.c).
+ * A spindle table stores nothing itself but its slot map (slotmap.c).
  * Each operation finds the spindle an event lives in, or the open spindle
  * for a new event, and hands the work to heapam on that spindle's relation,
  * translating TIDs between the spindle's physical ones and the facade's
- * virtual ones on the way in and out.  Scans are in facade_scan.c.
+ * virtual ones on the way in and out: virtual to physical through the slot
+ * map, physical to virtual through the event's hidden k (layout.c).  Scans
+ * are in facade_scan.c.
  *
  * Locks: the executor holds the usual lock on the facade.  Each spindle is
  * opened with the same strength (RowExclusiveLock to write, AccessShareLock
- * or RowShareLock to read) and kept locked until the transaction ends; a
- * spindle is only dropped by someone who obtained AccessExclusiveLock on it
- * without waiting, so a spindle in use is never dropped.
+ * or RowShareLock to read).  A spindle is only dropped by someone who
+ * obtained AccessExclusiveLock on it without waiting, and only once every
+ * event in it is dead to every snapshot, so anything a transaction can
+ * still see, or has written, keeps its spindle; the lock need only cover
+ * the time this backend holds pins on the spindle's pages.  Writers keep
+ * their spindle locks to the end of the transaction; index fetches release
+ * theirs when they move to another spindle, so a plan or a scan holds a
+ * few spindle locks, not one per spindle.
  *
  * UPDATE purges the old version (heap_delete with changingPart, which marks
  * it "moved") and appends the new one to the open spindle.  A concurrent
@@ -24,6 +31,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <math.h>
 
 #include "access/heapam.h"
 #include "access/heaptoast.h"
@@ -41,9 +50,12 @@
 #include "storage/lmgr.h"
 #include "storage/predicate.h"
 #include "storage/smgr.h"
+#include "optimizer/plancat.h"
 #include "utils/inval.h"
 #include "utils/syscache.h"
 
+#include "layout.h"
+#include "slotmap.h"
 #include "spindle.h"
 
 static TableAmRoutine facade_methods;
@@ -86,57 +98,133 @@ spindle_slot_set_identity(TupleTableSlot *slot, Relation facade,
 }
 
 /*
+ * Open the relation of spindle sp with the given lock; NULL if it was
+ * dropped.  Checks that the relation is the one the directory meant (its
+ * OID could have been reused since a stale directory was read).
+ */
+Relation
+spindle_open_segment(Relation facade, SpindleEntry *sp, LOCKMODE lockmode)
+{
+	Relation	seg = try_relation_open(sp->segment, lockmode);
+	char		name[NAMEDATALEN];
+
+	if (seg == NULL)
+		return NULL;
+	snprintf(name, sizeof(name), "s%u_%lld", RelationGetRelid(facade),
+			 (long long) sp->spindle_no);
+	if (strcmp(RelationGetRelationName(seg), name) != 0)
+	{
+		relation_close(seg, lockmode);
+		return NULL;
+	}
+	return seg;
+}
+
+/* The virtual TID of a tuple of spindle sp (from its hidden k). */
+void
+spindle_tuple_vtid(SpindleEntry *sp, HeapTuple tuple, ItemPointer vtid)
+{
+	int32		k = spindle_event_k(tuple->t_data, tuple->t_len);
+
+	if (k < 0 || k >= sp->vcount)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("event (%u,%u) of spindle %lld has an invalid slot number %d",
+						ItemPointerGetBlockNumber(&tuple->t_self),
+						ItemPointerGetOffsetNumber(&tuple->t_self),
+						(long long) sp->spindle_no, k)));
+	spindle_vslot_to_tid(sp->vbase + k, vtid);
+}
+
+/*
+ * Is vslot in a range whose creator may still commit?  Then its events are
+ * invisible to us but perhaps alive.
+ */
+static bool
+vslot_pending(Relation facade, int64 vslot)
+{
+	SpindlePending pending[SPINDLE_MAX_PENDING];
+	int			n = spindle_pending_read(facade, pending);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (vslot >= pending[i].vbase &&
+			vslot < (int64) pending[i].vbase + pending[i].vcount)
+			return spindle_pending_in_progress(&pending[i]);
+	return false;
+}
+
+/*
+ * Find the spindle and physical TID of virtual slot vslot with a pinned
+ * directory: TID_IN_SPINDLE with *sp and *ptid set; TID_DEAD if nothing
+ * can be there (the slot is empty, or its spindle is not in the
+ * directory); never TID_UNKNOWN (see spindle_resolve_tid).
+ */
+TidResolution
+spindle_resolve_vslot(Relation facade, SpindleDirectory *dir, int64 vslot,
+					  SpindleEntry **sp, ItemPointer ptid)
+{
+	*sp = spindle_find_by_vslot(dir, vslot);
+	if (*sp == NULL || !spindle_slotmap_get(facade, vslot, ptid))
+		return TID_DEAD;
+	return TID_IN_SPINDLE;
+}
+
+/*
  * Find the spindle and physical TID of a virtual TID.  Returns
- * TID_IN_SPINDLE with *sp (a copy, valid after the directory is released)
- * and *ptid set; TID_DEAD when its chunk is unmapped (its spindle was
- * dropped and no index can still hold it); TID_UNKNOWN when the chunk
- * belongs to a spindle this backend cannot see.  An unknown spindle is
- * not necessarily gone: a producer that had to create spindles in its own
- * transaction has placed events in one that nobody else sees until it
- * commits, and their index entries must stay.
+ * TID_IN_SPINDLE with *sp (a copy) and *ptid set; TID_DEAD when nothing
+ * can be there (its spindle was dropped, or never had that event);
+ * TID_UNKNOWN when it is in the range of a spindle whose creating
+ * transaction has not ended and that this backend cannot see: a producer
+ * that had to create spindles in its own transaction has placed events
+ * there that nobody else sees until it commits, and their index entries
+ * must stay.
  */
 TidResolution
 spindle_resolve_tid(Relation facade, ItemPointer vtid, SpindleEntry *sp,
 					ItemPointer ptid)
 {
-	uint32		tag;
+	int64		vslot = spindle_tid_to_vslot(vtid);
 	SpindleDirectory *dir;
 	SpindleEntry *found;
 
-	if (!ItemPointerIsValid(vtid) ||
-		!spindle_tid_to_physical(facade, vtid, &tag, ptid))
+	if (vslot < 0)
 		return TID_DEAD;
 	dir = spindle_directory_acquire(facade);
-	found = spindle_find_by_tag(dir, tag);
+	found = spindle_find_by_vslot(dir, vslot);
 	if (found == NULL)
 	{
 		/* maybe a spindle created since the directory was read */
 		spindle_directory_release(dir);
 		AcceptInvalidationMessages();
 		dir = spindle_directory_acquire(facade);
-		found = spindle_find_by_tag(dir, tag);
+		found = spindle_find_by_vslot(dir, vslot);
 	}
 	if (found != NULL)
-	{
 		*sp = *found;
-		sp->vchunk = NULL;
-	}
 	spindle_directory_release(dir);
-	return found != NULL ? TID_IN_SPINDLE : TID_UNKNOWN;
+	if (found == NULL)
+		return vslot_pending(facade, vslot) ? TID_UNKNOWN : TID_DEAD;
+	if (!spindle_slotmap_get(facade, vslot, ptid))
+		return TID_DEAD;
+	return TID_IN_SPINDLE;
 }
 
 /*
- * Make sure new spindles exist for `need` more events.  If nobody else can
- * see the facade yet, or we hold a lock a helper would wait for, create
- * them here; otherwise ask a helper process to create them in its own
- * committed transaction (so that producers never wait for each other's
- * DDL), falling back to creating them here if no helper can run.
+ * Make sure new spindles exist for `need` more events.  Normally a helper
+ * process creates them in its own committed transaction, so that producers
+ * never wait for each other's DDL.  They are created here instead when
+ * nobody else can see the facade yet, when this transaction holds a lock
+ * the helper would wait for (ACCESS EXCLUSIVE on the table, or the
+ * table's creation lock), or when the helper could not make them.
  */
 static void
-obtain_spindles(Relation facade, int64 need, int64 capacity)
+obtain_spindles(Relation facade, int64 need, int64 capacity,
+				BulkInsertState bistate)
 {
 	int			count;
-	int			attempt;
+	int64		before;
+	SpindleDirectory *dir;
 
 	if (capacity <= 0)
 		count = 1;
@@ -144,19 +232,29 @@ obtain_spindles(Relation facade, int64 need, int64 capacity)
 		count = (int) Min((need + capacity - 1) / capacity, 64);
 	count += 1;					/* and one ready ahead */
 
+	/* never wait for anything while pinning a spindle page (VACUUM waits) */
+	if (bistate != NULL)
+		ReleaseBulkInsertStatePin(bistate);
+
 	if (!spindle_created_here(facade) &&
-		!CheckRelationLockedByMe(facade, ShareUpdateExclusiveLock, true))
+		!CheckRelationLockedByMe(facade, AccessExclusiveLock, false) &&
+		!spindle_creation_locked_by_me(RelationGetRelid(facade)))
 	{
-		/* max_worker_processes may be busy for a moment: try a few times */
-		for (attempt = 0; attempt < 5; attempt++)
+		dir = spindle_directory_acquire(facade);
+		before = dir->nspindles > 0 ?
+			dir->spindles[dir->nspindles - 1].spindle_no : 0;
+		spindle_directory_release(dir);
+		if (spindle_request_spindles(facade, count))
 		{
-			if (spindle_request_spindles(facade, count))
-			{
-				AcceptInvalidationMessages();
+			bool		made;
+
+			AcceptInvalidationMessages();
+			dir = spindle_directory_acquire(facade);
+			made = dir->nspindles > 0 &&
+				dir->spindles[dir->nspindles - 1].spindle_no > before;
+			spindle_directory_release(dir);
+			if (made)
 				return;
-			}
-			pg_usleep(20000L);
-			CHECK_FOR_INTERRUPTS();
 		}
 	}
 
@@ -167,6 +265,68 @@ obtain_spindles(Relation facade, int64 need, int64 capacity)
 	 */
 	spindle_create_spindles(facade, count, true);
 	AcceptInvalidationMessages();
+}
+
+/*
+ * Store `n` events of spindle sp, numbered k0.., from slots[]: form each
+ * tuple with its hidden columns, let heap place them, record them in the
+ * slot map, and give each slot its virtual TID.
+ */
+static void
+store_events(Relation facade, Relation seg, SpindleEntry *sp,
+			 TupleTableSlot **slots, int n, int64 k0, uint32 now,
+			 CommandId cid, int options, BulkInsertState bistate,
+			 bool speculative, uint32 specToken)
+{
+	ItemPointerData *ptids = palloc(sizeof(ItemPointerData) * n);
+	int			j;
+
+	if (n == 1)
+	{
+		HeapTuple	tuple = spindle_form_event(facade, slots[0], (int32) k0, now);
+
+		tuple->t_tableOid = RelationGetRelid(seg);
+		if (speculative)
+		{
+			HeapTupleHeaderSetSpeculativeToken(tuple->t_data, specToken);
+			options |= HEAP_INSERT_SPECULATIVE;
+		}
+		heap_insert(seg, tuple, cid, options, bistate);
+		ptids[0] = tuple->t_self;
+		heap_freetuple(tuple);
+	}
+	else
+	{
+		TupleTableSlot **hslots = palloc(sizeof(TupleTableSlot *) * n);
+
+		Assert(!speculative);
+		for (j = 0; j < n; j++)
+		{
+			HeapTuple	tuple = spindle_form_event(facade, slots[j],
+												   (int32) (k0 + j), now);
+
+			hslots[j] = MakeSingleTupleTableSlot(RelationGetDescr(facade),
+												 &TTSOpsHeapTuple);
+			ExecStoreHeapTuple(tuple, hslots[j], true);
+		}
+		heap_multi_insert(seg, hslots, n, cid, options, bistate);
+		for (j = 0; j < n; j++)
+		{
+			ptids[j] = hslots[j]->tts_tid;
+			ExecDropSingleTupleTableSlot(hslots[j]);
+		}
+		pfree(hslots);
+	}
+
+	spindle_slotmap_set(facade, sp->vbase + k0, n, ptids);
+	for (j = 0; j < n; j++)
+	{
+		ItemPointerData vtid;
+
+		spindle_vslot_to_tid(sp->vbase + k0 + j, &vtid);
+		spindle_slot_set_identity(slots[j], facade, &vtid);
+	}
+	pfree(ptids);
 }
 
 /*
@@ -181,17 +341,17 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 	SpindleDirectory *dir;
 	int			done = 0;
 	int			retries = 0;
+	uint32		now = spindle_time_now();
 
 	CheckForSerializableConflictIn(facade, NULL, InvalidBlockNumber);
 	dir = spindle_directory_acquire(facade);
 	while (done < nslots)
 	{
-
 		Relation	seg = NULL;
 		SpindleEntry *sp = NULL;
 		int			got = 0;
+		int64		k0 = 0;
 		int			i;
-		int			k;
 
 		/*
 		 * A directory's starting point comes from this backend's past
@@ -203,17 +363,18 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 			TimestampTz filled_at;
 
 			if (dir->open_hint > 0 &&
-				!spindle_slots_full(dir, dir->open_hint - 1, &filled_at))
+				!spindle_slots_full(facade, dir, dir->open_hint - 1, &filled_at))
 				dir->open_hint = 0;
 			dir->hint_checked = true;
 		}
 
 		for (i = dir->open_hint; i < dir->nspindles; i++)
 		{
-			seg = try_relation_open(dir->spindles[i].segment, RowExclusiveLock);
+			seg = spindle_open_segment(facade, &dir->spindles[i],
+									   RowExclusiveLock);
 			if (seg == NULL)
 				continue;
-			got = spindle_slots_take(dir, i, nslots - done);
+			got = spindle_slots_take(facade, dir, i, nslots - done, &k0);
 			if (got > 0)
 				break;
 			relation_close(seg, NoLock);
@@ -230,7 +391,7 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 								RelationGetRelationName(facade))));
 			spindle_directory_release(dir);
 			if (retries > 1)
-				obtain_spindles(facade, nslots - done, capacity);
+				obtain_spindles(facade, nslots - done, capacity, bistate);
 			else
 				AcceptInvalidationMessages();
 			dir = spindle_directory_acquire(facade);
@@ -258,27 +419,8 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 			last_bistate_segment = sp->segment;
 		}
 
-		if (speculative)
-		{
-			Assert(got == 1);
-			heap_methods->tuple_insert_speculative(seg, slots[done], cid,
-												   options,
-												   bistate, specToken);
-		}
-		else if (got == 1)
-			heap_methods->tuple_insert(seg, slots[done], cid,
-									   options, bistate);
-		else
-			heap_methods->multi_insert(seg, &slots[done], got, cid,
-									   options, bistate);
-
-		for (k = done; k < done + got; k++)
-		{
-			ItemPointerData vtid;
-
-			spindle_tid_to_virtual(facade, dir, sp, &slots[k]->tts_tid, &vtid);
-			spindle_slot_set_identity(slots[k], facade, &vtid);
-		}
+		store_events(facade, seg, sp, &slots[done], got, k0, now, cid,
+					 options, bistate, speculative, specToken);
 		relation_close(seg, NoLock);
 		done += got;
 	}
@@ -316,13 +458,14 @@ facade_tuple_complete_speculative(Relation rel, TupleTableSlot *slot,
 	ItemPointerData ptid;
 	Relation	seg;
 
-	if (spindle_resolve_tid(rel, &vtid, &sp, &ptid) != TID_IN_SPINDLE)
+	if (spindle_resolve_tid(rel, &vtid, &sp, &ptid) != TID_IN_SPINDLE ||
+		(seg = spindle_open_segment(rel, &sp, RowExclusiveLock)) == NULL)
 		elog(ERROR, "spindle of speculative tuple (%u,%u) not found",
 			 ItemPointerGetBlockNumber(&vtid), ItemPointerGetOffsetNumber(&vtid));
-	seg = relation_open(sp.segment, RowExclusiveLock);
-	slot->tts_tid = ptid;
-	heap_methods->tuple_complete_speculative(seg, slot, specToken, succeeded);
-	slot->tts_tid = vtid;
+	if (succeeded)
+		heap_finish_speculative(seg, &ptid);
+	else
+		heap_abort_speculative(seg, &ptid);
 	relation_close(seg, NoLock);
 }
 
@@ -345,7 +488,7 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 	TM_Result	result;
 
 	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
-		(seg = try_relation_open(sp.segment, RowExclusiveLock)) == NULL)
+		(seg = spindle_open_segment(rel, &sp, RowExclusiveLock)) == NULL)
 		elog(ERROR, "event (%u,%u) of spindle table \"%s\" not found",
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(rel));
@@ -389,7 +532,7 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 	TM_Result	result;
 
 	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
-		(seg = try_relation_open(sp.segment, RowShareLock)) == NULL)
+		(seg = spindle_open_segment(rel, &sp, RowShareLock)) == NULL)
 		elog(ERROR, "event (%u,%u) of spindle table \"%s\" not found",
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(rel));
@@ -415,7 +558,7 @@ facade_tuple_fetch_row_version(Relation rel, ItemPointer tid,
 	bool		found;
 
 	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
-		(seg = try_relation_open(sp.segment, AccessShareLock)) == NULL)
+		(seg = spindle_open_segment(rel, &sp, AccessShareLock)) == NULL)
 		return false;
 	if (ItemPointerGetBlockNumber(&ptid) >= RelationGetNumberOfBlocks(seg))
 		found = false;
@@ -430,9 +573,7 @@ facade_tuple_fetch_row_version(Relation rel, ItemPointer tid,
 static bool
 facade_tuple_tid_valid(TableScanDesc scan, ItemPointer tid)
 {
-	return ItemPointerIsValid(tid) &&
-		ItemPointerGetBlockNumber(tid) < SPINDLE_VIRTUAL_BLOCKS &&
-		ItemPointerGetOffsetNumber(tid) <= MaxHeapTuplesPerPage;
+	return spindle_tid_to_vslot(tid) >= 0;
 }
 
 static void
@@ -456,7 +597,9 @@ typedef struct FacadeIndexFetch
 {
 	IndexFetchTableData base;
 	int64		spindle_no;		/* spindle of hfetch, or 0 */
+	SpindleEntry sp;
 	Relation	seg;
+	BlockNumber nblocks;		/* of seg, as last seen */
 	IndexFetchTableData *hfetch;
 } FacadeIndexFetch;
 
@@ -469,13 +612,14 @@ facade_index_fetch_begin(Relation rel)
 	return &f->base;
 }
 
+/* Stop reading the current spindle: unpin its pages, then unlock it. */
 static void
 facade_index_fetch_close_spindle(FacadeIndexFetch *f)
 {
 	if (f->hfetch != NULL)
 	{
 		heap_methods->index_fetch_end(f->hfetch);
-		relation_close(f->seg, NoLock);
+		relation_close(f->seg, AccessShareLock);
 	}
 	f->hfetch = NULL;
 	f->seg = NULL;
@@ -500,13 +644,39 @@ facade_index_fetch_end(IndexFetchTableData *scan)
 	pfree(f);
 }
 
-static bool
-facade_index_fetch_tuple(IndexFetchTableData *scan, ItemPointer tid,
-						 Snapshot snapshot, TupleTableSlot *slot,
-						 bool *call_again, bool *all_dead)
+/*
+ * Check that a fetched tuple is the event of the virtual slot asked for:
+ * a slot map entry may only point at its own event (see slotmap.c).
+ */
+static void
+check_event(TupleTableSlot *slot, SpindleEntry *sp, ItemPointer vtid)
+{
+	HeapTuple	tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
+	ItemPointerData found;
+
+	spindle_tuple_vtid(sp, tuple, &found);
+	if (!ItemPointerEquals(&found, vtid))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("slot map of spindle %lld points at event (%u,%u) for (%u,%u)",
+						(long long) sp->spindle_no,
+						ItemPointerGetBlockNumber(&found),
+						ItemPointerGetOffsetNumber(&found),
+						ItemPointerGetBlockNumber(vtid),
+						ItemPointerGetOffsetNumber(vtid))));
+}
+
+/*
+ * Fetch the event of virtual TID tid as an index scan does, through the
+ * spindle fetch state f (opening the spindle if it is not the current
+ * one).  Also serves bitmap scans (facade_scan.c).
+ */
+bool
+spindle_fetch_event(Relation rel, IndexFetchTableData *scan,
+					ItemPointer tid, Snapshot snapshot, TupleTableSlot *slot,
+					bool *call_again, bool *all_dead)
 {
 	FacadeIndexFetch *f = (FacadeIndexFetch *) scan;
-	Relation	rel = f->base.rel;
 	SpindleEntry sp;
 	ItemPointerData ptid;
 	ItemPointerData vtid = *tid;
@@ -518,7 +688,7 @@ facade_index_fetch_tuple(IndexFetchTableData *scan, ItemPointer tid,
 	switch (spindle_resolve_tid(rel, tid, &sp, &ptid))
 	{
 		case TID_DEAD:
-			/* its spindle was dropped: dead to everyone */
+			/* its spindle was dropped, or never held it: dead to everyone */
 			if (all_dead)
 				*all_dead = true;
 			return false;
@@ -530,44 +700,79 @@ facade_index_fetch_tuple(IndexFetchTableData *scan, ItemPointer tid,
 	}
 	if (f->spindle_no != sp.spindle_no)
 	{
+		/* the slot may pin a page of the spindle we are leaving */
+		ExecClearTuple(slot);
 		facade_index_fetch_close_spindle(f);
-		f->seg = try_relation_open(sp.segment, AccessShareLock);
+		f->seg = spindle_open_segment(rel, &sp, AccessShareLock);
 		if (f->seg == NULL)
-			return false;		/* dropped since: its index entries go later */
+		{
+			/* dropped since: all its events were dead to everyone */
+			if (all_dead)
+				*all_dead = true;
+			return false;
+		}
 		f->hfetch = heap_methods->index_fetch_begin(f->seg);
 		f->spindle_no = sp.spindle_no;
+		f->sp = sp;
+		f->nblocks = RelationGetNumberOfBlocks(f->seg);
 	}
-	if (ItemPointerGetBlockNumber(&ptid) >= RelationGetNumberOfBlocks(f->seg))
-		return false;
+	if (ItemPointerGetBlockNumber(&ptid) >= f->nblocks)
+	{
+		f->nblocks = RelationGetNumberOfBlocks(f->seg);
+		if (ItemPointerGetBlockNumber(&ptid) >= f->nblocks)
+			return false;
+	}
 	found = heap_methods->index_fetch_tuple(f->hfetch, &ptid, snapshot, slot,
 											call_again, all_dead);
 	if (found)
+	{
+		check_event(slot, &sp, &vtid);
 		spindle_slot_set_identity(slot, rel, &vtid);
+	}
 	return found;
+}
+
+static bool
+facade_index_fetch_tuple(IndexFetchTableData *scan, ItemPointer tid,
+						 Snapshot snapshot, TupleTableSlot *slot,
+						 bool *call_again, bool *all_dead)
+{
+	return spindle_fetch_event(scan->rel, scan, tid, snapshot, slot,
+							   call_again, all_dead);
+}
+
+IndexFetchTableData *
+spindle_fetch_begin(Relation rel)
+{
+	return facade_index_fetch_begin(rel);
+}
+
+void
+spindle_fetch_end(IndexFetchTableData *scan)
+{
+	facade_index_fetch_end(scan);
 }
 
 /*
  * Which index entries may go: hand each spindle's share of the TIDs to
- * heapam, which also computes the conflict horizon for standbys.  TIDs in
- * unmapped chunks are deletable; TIDs of spindles we cannot see are not.
+ * heapam, which also computes the conflict horizon for standbys.  TIDs
+ * nothing can be at are deletable; TIDs of spindles we cannot see are not.
  */
 static TransactionId
 facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
 {
 	TransactionId result = InvalidTransactionId;
 	int			n = delstate->ndeltids;
-	int64	   *spindle_of = palloc(sizeof(int64) * n);
-	Oid		   *segment_of = palloc(sizeof(Oid) * n);
+	SpindleEntry *sps = palloc(sizeof(SpindleEntry) * n);
 	ItemPointerData *ptids = palloc(sizeof(ItemPointerData) * n);
 	bool	   *done = palloc0(sizeof(bool) * n);
 	int			i;
 
 	for (i = 0; i < n; i++)
 	{
-		SpindleEntry sp;
 		TM_IndexDelete *d = &delstate->deltids[i];
 
-		switch (spindle_resolve_tid(rel, &d->tid, &sp, &ptids[i]))
+		switch (spindle_resolve_tid(rel, &d->tid, &sps[i], &ptids[i]))
 		{
 			case TID_DEAD:
 				delstate->status[d->id].knowndeletable = true;
@@ -580,8 +785,6 @@ facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
 			case TID_IN_SPINDLE:
 				break;
 		}
-		spindle_of[i] = sp.spindle_no;
-		segment_of[i] = sp.segment;
 	}
 
 	for (i = 0; i < n; i++)
@@ -599,7 +802,7 @@ facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
 		sub.status = palloc(sizeof(TM_IndexStatus) * n);
 		for (j = i; j < n; j++)
 		{
-			if (done[j] || spindle_of[j] != spindle_of[i])
+			if (done[j] || sps[j].spindle_no != sps[i].spindle_no)
 				continue;
 			sub.deltids[m].tid = ptids[j];
 			sub.deltids[m].id = m;
@@ -609,7 +812,7 @@ facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
 			done[j] = true;
 		}
 		sub.ndeltids = m;
-		seg = try_relation_open(segment_of[i], AccessShareLock);
+		seg = spindle_open_segment(rel, &sps[i], AccessShareLock);
 		if (seg == NULL)
 			continue;			/* dropped since: cleanup removes them */
 		/* heap_index_delete_tuples may reorder and shorten sub.deltids */
@@ -622,7 +825,7 @@ facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
 			delstate->status[delstate->deltids[orig].id].knowndeletable =
 				st->knowndeletable;
 		}
-		relation_close(seg, NoLock);
+		relation_close(seg, AccessShareLock);
 		if (TransactionIdIsValid(xid) &&
 			(!TransactionIdIsValid(result) || TransactionIdFollows(xid, result)))
 			result = xid;
@@ -631,7 +834,7 @@ facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
 }
 
 /* ----------------------------------------------------------------
- * Storage of the facade itself: the chunk map
+ * Storage of the facade itself: the slot map
  * ----------------------------------------------------------------
  */
 static void
@@ -646,14 +849,14 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 	*minmulti = InvalidMultiXactId;
 
 	srel = RelationCreateStorage(*newrnode, persistence, true);
-	spindle_chunkmap_init_fork(rel, srel, MAIN_FORKNUM,
-							   persistence == RELPERSISTENCE_PERMANENT &&
-							   XLogIsNeeded());
+	spindle_slotmap_init_fork(srel, MAIN_FORKNUM,
+							  persistence == RELPERSISTENCE_PERMANENT &&
+							  XLogIsNeeded());
 	if (persistence == RELPERSISTENCE_UNLOGGED)
 	{
 		smgrcreate(srel, INIT_FORKNUM, false);
 		log_smgrcreate(newrnode, INIT_FORKNUM);
-		spindle_chunkmap_init_fork(rel, srel, INIT_FORKNUM, true);
+		spindle_slotmap_init_fork(srel, INIT_FORKNUM, true);
 	}
 	smgrclose(srel);
 
@@ -666,13 +869,13 @@ static void
 facade_relation_nontransactional_truncate(Relation rel)
 {
 	RelationTruncate(rel, 0);
-	spindle_chunkmap_init_fork(rel, RelationGetSmgr(rel), MAIN_FORKNUM,
-							   RelationNeedsWAL(rel));
+	spindle_slotmap_init_fork(RelationGetSmgr(rel), MAIN_FORKNUM,
+							  RelationNeedsWAL(rel));
 	if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
 	{
 		smgrtruncate(RelationGetSmgr(rel), (ForkNumber[]) {INIT_FORKNUM},
 					 1, (BlockNumber[]) {0});
-		spindle_chunkmap_init_fork(rel, RelationGetSmgr(rel), INIT_FORKNUM, true);
+		spindle_slotmap_init_fork(RelationGetSmgr(rel), INIT_FORKNUM, true);
 	}
 	spindle_drop_all_spindles(rel);
 }
@@ -699,7 +902,7 @@ facade_relation_copy_data(Relation rel, const RelFileNode *newrnode)
 
 /*
  * VACUUM FULL and CLUSTER: the spindles stay as they are (they are already
- * compact); the new storage of the facade gets a copy of the chunk map so
+ * compact); the new storage of the facade gets a copy of the slot map so
  * that every TID keeps its meaning, and the indexes are rebuilt from the
  * same spindles afterwards.
  */
@@ -712,7 +915,7 @@ facade_relation_copy_for_cluster(Relation OldTable, Relation NewTable,
 								 double *num_tuples, double *tups_vacuumed,
 								 double *tups_recently_dead)
 {
-	spindle_chunkmap_copy(OldTable, NewTable);
+	spindle_slotmap_copy(OldTable, NewTable);
 	*num_tuples = 0;
 	*tups_vacuumed = 0;
 	*tups_recently_dead = 0;
@@ -722,9 +925,9 @@ facade_relation_copy_for_cluster(Relation OldTable, Relation NewTable,
 
 /*
  * VACUUM of a spindle table: remove the index entries of spindles whose
- * drop has committed and free their TID space, and let each spindle's own
- * vacuum (segment_am.c) do what it may.  The caller holds
- * ShareUpdateExclusiveLock on the facade.
+ * drop has committed (and of rolled-back creations) and give their TID
+ * ranges back, and let each spindle's own vacuum (segment_am.c) do what it
+ * may.  The caller holds ShareUpdateExclusiveLock on the facade.
  */
 static void
 facade_relation_vacuum(Relation rel, struct VacuumParams *params,
@@ -735,19 +938,26 @@ facade_relation_vacuum(Relation rel, struct VacuumParams *params,
 }
 
 /*
- * Size of the main fork as the facade's block numbers see it: the mapped
- * chunks, numbered densely (ANALYZE samples these blocks; facade_scan.c
- * maps them back).  Other forks are empty.
+ * Size of the main fork as the facade's block numbers see it: the virtual
+ * blocks up to the end of the highest range in use (ANALYZE samples these
+ * blocks; facade_scan.c reads the events of each).  Other forks are empty.
+ * No spindle is opened.
  */
 static uint64
 facade_relation_size(Relation rel, ForkNumber forkNumber)
 {
-	uint32		entries[SPINDLE_NCHUNKS];
+	SpindleDirectory *dir;
+	int64		end = 0;
+	int			i;
 
 	if (forkNumber != MAIN_FORKNUM && forkNumber != InvalidForkNumber)
 		return 0;
-	return (uint64) spindle_chunkmap_mapped(rel, entries) *
-		SPINDLE_CHUNK_BLOCKS * BLCKSZ;
+	dir = spindle_directory_acquire(rel);
+	for (i = 0; i < dir->nspindles; i++)
+		end = Max(end, dir->spindles[i].vbase + dir->spindles[i].vcount);
+	spindle_directory_release(dir);
+	return (uint64) ((end + SPINDLE_SLOTS_PER_VBLOCK - 1) /
+					 SPINDLE_SLOTS_PER_VBLOCK) * BLCKSZ;
 }
 
 static bool
@@ -763,34 +973,39 @@ facade_relation_toast_am(Relation rel)
 	return HEAP_TABLE_AM_OID;
 }
 
-/* Size estimate for the planner: the sum of the spindles' estimates. */
+/*
+ * Size estimate for the planner, without opening a spindle: the events the
+ * spindles have handed out, from the shared counters (a spindle without a
+ * counter counts as full unless it is the last).  Purged events that are
+ * not yet dropped count too: the estimate is an upper bound.  Pages from
+ * the tuple width.
+ */
 static void
 facade_relation_estimate_size(Relation rel, int32 *attr_widths,
 							  BlockNumber *pages, double *tuples,
 							  double *allvisfrac)
 {
 	SpindleDirectory *dir = spindle_directory_acquire(rel);
+	double		events = 0;
+	int32		width;
 	int			i;
 
-	*pages = 0;
-	*tuples = 0;
-	*allvisfrac = 0;
 	for (i = 0; i < dir->nspindles; i++)
 	{
-		Relation	seg = try_relation_open(dir->spindles[i].segment,
-											AccessShareLock);
-		BlockNumber p;
-		double		t,
-					a;
+		SpindleEntry *sp = &dir->spindles[i];
+		int64		used;
 
-		if (seg == NULL)
-			continue;
-		heap_methods->relation_estimate_size(seg, attr_widths, &p, &t, &a);
-		*pages += p;
-		*tuples += t;
-		relation_close(seg, NoLock);
+		if (!spindle_slots_peek(sp->segment, &used))
+			used = (i < dir->nspindles - 1) ? sp->vcount : 0;
+		events += used;
 	}
 	spindle_directory_release(dir);
+
+	width = get_rel_data_width(rel, attr_widths);
+	*tuples = events;
+	*pages = (BlockNumber) Min(ceil(events * (width + 32) / (BLCKSZ * 0.9)),
+							   (double) MaxBlockNumber);
+	*allvisfrac = 0;
 }
 
 static const TupleTableSlotOps *

@@ -2,14 +2,22 @@
  *
  * facade_scan.c
  *	  Scans of a spindle table: sequential (spindle after spindle, oldest
- *	  first), parallel (by virtual block), bitmap, ANALYZE sampling and
- *	  index builds.  Each delegates to heapam on one spindle at a time and
- *	  gives every tuple its virtual TID.
+ *	  first), parallel (whole spindles handed out to participants), bitmap,
+ *	  ANALYZE sampling and index builds.  Each delegates to heapam on one
+ *	  spindle at a time and gives every tuple its virtual TID, computed from
+ *	  the event's hidden k (layout.c).
  *
  * A scan pins the table's directory for its lifetime, so the list of
  * spindles it walks is the one that existed when it began; spindles that
- * were dropped since are skipped (try_relation_open), and spindles created
- * since hold nothing its snapshot can see.
+ * were dropped since are skipped, and spindles created since hold nothing
+ * its snapshot can see (an event is inserted only into a spindle whose
+ * creation committed first, or was made by the inserting transaction).
+ *
+ * Locks: a serial scan holds AccessShareLock on the spindle it reads and
+ * releases it when it moves on (its slot no longer pins that spindle's
+ * pages then); bitmap and ANALYZE scans fetch event by event through
+ * facade_am.c's fetch state, which does the same.  So a scan holds a few
+ * spindle locks whatever the number of spindles.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,15 +26,17 @@
 #include "access/heapam.h"
 #include "access/relscan.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/index.h"
 #include "nodes/tidbitmap.h"
+#include "port/atomics.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
-#include "utils/snapmgr.h"
 #include "storage/predicate.h"
-#include "storage/spin.h"
-#include "utils/inval.h"
+#include "utils/snapmgr.h"
 
+#include "layout.h"
+#include "slotmap.h"
 #include "spindle.h"
 
 typedef struct FacadeScanDescData
@@ -35,33 +45,46 @@ typedef struct FacadeScanDescData
 	SpindleDirectory *dir;		/* pinned */
 	uint32		heap_flags;		/* flags for the per-spindle heap scans */
 
-	/* serial scans: position in dir->spindles */
+	/* serial and parallel scans: position in dir->spindles */
 	int			cur;			/* -1 before the first, nspindles after last */
 	Relation	curseg;
 	TableScanDesc curscan;
 	SpindleEntry *cursp;
 
-	/* parallel scans */
-	ParallelBlockTableScanWorkerData pwork;
-	bool		pstarted;
+	/* bitmap and ANALYZE scans: the virtual slots of the current block */
+	IndexFetchTableData *fetch;
+	int64		vfirst;			/* first virtual slot of the block */
+	int			nv;
+	int			pos;
+	OffsetNumber *offsets;		/* NULL: every offset of the block */
 
-	/* bitmap scans */
-	TBMIterateResult *bmres;	/* copy of the current TBM page, physical */
-
-	/* ANALYZE: mapped virtual chunks, in order */
-	int			nmapped;
-	uint32	   *mapped;
+	/* ANALYZE: the spindle being sampled */
+	SpindleEntry *asp;
+	Relation	aseg;
+	BufferAccessStrategy astrategy;
+	HeapTupleData atuple;		/* the sampled tuple the slot points to */
 } FacadeScanDescData;
 
 typedef FacadeScanDescData *FacadeScanDesc;
 
+/* Parallel scans: participants claim whole spindles in increasing order. */
+typedef struct FacadeParallelScanData
+{
+	ParallelTableScanDescData base;
+	pg_atomic_uint64 last_claimed;	/* highest spindle_no claimed */
+} FacadeParallelScanData;
+
+/*
+ * Stop reading the current spindle.  With unlock, also give up its lock:
+ * only when the caller knows no slot pins one of its pages any more.
+ */
 static void
-close_current(FacadeScanDesc s)
+close_current(FacadeScanDesc s, bool unlock)
 {
 	if (s->curscan != NULL)
 	{
 		table_endscan(s->curscan);
-		relation_close(s->curseg, NoLock);
+		relation_close(s->curseg, unlock ? AccessShareLock : NoLock);
 	}
 	s->curscan = NULL;
 	s->curseg = NULL;
@@ -74,8 +97,8 @@ open_spindle(FacadeScanDesc s, int i)
 {
 	Relation	seg;
 
-	close_current(s);
-	seg = try_relation_open(s->dir->spindles[i].segment, AccessShareLock);
+	seg = spindle_open_segment(s->base.rs_rd, &s->dir->spindles[i],
+							   AccessShareLock);
 	if (seg == NULL)
 		return false;
 	s->curseg = seg;
@@ -85,21 +108,6 @@ open_spindle(FacadeScanDesc s, int i)
 													s->base.rs_key, NULL,
 													s->heap_flags);
 	return true;
-}
-
-/* Same, but by spindle tag (bitmap, parallel and ANALYZE scans). */
-static bool
-open_spindle_by_tag(FacadeScanDesc s, uint32 tag)
-{
-	int			i;
-
-	if (s->cursp != NULL && spindle_tag(s->cursp->spindle_no) == tag)
-		return true;
-	for (i = 0; i < s->dir->nspindles; i++)
-		if (spindle_tag(s->dir->spindles[i].spindle_no) == tag)
-			return open_spindle(s, i);
-	close_current(s);
-	return false;
 }
 
 static TableScanDesc
@@ -128,21 +136,11 @@ facade_scan_begin(Relation rel, Snapshot snapshot, int nkeys,
 
 	if (snapshot && IsMVCCSnapshot(snapshot) && (flags & SO_TYPE_SEQSCAN))
 		PredicateLockRelation(rel, snapshot);
-
-	if (flags & SO_TYPE_ANALYZE)
-	{
-		uint32		entries[SPINDLE_NCHUNKS];
-		int			i;
-
-		spindle_chunkmap_mapped(rel, entries);
-		s->mapped = palloc(sizeof(uint32) * SPINDLE_NCHUNKS);
-		for (i = 0; i < SPINDLE_NCHUNKS; i++)
-			if (entries[i] != 0)
-				s->mapped[s->nmapped++] = entries[i];
-	}
 	if (flags & SO_TYPE_BITMAPSCAN)
-		s->bmres = palloc0(offsetof(TBMIterateResult, offsets) +
-						   sizeof(OffsetNumber) * MaxHeapTuplesPerPage);
+	{
+		s->fetch = spindle_fetch_begin(rel);
+		s->offsets = palloc(sizeof(OffsetNumber) * MaxHeapTuplesPerPage);
+	}
 	return &s->base;
 }
 
@@ -151,7 +149,11 @@ facade_scan_end(TableScanDesc sscan)
 {
 	FacadeScanDesc s = (FacadeScanDesc) sscan;
 
-	close_current(s);
+	close_current(s, false);
+	if (s->fetch != NULL)
+		spindle_fetch_end(s->fetch);
+	if (s->aseg != NULL)
+		relation_close(s->aseg, NoLock);
 	spindle_directory_release(s->dir);
 	if (s->base.rs_flags & SO_TEMP_SNAPSHOT)
 		UnregisterSnapshot(s->base.rs_snapshot);
@@ -178,59 +180,53 @@ facade_scan_rescan(TableScanDesc sscan, struct ScanKeyData *key,
 	}
 	if (key != NULL && s->base.rs_nkeys > 0)
 		memcpy(s->base.rs_key, key, s->base.rs_nkeys * sizeof(ScanKeyData));
-	close_current(s);
+	/* the executor's slot may still hold a tuple of the current spindle */
+	close_current(s, false);
 	s->cur = -1;
-	s->pstarted = false;
 }
 
-/* Give the slot's tuple its virtual identity. */
+/* Give the slot's tuple (of the current spindle) its virtual identity. */
 static void
-identify(FacadeScanDesc s, TupleTableSlot *slot)
+identify(FacadeScanDesc s, SpindleEntry *sp, TupleTableSlot *slot)
 {
 	ItemPointerData vtid;
 
-	spindle_tid_to_virtual(s->base.rs_rd, s->dir, s->cursp, &slot->tts_tid,
-						   &vtid);
+	spindle_tuple_vtid(sp, ExecFetchSlotHeapTuple(slot, false, NULL), &vtid);
 	spindle_slot_set_identity(slot, s->base.rs_rd, &vtid);
 }
 
 /*
- * The next block of a parallel scan, as (spindle, physical block) with the
- * spindle's heap scan limited to that block.  False at the end.
+ * The next spindle of a parallel scan: claim, in increasing spindle_no
+ * order, the first spindle of our directory above everything claimed so
+ * far.  A spindle missing from some participant's directory was created
+ * after the scan's snapshot and holds nothing it can see.
  */
 static bool
-parallel_next_block(FacadeScanDesc s)
+parallel_next_spindle(FacadeScanDesc s)
 {
-	ParallelBlockTableScanDesc pbscan =
-		(ParallelBlockTableScanDesc) s->base.rs_parallel;
-	Relation	rel = s->base.rs_rd;
+	FacadeParallelScanData *ps = (FacadeParallelScanData *) s->base.rs_parallel;
 
-	if (!s->pstarted)
-	{
-		table_block_parallelscan_startblock_init(rel, &s->pwork, pbscan);
-		s->pstarted = true;
-	}
+	close_current(s, true);
 	for (;;)
 	{
-		BlockNumber vblock = table_block_parallelscan_nextpage(rel, &s->pwork,
-															   pbscan);
-		ItemPointerData vtid,
-					ptid;
-		uint32		tag;
+		uint64		last = pg_atomic_read_u64(&ps->last_claimed);
+		int			i;
 
-		if (vblock == InvalidBlockNumber)
+		for (i = s->cur + 1; i < s->dir->nspindles; i++)
+			if ((uint64) s->dir->spindles[i].spindle_no > last)
+				break;
+		if (i >= s->dir->nspindles)
+		{
+			s->cur = s->dir->nspindles;
 			return false;
-		ItemPointerSet(&vtid, vblock, FirstOffsetNumber);
-		if (!spindle_tid_to_physical(rel, &vtid, &tag, &ptid))
-			continue;
-		if (!open_spindle_by_tag(s, tag))
-			continue;
-		if (ItemPointerGetBlockNumber(&ptid) >=
-			RelationGetNumberOfBlocks(s->curseg))
-			continue;
-		heap_rescan(s->curscan, NULL, false, false, false, false);
-		heap_setscanlimits(s->curscan, ItemPointerGetBlockNumber(&ptid), 1);
-		return true;
+		}
+		if (pg_atomic_compare_exchange_u64(&ps->last_claimed, &last,
+										   (uint64) s->dir->spindles[i].spindle_no))
+		{
+			s->cur = i;
+			if (open_spindle(s, i))
+				return true;
+		}
 	}
 }
 
@@ -240,34 +236,28 @@ facade_scan_getnextslot(TableScanDesc sscan, ScanDirection direction,
 {
 	FacadeScanDesc s = (FacadeScanDesc) sscan;
 
-	if (s->base.rs_parallel != NULL)
-	{
-		for (;;)
-		{
-			if (s->curscan != NULL && s->pstarted &&
-				heap_getnextslot(s->curscan, ForwardScanDirection, slot))
-			{
-				identify(s, slot);
-				return true;
-			}
-			if (!parallel_next_block(s))
-			{
-				ExecClearTuple(slot);
-				return false;
-			}
-		}
-	}
-
 	for (;;)
 	{
 		if (s->curscan != NULL)
 		{
-			if (heap_getnextslot(s->curscan, direction, slot))
+			if (heap_getnextslot(s->curscan,
+								 s->base.rs_parallel ? ForwardScanDirection : direction,
+								 slot))
 			{
-				identify(s, slot);
+				identify(s, s->cursp, slot);
 				return true;
 			}
-			close_current(s);
+			/* the slot is empty now: the spindle may be let go */
+			close_current(s, true);
+		}
+		if (s->base.rs_parallel != NULL)
+		{
+			if (!parallel_next_spindle(s))
+			{
+				ExecClearTuple(slot);
+				return false;
+			}
+			continue;
 		}
 		/* move to the next spindle in the scan's direction */
 		if (ScanDirectionIsBackward(direction))
@@ -295,53 +285,62 @@ facade_scan_getnextslot(TableScanDesc sscan, ScanDirection direction,
 }
 
 /* ----------------------------------------------------------------
- * Parallel scans: the whole virtual block space, handed out by core
+ * Parallel scans
  * ----------------------------------------------------------------
  */
 static Size
 facade_parallelscan_estimate(Relation rel)
 {
-	return sizeof(ParallelBlockTableScanDescData);
+	return sizeof(FacadeParallelScanData);
 }
 
 static Size
 facade_parallelscan_initialize(Relation rel, ParallelTableScanDesc pscan)
 {
-	ParallelBlockTableScanDesc bpscan = (ParallelBlockTableScanDesc) pscan;
+	FacadeParallelScanData *ps = (FacadeParallelScanData *) pscan;
 
-	bpscan->base.phs_relid = RelationGetRelid(rel);
-	bpscan->phs_nblocks = SPINDLE_VIRTUAL_BLOCKS;
-	bpscan->base.phs_syncscan = false;
-	SpinLockInit(&bpscan->phs_mutex);
-	bpscan->phs_startblock = InvalidBlockNumber;
-	pg_atomic_init_u64(&bpscan->phs_nallocated, 0);
-	return sizeof(ParallelBlockTableScanDescData);
+	ps->base.phs_relid = RelationGetRelid(rel);
+	ps->base.phs_syncscan = false;
+	pg_atomic_init_u64(&ps->last_claimed, 0);
+	return sizeof(FacadeParallelScanData);
+}
+
+static void
+facade_parallelscan_reinitialize(Relation rel, ParallelTableScanDesc pscan)
+{
+	FacadeParallelScanData *ps = (FacadeParallelScanData *) pscan;
+
+	pg_atomic_write_u64(&ps->last_claimed, 0);
 }
 
 /* ----------------------------------------------------------------
- * Bitmap scans
+ * Bitmap scans: each TID of the block is fetched as an index scan would
  * ----------------------------------------------------------------
  */
 static bool
 facade_scan_bitmap_next_block(TableScanDesc sscan, TBMIterateResult *tbmres)
 {
 	FacadeScanDesc s = (FacadeScanDesc) sscan;
-	ItemPointerData vtid,
-				ptid;
-	uint32		tag;
 
-	ItemPointerSet(&vtid, tbmres->blockno, FirstOffsetNumber);
-	if (!spindle_tid_to_physical(s->base.rs_rd, &vtid, &tag, &ptid) ||
-		!open_spindle_by_tag(s, tag))
+	if ((int64) tbmres->blockno >= SPINDLE_VBLOCKS)
 		return false;
+	s->vfirst = (int64) tbmres->blockno * SPINDLE_SLOTS_PER_VBLOCK;
+	s->pos = 0;
+	if (tbmres->ntuples >= 0)
+	{
+		s->nv = tbmres->ntuples;
+		memcpy(s->offsets, tbmres->offsets, sizeof(OffsetNumber) * s->nv);
+	}
+	else
+	{
+		/* lossy: every slot of the block */
+		int			i;
 
-	s->bmres->blockno = ItemPointerGetBlockNumber(&ptid);
-	s->bmres->ntuples = tbmres->ntuples;
-	s->bmres->recheck = tbmres->recheck;
-	if (tbmres->ntuples > 0)
-		memcpy(s->bmres->offsets, tbmres->offsets,
-			   sizeof(OffsetNumber) * tbmres->ntuples);
-	return spindle_heap_methods()->scan_bitmap_next_block(s->curscan, s->bmres);
+		s->nv = SPINDLE_SLOTS_PER_VBLOCK;
+		for (i = 0; i < s->nv; i++)
+			s->offsets[i] = i + 1;
+	}
+	return s->nv > 0;
 }
 
 static bool
@@ -350,16 +349,25 @@ facade_scan_bitmap_next_tuple(TableScanDesc sscan, TBMIterateResult *tbmres,
 {
 	FacadeScanDesc s = (FacadeScanDesc) sscan;
 
-	if (s->curscan == NULL ||
-		!spindle_heap_methods()->scan_bitmap_next_tuple(s->curscan, s->bmres,
-														slot))
-		return false;
-	identify(s, slot);
-	return true;
+	while (s->pos < s->nv)
+	{
+		OffsetNumber off = s->offsets[s->pos++];
+		ItemPointerData vtid;
+		bool		call_again;
+
+		if (off < 1 || off > SPINDLE_SLOTS_PER_VBLOCK)
+			continue;
+		spindle_vslot_to_tid(s->vfirst + off - 1, &vtid);
+		if (spindle_fetch_event(s->base.rs_rd, s->fetch, &vtid,
+								s->base.rs_snapshot, slot, &call_again, NULL))
+			return true;
+	}
+	return false;
 }
 
 /* ----------------------------------------------------------------
- * ANALYZE: block i is block i % CHUNK of the (i / CHUNK)-th mapped chunk
+ * ANALYZE: block b is virtual block b; its events are sampled one by one
+ * with heap's rules for live and dead rows
  * ----------------------------------------------------------------
  */
 static bool
@@ -367,21 +375,28 @@ facade_scan_analyze_next_block(TableScanDesc sscan, BlockNumber blockno,
 							   BufferAccessStrategy bstrategy)
 {
 	FacadeScanDesc s = (FacadeScanDesc) sscan;
-	uint32		rank = blockno / SPINDLE_CHUNK_BLOCKS;
-	uint32		entry;
-	BlockNumber pblock;
 
-	if (rank >= (uint32) s->nmapped)
+	if ((int64) blockno >= SPINDLE_VBLOCKS)
 		return false;
-	entry = s->mapped[rank];
-	if (!open_spindle_by_tag(s, spindle_entry_tag(entry)))
-		return false;
-	pblock = spindle_entry_pchunk(entry) * SPINDLE_CHUNK_BLOCKS +
-		blockno % SPINDLE_CHUNK_BLOCKS;
-	if (pblock >= RelationGetNumberOfBlocks(s->curseg))
-		return false;
-	return spindle_heap_methods()->scan_analyze_next_block(s->curscan, pblock,
-														   bstrategy);
+	s->vfirst = (int64) blockno * SPINDLE_SLOTS_PER_VBLOCK;
+	s->nv = SPINDLE_SLOTS_PER_VBLOCK;
+	s->pos = 0;
+	s->astrategy = bstrategy;
+	return true;
+}
+
+/* Open the spindle of sp for sampling, if it is not the one open. */
+static bool
+analyze_open(FacadeScanDesc s, SpindleEntry *sp, TupleTableSlot *slot)
+{
+	if (s->asp == sp)
+		return s->aseg != NULL;
+	ExecClearTuple(slot);
+	if (s->aseg != NULL)
+		relation_close(s->aseg, AccessShareLock);
+	s->asp = sp;
+	s->aseg = spindle_open_segment(s->base.rs_rd, sp, AccessShareLock);
+	return s->aseg != NULL;
 }
 
 static bool
@@ -390,14 +405,86 @@ facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
 							   TupleTableSlot *slot)
 {
 	FacadeScanDesc s = (FacadeScanDesc) sscan;
+	Relation	rel = s->base.rs_rd;
 
-	if (s->curscan == NULL ||
-		!spindle_heap_methods()->scan_analyze_next_tuple(s->curscan, OldestXmin,
-														 liverows, deadrows,
-														 slot))
-		return false;
-	identify(s, slot);
-	return true;
+	while (s->pos < s->nv)
+	{
+		int64		v = s->vfirst + s->pos++;
+		SpindleEntry *sp;
+		ItemPointerData ptid;
+		Buffer		buf;
+		Page		page;
+		OffsetNumber off;
+		ItemId		itemid;
+		HeapTuple	tuple = &s->atuple;
+		bool		sample = false;
+
+		if (spindle_resolve_vslot(rel, s->dir, v, &sp, &ptid) != TID_IN_SPINDLE ||
+			!analyze_open(s, sp, slot) ||
+			ItemPointerGetBlockNumber(&ptid) >= RelationGetNumberOfBlocks(s->aseg))
+			continue;
+		buf = ReadBufferExtended(s->aseg, MAIN_FORKNUM,
+								 ItemPointerGetBlockNumber(&ptid), RBM_NORMAL,
+								 s->astrategy);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		off = ItemPointerGetOffsetNumber(&ptid);
+		if (PageIsNew(page) || off > PageGetMaxOffsetNumber(page))
+		{
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+		itemid = PageGetItemId(page, off);
+		if (!ItemIdIsNormal(itemid))
+		{
+			/* pruned: dead, as heap counts it */
+			if (ItemIdIsDead(itemid))
+				*deadrows += 1;
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+		tuple->t_data = (HeapTupleHeader) PageGetItem(page, itemid);
+		tuple->t_len = ItemIdGetLength(itemid);
+		tuple->t_tableOid = RelationGetRelid(s->aseg);
+		tuple->t_self = ptid;
+		switch (HeapTupleSatisfiesVacuum(tuple, OldestXmin, buf))
+		{
+			case HEAPTUPLE_LIVE:
+				sample = true;
+				*liverows += 1;
+				break;
+			case HEAPTUPLE_DEAD:
+			case HEAPTUPLE_RECENTLY_DEAD:
+				*deadrows += 1;
+				break;
+			case HEAPTUPLE_INSERT_IN_PROGRESS:
+				if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
+				{
+					sample = true;
+					*liverows += 1;
+				}
+				break;
+			case HEAPTUPLE_DELETE_IN_PROGRESS:
+				if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(tuple->t_data)))
+					*deadrows += 1;
+				else
+				{
+					sample = true;
+					*liverows += 1;
+				}
+				break;
+		}
+		if (sample)
+			ExecStoreBufferHeapTuple(tuple, slot, buf);
+		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+		ReleaseBuffer(buf);
+		if (sample)
+		{
+			identify(s, sp, slot);
+			return true;
+		}
+	}
+	return false;
 }
 
 /* ----------------------------------------------------------------
@@ -407,28 +494,56 @@ facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
 typedef struct BuildState
 {
 	Relation	facade;
-	SpindleDirectory *dir;
+	Relation	seg;
 	SpindleEntry *sp;
 	IndexBuildCallback callback;
 	void	   *callback_state;
 } BuildState;
 
+/* Heap gives the physical TID; the event's hidden k gives the virtual one. */
 static void
 build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 			   bool tupleIsAlive, void *state)
 {
 	BuildState *bs = (BuildState *) state;
 	ItemPointerData vtid;
+	Buffer		buf = ReadBuffer(bs->seg, ItemPointerGetBlockNumber(tid));
+	Page		page;
+	ItemId		itemid;
+	HeapTupleData tuple;
 
-	spindle_tid_to_virtual(bs->facade, bs->dir, bs->sp, tid, &vtid);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	itemid = PageGetItemId(page, ItemPointerGetOffsetNumber(tid));
+	if (!ItemIdIsNormal(itemid))
+		elog(ERROR, "index build met a pruned event at (%u,%u) of spindle %lld",
+			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
+			 (long long) bs->sp->spindle_no);
+	tuple.t_data = (HeapTupleHeader) PageGetItem(page, itemid);
+	tuple.t_len = ItemIdGetLength(itemid);
+	tuple.t_self = *tid;
+	spindle_tuple_vtid(bs->sp, &tuple, &vtid);
+	UnlockReleaseBuffer(buf);
 	bs->callback(index, &vtid, values, isnull, tupleIsAlive,
 				 bs->callback_state);
+}
+
+/* Feed one spindle to the build. */
+static double
+build_spindle(BuildState *bs, Relation seg, SpindleEntry *sp,
+			  Relation index_rel, IndexInfo *index_info, bool anyvisible)
+{
+	bs->seg = seg;
+	bs->sp = sp;
+	return spindle_segment_index_build(seg, index_rel, index_info, anyvisible,
+									   0, InvalidBlockNumber,
+									   build_callback, bs);
 }
 
 /*
  * Feed every tuple of every spindle to the index build callback, with its
  * virtual TID.  Serial builds walk the spindles; a participant of a
- * parallel build takes virtual blocks from the shared parallel scan.  The
+ * parallel build takes whole spindles from the shared parallel scan.  The
  * caller holds ShareLock (or stronger) on the facade; spindles are locked
  * the same way so that heapam's build sees what it expects.
  */
@@ -441,6 +556,7 @@ facade_index_build_range_scan(Relation table_rel, Relation index_rel,
 							  void *callback_state, TableScanDesc scan)
 {
 	BuildState bs;
+	SpindleDirectory *dir;
 	double		reltuples = 0;
 
 	if (start_blockno != 0 || numblocks != InvalidBlockNumber)
@@ -466,35 +582,34 @@ facade_index_build_range_scan(Relation table_rel, Relation index_rel,
 	{
 		FacadeScanDesc s = (FacadeScanDesc) scan;
 
-		bs.dir = s->dir;
-		while (parallel_next_block(s))
+		while (parallel_next_spindle(s))
 		{
-			bs.sp = s->cursp;
-			reltuples += spindle_segment_index_build(s->curseg, index_rel,
-													 index_info, anyvisible,
-													 ((HeapScanDesc) s->curscan)->rs_startblock,
-													 1, build_callback, &bs);
+			/* the build reads the spindle itself */
+			table_endscan(s->curscan);
+			s->curscan = NULL;
+			reltuples += build_spindle(&bs, s->curseg, s->cursp, index_rel,
+									   index_info, anyvisible);
+			relation_close(s->curseg, NoLock);
+			s->curseg = NULL;
+			s->cursp = NULL;
 		}
 		table_endscan(scan);
 		return reltuples;
 	}
 
-	bs.dir = spindle_directory_acquire(table_rel);
-	for (int i = 0; i < bs.dir->nspindles; i++)
+	dir = spindle_directory_acquire(table_rel);
+	for (int i = 0; i < dir->nspindles; i++)
 	{
-		Relation	seg = try_relation_open(bs.dir->spindles[i].segment,
-											ShareLock);
+		Relation	seg = spindle_open_segment(table_rel, &dir->spindles[i],
+											   ShareLock);
 
 		if (seg == NULL)
 			continue;
-		bs.sp = &bs.dir->spindles[i];
-		reltuples += spindle_segment_index_build(seg, index_rel, index_info,
-												 anyvisible, 0,
-												 InvalidBlockNumber,
-												 build_callback, &bs);
+		reltuples += build_spindle(&bs, seg, &dir->spindles[i], index_rel,
+								   index_info, anyvisible);
 		relation_close(seg, NoLock);
 	}
-	spindle_directory_release(bs.dir);
+	spindle_directory_release(dir);
 	return reltuples;
 }
 
@@ -536,7 +651,7 @@ spindle_scan_routines(TableAmRoutine *r)
 	r->scan_getnextslot_tidrange = NULL;
 	r->parallelscan_estimate = facade_parallelscan_estimate;
 	r->parallelscan_initialize = facade_parallelscan_initialize;
-	r->parallelscan_reinitialize = table_block_parallelscan_reinitialize;
+	r->parallelscan_reinitialize = facade_parallelscan_reinitialize;
 	r->scan_bitmap_next_block = facade_scan_bitmap_next_block;
 	r->scan_bitmap_next_tuple = facade_scan_bitmap_next_tuple;
 	r->scan_analyze_next_block = facade_scan_analyze_next_block;

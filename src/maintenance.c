@@ -18,7 +18,9 @@
  * finds no spindle and reports them dead, so btree kills them), but its
  * virtual TIDs may only be reused once no index holds them: after the drop
  * has committed, spindle_cleanup_dropped() bulk-deletes them from every
- * index of the table and frees the chunks.
+ * index of the table, zeroes their slot map entries and gives the range
+ * back; it does the same for the ranges of spindle creations that rolled
+ * back.
  *
  *-------------------------------------------------------------------------
  */
@@ -50,6 +52,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "slotmap.h"
 #include "spindle.h"
 
 PG_FUNCTION_INFO_V1(spindle_drop_spindles);
@@ -230,7 +233,7 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 		if (seg == NULL)
 			continue;
 		/* spindles fill in order: none after the first unfilled one is full */
-		if (!spindle_slots_full(dir, i, &filled_at))
+		if (!spindle_slots_full(facade, dir, i, &filled_at))
 		{
 			relation_close(seg, AccessShareLock);
 			break;
@@ -296,80 +299,140 @@ spindle_ensure_ready(Relation facade)
 	(void) spindle_create_spindles(facade, 1, true);
 }
 
-/* Bulk-delete callback: is this TID in a chunk being retired? */
-static bool
-tid_in_dead_chunk(ItemPointer itemptr, void *state)
+/* Ranges being retired, sorted by vbase, for the bulk-delete callback. */
+typedef struct RetiredRanges
 {
-	bool	   *dead = (bool *) state;
-	BlockNumber blk = ItemPointerGetBlockNumber(itemptr);
+	int			n;
+	SpindleRange *ranges;
+} RetiredRanges;
 
-	return blk < SPINDLE_VIRTUAL_BLOCKS && dead[blk >> SPINDLE_CHUNK_BITS];
+static int
+cmp_range_vbase(const void *a, const void *b)
+{
+	int64		va = ((const SpindleRange *) a)->vbase;
+	int64		vb = ((const SpindleRange *) b)->vbase;
+
+	return (va > vb) - (va < vb);
+}
+
+/* Bulk-delete callback: is this TID in a range being retired? */
+static bool
+tid_in_retired_range(ItemPointer itemptr, void *state)
+{
+	RetiredRanges *r = (RetiredRanges *) state;
+	int64		v = spindle_tid_to_vslot(itemptr);
+	int			lo = 0,
+				hi = r->n - 1;
+
+	if (v < 0)
+		return false;
+	while (lo <= hi)
+	{
+		int			mid = (lo + hi) / 2;
+		SpindleRange *rg = &r->ranges[mid];
+
+		if (v < rg->vbase)
+			hi = mid - 1;
+		else if (v >= rg->vbase + rg->vcount)
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
+}
+
+/* Remove from every index of the facade the entries in the given ranges. */
+static void
+bulk_delete_ranges(Relation facade, RetiredRanges *r)
+{
+	Relation   *indexes;
+	int			nindexes;
+	BufferAccessStrategy strategy = GetAccessStrategy(BAS_VACUUM);
+	int			j;
+
+	qsort(r->ranges, r->n, sizeof(SpindleRange), cmp_range_vbase);
+	vac_open_indexes(facade, RowExclusiveLock, &nindexes, &indexes);
+	for (j = 0; j < nindexes; j++)
+	{
+		IndexVacuumInfo ivinfo;
+		IndexBulkDeleteResult *stats;
+
+		ivinfo.index = indexes[j];
+		ivinfo.analyze_only = false;
+		ivinfo.report_progress = false;
+		ivinfo.estimated_count = true;
+		ivinfo.message_level = DEBUG2;
+		ivinfo.num_heap_tuples = Max(facade->rd_rel->reltuples, 0);
+		ivinfo.strategy = strategy;
+		stats = index_bulk_delete(&ivinfo, NULL, tid_in_retired_range, r);
+		stats = index_vacuum_cleanup(&ivinfo, stats);
+		if (stats)
+			pfree(stats);
+	}
+	vac_close_indexes(nindexes, indexes, NoLock);
+	FreeAccessStrategy(strategy);
 }
 
 /*
- * Remove from every index of the facade the entries that point into
- * spindles whose drop has committed, then free their chunks and forget
- * them.  One pass over each index however many spindles are retired.  The
- * caller holds ShareUpdateExclusiveLock on the facade (which also keeps
- * VACUUM of the facade from bulk-deleting the same indexes at once).
+ * Give back the TID ranges nobody can use any more: those of spindles whose
+ * drop has committed, and those of spindle creations that rolled back
+ * (pending ranges whose creator ended without a catalog row).  Their index
+ * entries are removed first, in one pass over each index however many
+ * ranges are retired, then their slot map entries are zeroed, then the
+ * ranges are forgotten, so a TID never comes to mean another event while
+ * an index holds it.  Pending ranges of committed creations are forgotten
+ * too (the catalog has them).  The caller holds ShareUpdateExclusiveLock on
+ * the facade (which also keeps VACUUM of the facade from bulk-deleting the
+ * same indexes at once).
  */
 void
 spindle_cleanup_dropped(Relation facade)
 {
-	int			n;
-	int64	   *nos = spindle_catalog_dropped(RelationGetRelid(facade), &n);
-	uint32		entries[SPINDLE_NCHUNKS];
-	bool		dead[SPINDLE_NCHUNKS];
-	bool		any = false;
-	int			c,
-				j;
+	Oid			relid = RelationGetRelid(facade);
+	SpindleRange *dropped;
+	int			ndropped = spindle_catalog_dropped(relid, &dropped);
+	SpindlePending pending[SPINDLE_MAX_PENDING];
+	int			npending = spindle_pending_read(facade, pending);
+	int64	   *finished = palloc(sizeof(int64) * Max(npending, 1));
+	int64	   *dropped_nos = palloc(sizeof(int64) * Max(ndropped, 1));
+	int			nfinished = 0;
+	RetiredRanges r;
+	int			i;
 
-	if (n == 0)
-		return;
-	spindle_chunkmap_mapped(facade, entries);
-	for (c = 0; c < SPINDLE_NCHUNKS; c++)
+	r.ranges = palloc(sizeof(SpindleRange) * (ndropped + npending + 1));
+	r.n = 0;
+	for (i = 0; i < ndropped; i++)
 	{
-		dead[c] = false;
-		if (entries[c] == 0)
+		r.ranges[r.n++] = dropped[i];
+		dropped_nos[i] = dropped[i].spindle_no;
+	}
+	for (i = 0; i < npending; i++)
+	{
+		/* in progress first: then the catalog read sees a commit */
+		if (spindle_pending_in_progress(&pending[i]))
 			continue;
-		for (j = 0; j < n; j++)
-			if (spindle_entry_tag(entries[c]) == spindle_tag(nos[j]))
-			{
-				dead[c] = true;
-				any = true;
-				break;
-			}
-	}
-
-	if (any)
-	{
-		Relation   *indexes;
-		int			nindexes;
-		BufferAccessStrategy strategy = GetAccessStrategy(BAS_VACUUM);
-
-		vac_open_indexes(facade, RowExclusiveLock, &nindexes, &indexes);
-		for (j = 0; j < nindexes; j++)
+		finished[nfinished++] = pending[i].spindle_no;
+		if (!spindle_catalog_has_spindle(relid, pending[i].spindle_no))
 		{
-			IndexVacuumInfo ivinfo;
-			IndexBulkDeleteResult *stats;
-
-			ivinfo.index = indexes[j];
-			ivinfo.analyze_only = false;
-			ivinfo.report_progress = false;
-			ivinfo.estimated_count = true;
-			ivinfo.message_level = DEBUG2;
-			ivinfo.num_heap_tuples = Max(facade->rd_rel->reltuples, 0);
-			ivinfo.strategy = strategy;
-			stats = index_bulk_delete(&ivinfo, NULL, tid_in_dead_chunk, dead);
-			stats = index_vacuum_cleanup(&ivinfo, stats);
-			if (stats)
-				pfree(stats);
+			/* rolled back: its inserts may have left index entries */
+			r.ranges[r.n].spindle_no = pending[i].spindle_no;
+			r.ranges[r.n].vbase = pending[i].vbase;
+			r.ranges[r.n].vcount = pending[i].vcount;
+			r.n++;
 		}
-		vac_close_indexes(nindexes, indexes, NoLock);
-		FreeAccessStrategy(strategy);
 	}
-	spindle_chunkmap_free_spindles(facade, nos, n);
-	spindle_catalog_forget_dropped(RelationGetRelid(facade), nos, n);
+
+	if (r.n > 0)
+	{
+		bulk_delete_ranges(facade, &r);
+		for (i = 0; i < r.n; i++)
+			spindle_slotmap_clear(facade, r.ranges[i].vbase, r.ranges[i].vcount);
+	}
+	spindle_catalog_forget_dropped(relid, dropped_nos, ndropped);
+	spindle_pending_remove(facade, finished, nfinished);
+	pfree(r.ranges);
+	pfree(finished);
+	pfree(dropped_nos);
 }
 
 /*
@@ -385,8 +448,8 @@ spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
 
 	for (i = 0; i < dir->nspindles; i++)
 	{
-		Relation	seg = try_relation_open(dir->spindles[i].segment,
-											ShareUpdateExclusiveLock);
+		Relation	seg = spindle_open_segment(facade, &dir->spindles[i],
+											   ShareUpdateExclusiveLock);
 
 		if (seg == NULL)
 			continue;
@@ -503,12 +566,20 @@ spindle_creator_main(Datum main_arg)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "creating spindles");
 
-	rel = try_relation_open(args.facade, AccessShareLock);
-	if (rel != NULL)
+	/*
+	 * Never queue behind a lock: a producer waiting for us may hold the
+	 * lock that the waiter ahead of us waits for.  If the table cannot be
+	 * had at once, the producer creates the spindles itself.
+	 */
+	if (ConditionalLockRelationOid(args.facade, AccessShareLock))
 	{
-		if (spindle_is_facade(rel))
-			(void) spindle_create_spindles(rel, args.count, true);
-		relation_close(rel, NoLock);
+		rel = try_relation_open(args.facade, NoLock);
+		if (rel != NULL)
+		{
+			if (spindle_is_facade(rel))
+				(void) spindle_create_spindles(rel, args.count, true);
+			relation_close(rel, NoLock);
+		}
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();

@@ -49,6 +49,8 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "layout.h"
+#include "slotmap.h"
 #include "spindle.h"
 
 #define OPT_CAPACITY "events_per_spindle"
@@ -140,7 +142,7 @@ spindle_parse_capacity(const char *value, int64 *result)
 		return false;
 	errno = 0;
 	v = strtol(value, &end, 10);
-	if (errno != 0 || *end != '\0' || v < 0 || v > PG_INT32_MAX)
+	if (errno != 0 || *end != '\0' || v < 0 || v > SPINDLE_VSLOTS)
 		return false;
 	*result = v;
 	return true;
@@ -209,8 +211,8 @@ check_option(DefElem *def, bool is_reset)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid value for option \"%s\": \"%s\"",
 							OPT_CAPACITY, value ? value : ""),
-					 errdetail("Valid values are integers between 0 and %d.",
-							   PG_INT32_MAX)));
+					 errdetail("Valid values are integers between 0 and %lld, the most events a spindle table holds.",
+							   (long long) SPINDLE_VSLOTS)));
 		value = psprintf(INT64_FORMAT, cap);
 	}
 	else
@@ -801,6 +803,22 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (classId != RelationRelationId || subId != 0)
 		return;
 
+	if (access == OAT_POST_CREATE)
+	{
+		Relation	rel = RelationIdGetRelation(objectId);
+		bool		facade = false;
+
+		if (rel != NULL)
+		{
+			facade = rel->rd_rel->relkind == RELKIND_RELATION &&
+				OidIsValid(rel->rd_rel->relam) &&
+				rel->rd_rel->relam == spindle_facade_am_oid();
+			RelationClose(rel);
+		}
+		/* every spindle table, however it is made, gets its hidden columns */
+		if (facade)
+			spindle_add_hidden_columns(objectId);
+	}
 	if (access == OAT_POST_CREATE && pending_create &&
 		!OidIsValid(pending_relid))
 	{

@@ -4,27 +4,37 @@
  *	  Shared-memory slot counters: how many event slots each spindle has
  *	  handed out, so that no spindle ever holds more than its capacity.
  *
- * Every insert reserves its slot here (an atomic fetch-and-add) before it
- * places the tuple, while holding a lock on the spindle's relation; so the
- * counter is never below the number of tuples in the spindle, and a spindle
- * whose counter reached its capacity never receives another event.  The
- * entry of a spindle is built on first use from its pages: line pointers
- * are never reused in a spindle (no VACUUM reclaims them), so their number
- * is the number of slots ever used.  After a crash the counters are rebuilt
- * the same way; a reservation that never placed its tuple is simply lost.
+ * Every insert reserves its slots here (an atomic fetch-and-add) before it
+ * places the tuples, while holding a lock on the spindle's relation; the
+ * value it gets is the number k of its first event within the spindle
+ * (its virtual slot is the spindle's vbase + k, see slotmap.c), so no two
+ * events of a spindle ever get the same k, and a spindle whose counter
+ * reached its capacity (its number of virtual slots) never receives
+ * another event.  The entry of a spindle is built on first use from what
+ * is on disk: one more than the highest k that a tuple of the spindle or
+ * its slot map records.  An index can only hold the TID of an event whose
+ * map entry was written, and a map entry is only cleared once no index
+ * holds its TID, so a rebuilt counter never hands out a k that an index
+ * may still know.  A reservation that never placed its tuple is lost.
  *
  * A spindle is also full as soon as a later spindle has events, so a
  * spindle is never reopened after a restart.
  *
- * Locks: SlotsLock (shared for lookups, exclusive for insert/delete of
- * entries) protects the hash table; SlotsInitLock serialises the building
- * of entries.  Counters and flags in an entry are atomics.
+ * The hash table has a fixed size (spindle.max_open_spindles).  Entries of
+ * full spindles are evicted when it is full; entries of spindles created by
+ * a transaction that rolls back are removed at its end, those of a dropped
+ * database when DROP DATABASE ends.
+ *
+ * Locks: SlotsLock (shared for lookups and counter updates, exclusive for
+ * insert/delete of entries) protects the hash table; no LWLock is held
+ * while an entry is built from disk.  Counters and flags are atomics.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
@@ -32,8 +42,11 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "layout.h"
+#include "slotmap.h"
 #include "spindle.h"
 
 typedef struct SlotKey
@@ -46,7 +59,7 @@ typedef struct SlotEntry
 {
 	SlotKey		key;
 	int64		spindle_no;
-	int64		capacity;		/* 0 = unbounded */
+	int64		capacity;		/* its number of virtual slots */
 	pg_atomic_uint64 used;		/* slots handed out (may pass capacity) */
 	pg_atomic_uint32 full;
 	pg_atomic_uint64 filled_at; /* TimestampTz when it became full */
@@ -55,11 +68,14 @@ typedef struct SlotEntry
 typedef struct SlotShared
 {
 	LWLock	   *lock;
-	LWLock	   *initlock;
 } SlotShared;
 
 static SlotShared *slot_shared = NULL;
 static HTAB *slot_hash = NULL;
+
+/* entries this transaction built for spindles it created (see header) */
+static List *new_entries = NIL;
+static bool callbacks_registered = false;
 
 int			spindle_max_spindles = 4096;
 
@@ -75,7 +91,7 @@ void
 spindle_slots_shmem_request(void)
 {
 	RequestAddinShmemSpace(slots_shmem_size());
-	RequestNamedLWLockTranche("spindle_slots", 2);
+	RequestNamedLWLockTranche("spindle_slots", 1);
 }
 
 /* Called from the shmem_startup_hook (also after a crash restart). */
@@ -92,13 +108,12 @@ spindle_slots_shmem_startup(void)
 		LWLockPadded *locks = GetNamedLWLockTranche("spindle_slots");
 
 		slot_shared->lock = &locks[0].lock;
-		slot_shared->initlock = &locks[1].lock;
 	}
 	info.keysize = sizeof(SlotKey);
 	info.entrysize = sizeof(SlotEntry);
 	slot_hash = ShmemInitHash("spindle slot counters",
 							  spindle_max_spindles, spindle_max_spindles,
-							  &info, HASH_ELEM | HASH_BLOBS);
+							  &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -117,25 +132,76 @@ lookup(Oid segment)
 	return hash_search(slot_hash, &key, HASH_FIND, NULL);
 }
 
-/* Number of line pointers ever used in a spindle (= slots used). */
+/*
+ * Slots a spindle has used: one more than the highest k on disk, counting
+ * tuples (the hidden column) and slot map entries.  Reads every page; no
+ * LWLock held.
+ */
 static int64
-count_slots(Relation seg)
+count_slots(Relation facade, Relation seg, SpindleEntry *sp)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(seg);
 	BlockNumber blk;
-	int64		n = 0;
+	int64		maxk = spindle_slotmap_last_used(facade, sp->vbase, sp->vcount);
 
 	for (blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf = ReadBuffer(seg, blk);
+		Page		page;
+		OffsetNumber off,
+					maxoff;
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		if (!PageIsNew(BufferGetPage(buf)))
-			n += PageGetMaxOffsetNumber(BufferGetPage(buf));
+		page = BufferGetPage(buf);
+		maxoff = PageIsNew(page) ? 0 : PageGetMaxOffsetNumber(page);
+		for (off = FirstOffsetNumber; off <= maxoff; off++)
+		{
+			ItemId		itemid = PageGetItemId(page, off);
+
+			if (ItemIdIsNormal(itemid))
+				maxk = Max(maxk,
+						   spindle_event_k((HeapTupleHeader) PageGetItem(page, itemid),
+										   ItemIdGetLength(itemid)));
+		}
 		UnlockReleaseBuffer(buf);
 		CHECK_FOR_INTERRUPTS();
 	}
-	return n;
+	return maxk + 1;
+}
+
+/* Forget entries built for spindles of a transaction that rolled back. */
+static void
+forget_new_entries(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, new_entries)
+		spindle_slots_forget(lfirst_oid(lc));
+}
+
+static void
+slots_xact_callback(XactEvent event, void *arg)
+{
+	if (new_entries == NIL)
+		return;
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		forget_new_entries();
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		list_free(new_entries);
+		new_entries = NIL;
+	}
+}
+
+static void
+slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	/* rebuilt from disk when needed again, with nothing in flight */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		forget_new_entries();
 }
 
 static void
@@ -147,8 +213,8 @@ mark_full(SlotEntry *e)
 
 /*
  * Remove entries of full spindles to make room (a full spindle's entry is
- * rebuilt as full from its pages if it is needed again).  The caller holds
- * SlotsLock exclusively.
+ * rebuilt from disk if it is needed again).  The caller holds SlotsLock
+ * exclusively.
  */
 static void
 evict_full_entries(void)
@@ -165,10 +231,12 @@ evict_full_entries(void)
 /*
  * Make sure spindle i of dir has an entry, building it from the spindle's
  * pages if needed; false if the spindle no longer exists.  Opens the
- * spindle (and the next one) with AccessShareLock, outside any LWLock.
+ * spindle (and the next one) with AccessShareLock, outside any LWLock: two
+ * backends may count at once, the first to enter its entry wins, and no
+ * slot can be handed out before an entry exists.
  */
 static bool
-ensure_entry(SpindleDirectory *dir, int i)
+ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 {
 	SpindleEntry sp = dir->spindles[i];
 	Oid			next = (i + 1 < dir->nspindles) ? dir->spindles[i + 1].segment : InvalidOid;
@@ -178,6 +246,8 @@ ensure_entry(SpindleDirectory *dir, int i)
 	bool		present;
 	SlotKey		key;
 	bool		found;
+	int64		used;
+	bool		full;
 
 	LWLockAcquire(slot_shared->lock, LW_SHARED);
 	e = lookup(sp.segment);
@@ -191,22 +261,22 @@ ensure_entry(SpindleDirectory *dir, int i)
 		return false;			/* dropped meanwhile */
 	if (OidIsValid(next))
 		nextseg = try_relation_open(next, AccessShareLock);
+	used = count_slots(facade, seg, &sp);
+	full = used >= sp.vcount ||
+		(nextseg != NULL && RelationGetNumberOfBlocks(nextseg) > 0);
 
-	LWLockAcquire(slot_shared->initlock, LW_EXCLUSIVE);
-	LWLockAcquire(slot_shared->lock, LW_SHARED);
-	e = lookup(sp.segment);
-	present = e != NULL && e->spindle_no == sp.spindle_no;
-	LWLockRelease(slot_shared->lock);
-	if (!present)
+	key.dbid = MyDatabaseId;
+	key.segment = sp.segment;
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	e = hash_search(slot_hash, &key, HASH_FIND, NULL);
+	if (e != NULL && e->spindle_no != sp.spindle_no)
 	{
-		/* only one builder at a time (initlock): counting does I/O */
-		int64		used = count_slots(seg);
-		bool		full = (sp.capacity > 0 && used >= sp.capacity) ||
-			(nextseg != NULL && RelationGetNumberOfBlocks(nextseg) > 0);
-
-		key.dbid = MyDatabaseId;
-		key.segment = sp.segment;
-		LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+		/* a stale entry of a relation whose OID was reused */
+		hash_search(slot_hash, &key, HASH_REMOVE, NULL);
+		e = NULL;
+	}
+	if (e == NULL)
+	{
 		e = hash_search(slot_hash, &key, HASH_ENTER_NULL, &found);
 		if (e == NULL)
 		{
@@ -216,22 +286,35 @@ ensure_entry(SpindleDirectory *dir, int i)
 		if (e == NULL)
 		{
 			LWLockRelease(slot_shared->lock);
-			LWLockRelease(slot_shared->initlock);
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of spindle slot counters"),
+					 errdetail("Every one of the %d counters belongs to a spindle that is not full.",
+							   spindle_max_spindles),
 					 errhint("Increase spindle.max_open_spindles.")));
 		}
 		e->spindle_no = sp.spindle_no;
-		e->capacity = sp.capacity;
+		e->capacity = sp.vcount;
 		pg_atomic_init_u64(&e->used, (uint64) used);
 		pg_atomic_init_u32(&e->full, 0);
 		pg_atomic_init_u64(&e->filled_at, 0);
 		if (full)
 			mark_full(e);
-		LWLockRelease(slot_shared->lock);
+		if (seg->rd_createSubid != InvalidSubTransactionId)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			if (!callbacks_registered)
+			{
+				RegisterXactCallback(slots_xact_callback, NULL);
+				RegisterSubXactCallback(slots_subxact_callback, NULL);
+				callbacks_registered = true;
+			}
+			new_entries = lappend_oid(new_entries, sp.segment);
+			MemoryContextSwitchTo(old);
+		}
 	}
-	LWLockRelease(slot_shared->initlock);
+	LWLockRelease(slot_shared->lock);
 
 	if (nextseg != NULL)
 		relation_close(nextseg, AccessShareLock);
@@ -240,22 +323,25 @@ ensure_entry(SpindleDirectory *dir, int i)
 }
 
 /*
- * Reserve up to nwanted slots in spindle i of dir.  Returns how many it got
- * (0 when the spindle is full or gone).  The caller must hold a lock on the
- * spindle's relation from before this call until its tuples are placed, so
- * that the spindle cannot be dropped in between.
+ * Reserve up to nwanted slots in spindle i of dir: returns how many it got
+ * (0 when the spindle is full or gone) and sets *first to the k of the
+ * first one.  The caller must hold a lock on the spindle's relation from
+ * before this call until its tuples are placed and their slot map entries
+ * written, so that the spindle cannot be dropped in between.
  */
 int
-spindle_slots_take(SpindleDirectory *dir, int i, int nwanted)
+spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
+				   int64 *first)
 {
 	SpindleEntry *sp = &dir->spindles[i];
-	int			got = 0;
 
 	for (;;)
 	{
 		SlotEntry  *e;
+		int			got;
+		uint64		n;
 
-		if (!ensure_entry(dir, i))
+		if (!ensure_entry(facade, dir, i))
 			return 0;
 		LWLockAcquire(slot_shared->lock, LW_SHARED);
 		e = lookup(sp->segment);
@@ -266,35 +352,32 @@ spindle_slots_take(SpindleDirectory *dir, int i, int nwanted)
 			continue;
 		}
 		if (pg_atomic_read_u32(&e->full))
+		{
+			LWLockRelease(slot_shared->lock);
+			return 0;
+		}
+		n = pg_atomic_fetch_add_u64(&e->used, nwanted);
+		if (n >= (uint64) e->capacity)
 			got = 0;
-		else if (e->capacity == 0)
-		{
-			pg_atomic_fetch_add_u64(&e->used, nwanted);
-			got = nwanted;
-		}
 		else
-		{
-			uint64		n = pg_atomic_fetch_add_u64(&e->used, nwanted);
-
-			if (n >= (uint64) e->capacity)
-				got = 0;
-			else
-				got = (int) Min((uint64) nwanted, (uint64) e->capacity - n);
-			if (n + nwanted >= (uint64) e->capacity)
-				mark_full(e);
-		}
+			got = (int) Min((uint64) nwanted, (uint64) e->capacity - n);
+		if (n + nwanted >= (uint64) e->capacity)
+			mark_full(e);
 		LWLockRelease(slot_shared->lock);
+		*first = (int64) n;
 		return got;
 	}
 }
 
 /*
  * Is spindle i of dir full?  Builds its counter if it has none (counting
- * its pages once); *filled_at is when it became full, if known.  False
- * for a spindle that no longer exists.
+ * its pages once); *filled_at is when it became full, if known (never
+ * earlier than the truth: after a restart, the moment it was found full).
+ * False for a spindle that no longer exists.
  */
 bool
-spindle_slots_full(SpindleDirectory *dir, int i, TimestampTz *filled_at)
+spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
+				   TimestampTz *filled_at)
 {
 	SpindleEntry *sp = &dir->spindles[i];
 
@@ -304,7 +387,7 @@ spindle_slots_full(SpindleDirectory *dir, int i, TimestampTz *filled_at)
 		SlotEntry  *e;
 		bool		full;
 
-		if (!ensure_entry(dir, i))
+		if (!ensure_entry(facade, dir, i))
 			return false;
 		LWLockAcquire(slot_shared->lock, LW_SHARED);
 		e = lookup(sp->segment);
@@ -325,8 +408,8 @@ spindle_slots_full(SpindleDirectory *dir, int i, TimestampTz *filled_at)
  * entry (for the views).  next_segrel is the following spindle or NULL.
  */
 int64
-spindle_slots_used(Relation segrel, SpindleEntry *sp, bool *is_full,
-				   TimestampTz *filled_at, Relation next_segrel)
+spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
+				   bool *is_full, TimestampTz *filled_at, Relation next_segrel)
 {
 	SlotEntry  *e;
 	int64		used = 0;
@@ -346,17 +429,36 @@ spindle_slots_used(Relation segrel, SpindleEntry *sp, bool *is_full,
 	if (present)
 	{
 		/* reservations may pass the capacity; slots never do */
-		if (sp->capacity > 0 && used > sp->capacity)
-			used = sp->capacity;
+		if (used > sp->vcount)
+			used = sp->vcount;
 		/* the counter may be ahead of what is on disk: show what is there */
 		if (!*is_full)
-			used = Min(used, count_slots(segrel));
+			used = Min(used, count_slots(facade, segrel, sp));
 		return used;
 	}
-	used = count_slots(segrel);
-	*is_full = (sp->capacity > 0 && used >= sp->capacity) ||
+	used = count_slots(facade, segrel, sp);
+	*is_full = used >= sp->vcount ||
 		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
 	return used;
+}
+
+/*
+ * The slots a spindle has handed out, if shared memory knows: for the
+ * planner's estimate, which must not open spindles.
+ */
+bool
+spindle_slots_peek(Oid segment, int64 *used)
+{
+	SlotEntry  *e;
+	bool		present;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(segment);
+	present = e != NULL;
+	if (present)
+		*used = Min((int64) pg_atomic_read_u64(&e->used), e->capacity);
+	LWLockRelease(slot_shared->lock);
+	return present;
 }
 
 /* Has any slot of this spindle been handed out (maybe not yet on disk)? */
@@ -385,5 +487,26 @@ spindle_slots_forget(Oid segment)
 	key.segment = segment;
 	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
 	hash_search(slot_hash, &key, HASH_REMOVE, NULL);
+	LWLockRelease(slot_shared->lock);
+}
+
+/*
+ * Forget every counter of a database (DROP DATABASE and the other commands
+ * that need it to themselves: nobody is connected to it, so nothing is in
+ * flight; a counter of a database that survives is rebuilt from disk).
+ */
+void
+spindle_slots_forget_database(Oid dboid)
+{
+	HASH_SEQ_STATUS status;
+	SlotEntry  *e;
+
+	if (slot_hash == NULL)
+		return;
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, slot_hash);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (e->key.dbid == dboid)
+			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
 	LWLockRelease(slot_shared->lock);
 }

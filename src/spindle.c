@@ -22,6 +22,7 @@
 #include "storage/shmem.h"
 #include "utils/guc.h"
 
+#include "slotmap.h"
 #include "spindle.h"
 
 PG_MODULE_MAGIC;
@@ -46,8 +47,6 @@ spindle_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	spindle_slots_shmem_request();
-	RequestAddinShmemSpace(spindle_ttl_shmem_size());
-	RequestNamedLWLockTranche("spindle_ttl", 1);
 	RequestAddinShmemSpace(spindle_worker_shmem_size());
 	RequestNamedLWLockTranche("spindle_worker", 1);
 }
@@ -59,7 +58,6 @@ spindle_shmem_startup(void)
 		prev_shmem_startup_hook();
 	spindle_slots_shmem_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	spindle_ttl_shmem_startup();
 	spindle_worker_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -71,7 +69,7 @@ _PG_init(void)
 							"Capacity of the spindles of tables created without events_per_spindle.",
 							"0 means one single spindle that is never dropped.",
 							&spindle_events_per_spindle,
-							50000, 0, PG_INT32_MAX,
+							50000, 0, (int) SPINDLE_VSLOTS,
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 

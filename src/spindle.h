@@ -7,10 +7,10 @@
  * "spindle".  Its events live in spindles: internal relations of access
  * method "spindle_segment" (heap, minus slot reclamation) in schema
  * pg_spindle, one per spindle, listed in spindle.spindle_catalog.  The
- * facade's own main fork holds one metapage, the chunk map, which gives
- * every page of every spindle a virtual block number below 2^17 so that
+ * facade's own main fork holds the slot map, which gives every event of
+ * every spindle a virtual TID with a block number below 2^17 so that
  * TIDs handed to indexes stay inside the facade's first 1 GB segment (see
- * chunkmap.c for why).
+ * slotmap.c for why).
  *
  *-------------------------------------------------------------------------
  */
@@ -22,6 +22,7 @@
 #include "datatype/timestamp.h"
 #include "storage/smgr.h"
 #include "utils/rel.h"
+#include "access/htup.h"
 
 /* GUCs (spindle.c) */
 extern int	spindle_events_per_spindle;
@@ -31,28 +32,16 @@ extern bool spindle_preloaded;
 #define SPINDLE_STORAGE_SCHEMA "pg_spindle"
 #define SPINDLE_SCHEMA "spindle"
 
-/*
- * Chunk map geometry (chunkmap.c).  The virtual block space of a facade is
- * SPINDLE_VIRTUAL_BLOCKS blocks (one md segment), cut into chunks of
- * SPINDLE_CHUNK_BLOCKS blocks; each chunk maps to one chunk of one spindle.
- */
-#define SPINDLE_CHUNK_BITS		7
-#define SPINDLE_CHUNK_BLOCKS	(1 << SPINDLE_CHUNK_BITS)	/* 1 MB */
-#define SPINDLE_NCHUNKS			1024
-#define SPINDLE_VIRTUAL_BLOCKS	(SPINDLE_NCHUNKS * SPINDLE_CHUNK_BLOCKS)
-/* a spindle may use at most this many blocks (one md segment) */
-#define SPINDLE_MAX_SEGMENT_BLOCKS (SPINDLE_NCHUNKS * SPINDLE_CHUNK_BLOCKS)
-
 /* One spindle as the backend-local directory cache knows it. */
 typedef struct SpindleEntry
 {
-	int64		spindle_no;		/* increasing per table, from 1 */
+	int64		spindle_no;		/* increasing per table */
 	Oid			segment;		/* relation holding the events */
-	int64		capacity;		/* 0 = unbounded */
+	int64		capacity;		/* as configured; 0 = unbounded */
+	int64		vbase;			/* its virtual slots (slotmap.c) ... */
+	int64		vcount;			/* ... and how many: what it may hold */
 	TimestampTz created_at;
 	TimestampTz filled_at;		/* 0 if not recorded */
-	/* P->V translation cache: virtual chunk of each physical chunk, or -1 */
-	int16	   *vchunk;			/* SPINDLE_NCHUNKS entries, lazily made */
 } SpindleEntry;
 
 /*
@@ -67,10 +56,19 @@ typedef struct SpindleDirectory
 	int			pins;
 	int			nspindles;
 	SpindleEntry *spindles;		/* ordered by spindle_no */
+	int		   *byvbase;		/* indexes into spindles, ordered by vbase */
 	int64		events_per_spindle; /* table option, for new spindles */
 	int			open_hint;		/* no spindle before this one has room */
 	bool		hint_checked;	/* open_hint verified against the counters */
 } SpindleDirectory;
+
+/* A spindle's number and range of virtual slots. */
+typedef struct SpindleRange
+{
+	int64		spindle_no;
+	int64		vbase;
+	int64		vcount;
+} SpindleRange;
 
 /* spindle.c */
 extern void spindle_check_preloaded(void);
@@ -91,8 +89,9 @@ extern SpindleDirectory *spindle_directory_acquire(Relation facade);
 extern void spindle_directory_release(SpindleDirectory *dir);
 extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no);
-extern SpindleEntry *spindle_find_by_tag(SpindleDirectory *dir, uint32 tag);
-extern int16 *spindle_vchunk_cache(SpindleDirectory *dir, SpindleEntry *sp);
+extern SpindleEntry *spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot);
+extern void spindle_lock_creation(Oid facade);
+extern bool spindle_creation_locked_by_me(Oid facade);
 extern bool spindle_created_here(Relation facade);
 extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
 extern void spindle_register_table(Oid facade);
@@ -100,41 +99,29 @@ extern void spindle_forget_table(Oid facade);
 extern void spindle_drop_all_spindles(Relation facade);
 extern void spindle_catalog_mark_dropped(Oid facade, int64 spindle_no,
 										 int64 bytes_freed);
-extern int64 *spindle_catalog_dropped(Oid facade, int *n);
+extern int	spindle_catalog_dropped(Oid facade, SpindleRange **out);
+extern bool spindle_catalog_has_spindle(Oid facade, int64 spindle_no);
 extern void spindle_catalog_forget_dropped(Oid facade, int64 *spindle_nos, int n);
 extern void spindle_catalog_set_filled(Oid facade, int64 spindle_no,
 									   TimestampTz when);
 extern void spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity);
 extern List *spindle_catalog_tables(void);
 
-/* chunkmap.c */
-extern void spindle_chunkmap_init_fork(Relation facade, SMgrRelation srel,
-									   ForkNumber fork, bool wal);
-extern void spindle_tid_to_virtual(Relation facade, SpindleDirectory *dir,
-								   SpindleEntry *sp, ItemPointer ptid,
-								   ItemPointer vtid);
-extern bool spindle_tid_to_physical(Relation facade, ItemPointer vtid,
-									uint32 *tag, ItemPointer ptid);
-extern uint32 spindle_tag(int64 spindle_no);
-extern uint32 spindle_entry_tag(uint32 entry);
-extern uint32 spindle_entry_pchunk(uint32 entry);
-extern int	spindle_chunkmap_mapped(Relation facade, uint32 *entries);
-extern void spindle_chunkmap_free_spindles(Relation facade, int64 *spindle_nos,
-										   int n);
-extern void spindle_chunkmap_copy(Relation from, Relation to);
-
 /* slots.c: shared-memory slot counters */
 extern int	spindle_max_spindles;
 extern void spindle_slots_shmem_request(void);
 extern void spindle_slots_shmem_startup(void);
-extern int	spindle_slots_take(SpindleDirectory *dir, int i, int nwanted);
-extern int64 spindle_slots_used(Relation segrel, SpindleEntry *sp,
-								bool *is_full, TimestampTz *filled_at,
-								Relation next_segrel);
+extern int	spindle_slots_take(Relation facade, SpindleDirectory *dir, int i,
+							   int nwanted, int64 *first);
+extern int64 spindle_slots_used(Relation facade, Relation segrel,
+								SpindleEntry *sp, bool *is_full,
+								TimestampTz *filled_at, Relation next_segrel);
 extern bool spindle_slots_reserved(Relation segrel);
-extern bool spindle_slots_full(SpindleDirectory *dir, int i,
+extern bool spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 							   TimestampTz *filled_at);
+extern bool spindle_slots_peek(Oid segment, int64 *used);
 extern void spindle_slots_forget(Oid segment);
+extern void spindle_slots_forget_database(Oid dboid);
 
 /* facade_am.c / facade_scan.c */
 extern const TableAmRoutine *spindle_facade_routine(void);
@@ -151,6 +138,19 @@ typedef enum TidResolution
 
 extern TidResolution spindle_resolve_tid(Relation facade, ItemPointer vtid,
 										 SpindleEntry *sp, ItemPointer ptid);
+extern TidResolution spindle_resolve_vslot(Relation facade,
+										   SpindleDirectory *dir, int64 vslot,
+										   SpindleEntry **sp, ItemPointer ptid);
+extern void spindle_tuple_vtid(SpindleEntry *sp, HeapTuple tuple,
+							   ItemPointer vtid);
+extern Relation spindle_open_segment(Relation facade, SpindleEntry *sp,
+									 LOCKMODE lockmode);
+extern IndexFetchTableData *spindle_fetch_begin(Relation rel);
+extern void spindle_fetch_end(IndexFetchTableData *scan);
+extern bool spindle_fetch_event(Relation rel, IndexFetchTableData *scan,
+								ItemPointer tid, Snapshot snapshot,
+								TupleTableSlot *slot, bool *call_again,
+								bool *all_dead);
 
 /* segment_am.c */
 extern const TableAmRoutine *spindle_segment_routine(void);
@@ -175,11 +175,9 @@ extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params
 extern bool spindle_request_spindles(Relation facade, int count);
 extern void spindle_count_segment(Relation segrel, int64 *events,
 								  int64 *purged, int64 *dead_to_all);
+extern void spindle_cleanup_all(Relation facade);
 
 /* ttl.c */
-extern Size spindle_ttl_shmem_size(void);
-extern void spindle_ttl_shmem_startup(void);
-extern void spindle_ttl_sample(void);
 extern int64 spindle_purge_older_than(Relation facade, TimestampTz cutoff);
 
 /* worker.c */

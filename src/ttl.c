@@ -1,28 +1,26 @@
 /*-------------------------------------------------------------------------
  *
  * ttl.c
- *	  Time-to-live purge: spindle.purge_expired().
+ *	  Time-to-live purge: spindle.purge_expired() and the worker's TTL step.
  *
- * What "appended at" means.  Spindle keeps no timestamp per event (that
- * would be a write per event).  Instead it bounds, from above, the time at
- * which each event was appended:
- *   - every event of a full spindle was appended no later than the
- *     spindle's filled_at (the moment its last slot was handed out);
- *   - every event on a page was appended no later than the WAL record that
- *     last changed the page (its page LSN).  A shared ring of samples
- *     (time T, WAL insert position P), taken by the worker every naptime
- *     and at each checkpoint known at start, turns an LSN L into a time:
- *     the earliest sample with P >= L was taken after the event was
- *     appended.
- * An event is purged once that bound is older than the TTL.  So an event
- * is never purged before it is `ttl` old; it may be purged later than
- * that, by up to one naptime, or longer when a later change to its page
- * (another event appended, deleted or locked there) moves the page LSN.
- * Unlogged tables have no page LSNs: they are purged a spindle at a time,
- * once the spindle is full and its filled_at is older than the TTL.
+ * Every event carries its append time, in whole seconds rounded up, in a
+ * hidden column (layout.c).  An event is purged when that time is at or
+ * before the cutoff (now - ttl) rounded down to a second.  So an event is
+ * never purged before it is `ttl` old, and every event appended more than
+ * `ttl` + 1 s ago is purged, whatever happened on its page or spindle since
+ * (later appends, deletes, locks) and however slowly its spindle fills.
+ * The worker applies a table's time_to_live every naptime, so there it is
+ * `ttl` + 1 s + one naptime at most.
+ *
+ * Cost: an event's append time is never before its spindle's creation, so
+ * spindles created after the cutoff are not read; a full spindle whose
+ * shared-memory fill time is at or before the cutoff is purged whole, and
+ * remembered by this backend as done until it is dropped.  Each round of
+ * the worker therefore reads the one or two spindles the cutoff falls in.
  *
  * Purging deletes each expired event (heap_delete on its spindle, one WAL
- * record per event), skipping events other transactions hold locked.
+ * record per event), skipping events other transactions hold locked or
+ * have deleted: those are left for the next round.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,165 +30,118 @@
 #include "access/relation.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "catalog/pg_control.h"
-#include "common/controldata_utils.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "layout.h"
 #include "spindle.h"
 
 PG_FUNCTION_INFO_V1(spindle_purge_expired);
 
-#define LSN_SAMPLES 1024
-
-typedef struct LsnSample
+/*
+ * Full spindles this backend purged completely, with the cutoff it used:
+ * nothing in them is left to purge by any later cutoff.
+ */
+typedef struct PurgedSpindle
 {
-	TimestampTz time;
-	XLogRecPtr	lsn;
-} LsnSample;
+	Oid			segment;		/* hash key */
+	int64		spindle_no;
+} PurgedSpindle;
 
-typedef struct LsnRing
+static HTAB *purged_spindles = NULL;
+
+/* spindles this transaction purged completely: remembered if it commits */
+static List *purged_now = NIL;
+static bool xact_callback_registered = false;
+
+static bool
+known_purged(SpindleEntry *sp)
 {
-	LWLock	   *lock;
-	int			n;				/* samples in use, oldest first */
-	LsnSample	samples[LSN_SAMPLES];
-} LsnRing;
+	PurgedSpindle *p;
 
-static LsnRing *ring = NULL;
-
-Size
-spindle_ttl_shmem_size(void)
-{
-	return MAXALIGN(sizeof(LsnRing));
+	if (purged_spindles == NULL)
+		return false;
+	p = hash_search(purged_spindles, &sp->segment, HASH_FIND, NULL);
+	return p != NULL && p->spindle_no == sp->spindle_no;
 }
 
-void
-spindle_ttl_shmem_startup(void)
+static void
+remember_purged(Oid segment, int64 spindle_no)
 {
+	PurgedSpindle *p;
 	bool		found;
 
-	ring = ShmemInitStruct("spindle lsn samples", sizeof(LsnRing), &found);
-	if (!found)
+	if (purged_spindles == NULL)
 	{
-		ring->lock = &(GetNamedLWLockTranche("spindle_ttl"))[0].lock;
-		ring->n = 0;
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(PurgedSpindle);
+		ctl.hcxt = TopMemoryContext;
+		purged_spindles = hash_create("spindle purged spindles", 64, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
+	p = hash_search(purged_spindles, &segment, HASH_ENTER, &found);
+	p->spindle_no = spindle_no;
 }
 
-/*
- * Record that the WAL insert position was `lsn` at time `when` or later.
- * When the ring is full, every other sample of its older half goes, so the
- * ring covers a long past with decreasing precision.
- */
 static void
-add_sample(TimestampTz when, XLogRecPtr lsn)
+ttl_xact_callback(XactEvent event, void *arg)
 {
-	LWLockAcquire(ring->lock, LW_EXCLUSIVE);
-	if (ring->n > 0 && ring->samples[ring->n - 1].lsn >= lsn)
-	{
-		LWLockRelease(ring->lock);
-		return;					/* nothing new since the last sample */
-	}
-	if (ring->n == LSN_SAMPLES)
-	{
-		int			half = LSN_SAMPLES / 2;
-		int			i,
-					j = 0;
+	ListCell   *lc;
 
-		for (i = 0; i < half; i += 2)
-			ring->samples[j++] = ring->samples[i];
-		for (i = half; i < LSN_SAMPLES; i++)
-			ring->samples[j++] = ring->samples[i];
-		ring->n = j;
-	}
-	ring->samples[ring->n].time = when;
-	ring->samples[ring->n].lsn = lsn;
-	ring->n++;
-	LWLockRelease(ring->lock);
-}
-
-/* Take a sample now (the worker calls this every naptime). */
-void
-spindle_ttl_sample(void)
-{
-	if (ring == NULL || RecoveryInProgress())
+	if (purged_now == NIL)
 		return;
-	/* the insert position is read before the time: T is after P */
-	{
-		XLogRecPtr	lsn = GetXLogInsertRecPtr();
-
-		add_sample(GetCurrentTimestamp(), lsn);
-	}
-}
-
-/*
- * Seed the ring with the last checkpoint, which survives restarts: every
- * page LSN up to its redo pointer was written before its start time.
- */
-static void
-seed_from_checkpoint(void)
-{
-	bool		crc_ok;
-	ControlFileData *cf;
-
-	LWLockAcquire(ring->lock, LW_SHARED);
-	if (ring->n > 0)
-	{
-		LWLockRelease(ring->lock);
-		return;
-	}
-	LWLockRelease(ring->lock);
-
-	LWLockAcquire(ControlFileLock, LW_SHARED);
-	cf = get_controlfile(DataDir, &crc_ok);
-	LWLockRelease(ControlFileLock);
-	if (crc_ok)
-		add_sample(time_t_to_timestamptz(cf->checkPointCopy.time),
-				   cf->checkPointCopy.redo);
-	pfree(cf);
-}
-
-/*
- * The earliest time known to be after the WAL position lsn, or 0 if none
- * is known yet.
- */
-static TimestampTz
-time_after_lsn(XLogRecPtr lsn)
-{
-	TimestampTz result = 0;
-	int			lo,
-				hi;
-
-	LWLockAcquire(ring->lock, LW_SHARED);
-	lo = 0;
-	hi = ring->n - 1;
-	while (lo <= hi)
-	{
-		int			mid = (lo + hi) / 2;
-
-		if (ring->samples[mid].lsn >= lsn)
+	if (event == XACT_EVENT_COMMIT)
+		foreach(lc, purged_now)
 		{
-			result = ring->samples[mid].time;
-			hi = mid - 1;
+			PurgedSpindle *p = (PurgedSpindle *) lfirst(lc);
+
+			remember_purged(p->segment, p->spindle_no);
 		}
-		else
-			lo = mid + 1;
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		list_free_deep(purged_now);
+		purged_now = NIL;
 	}
-	LWLockRelease(ring->lock);
-	return result;
 }
 
-/* Delete the events of one page that our snapshot sees; count them. */
+/* Remember, if this transaction commits, that sp is purged completely. */
+static void
+purged_at_commit(SpindleEntry *sp)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	PurgedSpindle *p = palloc(sizeof(PurgedSpindle));
+
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(ttl_xact_callback, NULL);
+		xact_callback_registered = true;
+	}
+	p->segment = sp->segment;
+	p->spindle_no = sp->spindle_no;
+	purged_now = lappend(purged_now, p);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Delete the events of one page that our snapshot sees and whose append
+ * time is at or before cutoff (all of them when cutoff is the maximum);
+ * count them.  *complete is cleared when an expired event could not be
+ * deleted (another transaction holds it).
+ */
 static int64
-purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid)
+purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
+		   uint32 cutoff, bool *complete)
 {
 	OffsetNumber offsets[MaxHeapTuplesPerPage];
 	int			n = 0;
@@ -216,7 +167,8 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid)
 		tuple.t_len = ItemIdGetLength(itemid);
 		tuple.t_tableOid = RelationGetRelid(seg);
 		ItemPointerSet(&tuple.t_self, blk, off);
-		if (HeapTupleSatisfiesVisibility(&tuple, snapshot, buf))
+		if (spindle_event_time(tuple.t_data, tuple.t_len) <= cutoff &&
+			HeapTupleSatisfiesVisibility(&tuple, snapshot, buf))
 			offsets[n++] = off;
 	}
 	UnlockReleaseBuffer(buf);
@@ -231,12 +183,14 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid)
 		if (heap_delete(seg, &tid, cid, InvalidSnapshot, false, &tmfd,
 						false) == TM_Ok)
 			purged++;
+		else
+			*complete = false;
 	}
 	return purged;
 }
 
 /*
- * Purge every event of the facade appended more than `ttl` ago (see the
+ * Purge every event of the facade appended at or before `cutoff` (see the
  * header comment); returns how many events were purged.  Deletes happen in
  * the current transaction.
  */
@@ -246,61 +200,43 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 	SpindleDirectory *dir;
 	Snapshot	snapshot = GetTransactionSnapshot();
 	CommandId	cid = GetCurrentCommandId(true);
+	uint32		cutoff_s = spindle_time_floor(cutoff);
 	int64		purged = 0;
 	int			i;
 
-	seed_from_checkpoint();
-	spindle_ttl_sample();
 	dir = spindle_directory_acquire(facade);
 	for (i = 0; i < dir->nspindles; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
-		Relation	seg = try_relation_open(sp->segment, RowExclusiveLock);
-		Relation	next = NULL;
-		TimestampTz filled_at = sp->filled_at;
+		Relation	seg;
+		TimestampTz filled_at;
 		bool		full;
-		TimestampTz shm_filled;
+		bool		whole;
+		bool		complete = true;
 		BlockNumber nblocks,
 					blk;
-		bool		whole;
 
+		/* events of a spindle are never older than the spindle */
+		if (sp->created_at > cutoff)
+			break;
+		if (known_purged(sp))
+			continue;
+		seg = spindle_open_segment(facade, sp, RowExclusiveLock);
 		if (seg == NULL)
 			continue;
-		if (i + 1 < dir->nspindles)
-			next = try_relation_open(dir->spindles[i + 1].segment,
-									 AccessShareLock);
-		(void) spindle_slots_used(seg, sp, &full, &shm_filled, next);
-		if (next != NULL)
-			relation_close(next, AccessShareLock);
-		if (filled_at == 0 && full)
-			filled_at = shm_filled;
+		full = spindle_slots_full(facade, dir, i, &filled_at);
 		whole = full && filled_at != 0 && filled_at <= cutoff;
 
 		nblocks = RelationGetNumberOfBlocks(seg);
 		for (blk = 0; blk < nblocks; blk++)
 		{
-			bool		expired = whole;
-
 			CHECK_FOR_INTERRUPTS();
-			if (!expired && RelationNeedsWAL(seg))
-			{
-				Buffer		buf = ReadBuffer(seg, blk);
-				XLogRecPtr	lsn;
-				TimestampTz after;
-
-				LockBuffer(buf, BUFFER_LOCK_SHARE);
-				lsn = PageGetLSN(BufferGetPage(buf));
-				UnlockReleaseBuffer(buf);
-				after = time_after_lsn(lsn);
-				expired = after != 0 && after <= cutoff;
-			}
-			if (expired)
-				purged += purge_page(seg, blk, snapshot, cid);
+			purged += purge_page(seg, blk, snapshot, cid,
+								 whole ? PG_UINT32_MAX : cutoff_s, &complete);
 		}
 		relation_close(seg, NoLock);
-		/* spindles are filled in order: a later one is no older */
-		if (!whole && !full)
-			break;
+		if (whole && complete)
+			purged_at_commit(sp);
 	}
 	spindle_directory_release(dir);
 	CommandCounterIncrement();

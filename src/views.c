@@ -47,7 +47,7 @@ emit_table(Relation facade, ReturnSetInfo *rsinfo)
 	for (i = 0; i < n; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
-		Relation	seg = try_relation_open(sp->segment, AccessShareLock);
+		Relation	seg = spindle_open_segment(facade, sp, AccessShareLock);
 		Relation	next = NULL;
 		int64		dead;
 		int64		used;
@@ -58,7 +58,7 @@ emit_table(Relation facade, ReturnSetInfo *rsinfo)
 		if (i + 1 < n)
 			next = try_relation_open(dir->spindles[i + 1].segment,
 									 AccessShareLock);
-		used = spindle_slots_used(seg, sp, &full[i], &filled[i], next);
+		used = spindle_slots_used(facade, seg, sp, &full[i], &filled[i], next);
 		if (next != NULL)
 			relation_close(next, AccessShareLock);
 		spindle_count_segment(seg, &events[i], &purged[i], &dead);

@@ -327,9 +327,19 @@ step_purge(Relation rel, int64 *dropped, int64 *freed)
 }
 
 static void
-step_drop_and_ready(Relation rel, int64 *dropped, int64 *freed)
+step_drop(Relation rel, int64 *dropped, int64 *freed)
 {
 	*dropped += spindle_drop_droppable_stats(rel, freed, true);
+}
+
+/*
+ * In a transaction of its own: a drop holds its spindles' ACCESS EXCLUSIVE
+ * locks to commit, and a creator holding the creation lock may be waiting
+ * for one of them.
+ */
+static void
+step_ready(Relation rel, int64 *dropped, int64 *freed)
+{
 	spindle_ensure_ready(rel);
 }
 
@@ -471,7 +481,8 @@ worker_round(MemoryContext roundcxt)
 			continue;
 		if (list_member_oid(with_ttl, relid))
 			run_step(relid, step_purge, &dropped, &freed);
-		run_step(relid, step_drop_and_ready, &dropped, &freed);
+		run_step(relid, step_drop, &dropped, &freed);
+		run_step(relid, step_ready, &dropped, &freed);
 	}
 	pgstat_report_stat(true);
 
@@ -712,7 +723,6 @@ spindle_launcher_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		spindle_ttl_sample();
 		if (spindle_enable_worker)
 			launch_workers(handles);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
