@@ -13,7 +13,13 @@
  * Dropping never waits: a spindle anyone holds a lock on is skipped.
  *
  * The drop itself is a catalog DROP of the spindle's relation (with its
- * TOAST table), so its WAL and its replay on standbys are core's.  The
+ * TOAST table), so its WAL and its replay on standbys are core's.  A DROP
+ * carries no snapshot-conflict horizon, though, and a hot standby without
+ * hot_standby_feedback may still run snapshots that see the spindle's
+ * deleted events: before the DROP, the dropping transaction writes one
+ * heap freeze record with no tuple on a page of the spindle, whose redo
+ * cancels those snapshots as heap's prune and freeze records do (see
+ * spindle_log_drop_conflict).  The
  * index entries pointing into a dropped spindle are harmless (the fetch
  * finds no spindle and reports them dead, so btree kills them), but its
  * virtual TIDs may only be reused once no index holds them: after the drop
@@ -28,8 +34,11 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/heapam_xlog.h"
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xloginsert.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "commands/vacuum.h"
@@ -62,10 +71,20 @@ PG_FUNCTION_INFO_V1(spindle_drop_spindles);
  * whose event is deleted by a committed transaction or whose insert
  * aborted; dead_to_all = purged ones no snapshot can still see.  Reads
  * every page under a share lock; the caller holds a lock on the relation.
+ *
+ * If latest_removed is not NULL, it is set to the latest xid whose removal
+ * a hot standby snapshot could still need if the events dead to all were
+ * removed now (InvalidTransactionId if none): heap's own measure
+ * (HeapTupleHeaderAdvanceLatestRemovedXid) over the tuples that are DEAD
+ * -- in practice the latest committed deleter, since an aborted insert
+ * was never seen by anyone.  Line pointers no longer normal were pruned,
+ * and pruning wrote its own conflict horizon.  The spindle's TOAST
+ * tuples are deleted by the transactions that delete their events, so
+ * the events' xids cover them too.
  */
 void
 spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
-					  int64 *dead_to_all)
+					  int64 *dead_to_all, TransactionId *latest_removed)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(segrel);
 	BlockNumber blk;
@@ -80,6 +99,8 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
 
 	*events = *purged = *dead_to_all = 0;
+	if (latest_removed)
+		*latest_removed = InvalidTransactionId;
 	for (blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -119,6 +140,9 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 				case HEAPTUPLE_DEAD:
 					(*purged)++;
 					(*dead_to_all)++;
+					if (latest_removed)
+						HeapTupleHeaderAdvanceLatestRemovedXid(tuple.t_data,
+															   latest_removed);
 					break;
 				case HEAPTUPLE_RECENTLY_DEAD:
 					(*purged)++;
@@ -138,7 +162,9 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
  * spindle's last count and counts again only when something may have
  * changed: the spindle's delete counter in the statistics moved, or purged
  * events were waiting for the xmin horizon and it advanced, or a minute
- * passed (statistics are flushed lazily).
+ * passed (statistics are flushed lazily).  The standby-conflict xid is
+ * remembered with the count: once every event is dead to all, no event
+ * can be deleted any more, so it cannot grow.
  */
 typedef struct CountCacheEntry
 {
@@ -149,12 +175,14 @@ typedef struct CountCacheEntry
 	int64		events;
 	int64		purged;
 	int64		dead;
+	TransactionId latest_removed;
 } CountCacheEntry;
 
 static HTAB *count_cache = NULL;
 
 static void
-count_cached(Relation seg, int64 *events, int64 *purged, int64 *dead)
+count_cached(Relation seg, int64 *events, int64 *purged, int64 *dead,
+			 TransactionId *latest_removed)
 {
 	PgStat_StatTabEntry *st = pgstat_fetch_stat_tabentry(RelationGetRelid(seg));
 	PgStat_Counter deleted = st ? st->tuples_deleted : -1;
@@ -182,15 +210,92 @@ count_cached(Relation seg, int64 *events, int64 *purged, int64 *dead)
 		*events = e->events;
 		*purged = e->purged;
 		*dead = e->dead;
+		*latest_removed = e->latest_removed;
 		return;
 	}
-	spindle_count_segment(seg, events, purged, dead);
+	spindle_count_segment(seg, events, purged, dead, latest_removed);
 	e->deleted = deleted;
 	e->horizon = horizon;
 	e->counted_at = now;
 	e->events = *events;
 	e->purged = *purged;
 	e->dead = *dead;
+	e->latest_removed = *latest_removed;
+}
+
+/*
+ * Make hot standbys cancel the snapshots that could still see an event of
+ * a spindle about to be dropped: latest_removed is the xid computed by
+ * spindle_count_segment.  The caller holds AccessExclusiveLock on the
+ * spindle and drops it next, in the same transaction.
+ *
+ * Heap's DELETE + VACUUM is safe on a standby because prune and freeze
+ * redo call ResolveRecoveryConflictWithSnapshot before removing anything;
+ * a DROP has no such horizon (its files go with the commit record), so
+ * without this a standby snapshot that still saw the deleted events would
+ * silently find the spindle gone.  The record is core's, so standbys need
+ * no extension code to replay it: XLOG_HEAP2_FREEZE_PAGE with cutoff
+ * latest_removed + 1 and no tuple, on one page of the spindle.  Its redo
+ * (heap_xlog_freeze_page) resolves the conflict with cutoff - 1 =
+ * latest_removed in the spindle's database, then only sets the page LSN;
+ * it is written before the DROP, so it replays before the files go.  It is
+ * built here as log_heap_freeze() builds it, because log_heap_freeze()
+ * asserts that it has tuples to freeze.  Other records were set aside: a
+ * prune record's redo repacks the page under a cleanup lock, a visibility
+ * record would set all-visible bits that are not true, btree's reuse-page
+ * record would be another access method's record about a heap relation,
+ * and a custom resource manager would stop replay on a standby without the
+ * library preloaded.  Written only where a standby can run queries on the
+ * spindle (wal_level replica or above, a WAL-logged spindle); the page is
+ * otherwise unchanged.
+ */
+static void
+spindle_log_drop_conflict(Relation seg, TransactionId latest_removed)
+{
+	BlockNumber nblocks;
+	BlockNumber blk;
+
+	if (!TransactionIdIsValid(latest_removed) ||
+		!RelationNeedsWAL(seg) || !XLogStandbyInfoActive())
+		return;
+
+	nblocks = RelationGetNumberOfBlocks(seg);
+	for (blk = 0; blk < nblocks; blk++)
+	{
+		Buffer		buf = ReadBuffer(seg, blk);
+		Page		page;
+		xl_heap_freeze_page xlrec;
+		XLogRecPtr	recptr;
+
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		page = BufferGetPage(buf);
+		if (PageIsNew(page))
+		{
+			/* an LSN on an all-zero page would make it fail verification */
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+
+		xlrec.cutoff_xid = latest_removed;
+		TransactionIdAdvance(xlrec.cutoff_xid);
+		xlrec.ntuples = 0;
+
+		START_CRIT_SECTION();
+		MarkBufferDirty(buf);
+		XLogBeginInsert();
+		XLogRegisterData((char *) &xlrec, SizeOfHeapFreezePage);
+		XLogRegisterBuffer(0, buf, REGBUF_STANDARD);
+		recptr = XLogInsert(RM_HEAP2_ID, XLOG_HEAP2_FREEZE_PAGE);
+		PageSetLSN(page, recptr);
+		END_CRIT_SECTION();
+
+		UnlockReleaseBuffer(buf);
+		return;
+	}
+
+	/* a tuple was counted, so some page is initialised: cannot happen */
+	elog(ERROR, "spindle \"%s\" has no initialised page",
+		 RelationGetRelationName(seg));
 }
 
 /*
@@ -224,12 +329,13 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 		int64		events,
 					purged,
 					dead;
+		TransactionId latest_removed;
 		int64		bytes;
 		ObjectAddress addr;
 
 		if (sp->capacity == 0)
 			continue;			/* a single spindle, never dropped */
-		seg = try_relation_open(sp->segment, AccessShareLock);
+		seg = spindle_open_segment(facade, sp, AccessShareLock);
 		if (seg == NULL)
 			continue;
 		/* spindles fill in order: none after the first unfilled one is full */
@@ -242,9 +348,10 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 			spindle_catalog_set_filled(RelationGetRelid(facade),
 									   sp->spindle_no, filled_at);
 		if (use_cache)
-			count_cached(seg, &events, &purged, &dead);
+			count_cached(seg, &events, &purged, &dead, &latest_removed);
 		else
-			spindle_count_segment(seg, &events, &purged, &dead);
+			spindle_count_segment(seg, &events, &purged, &dead,
+								  &latest_removed);
 		if (dead < events ||
 			!ConditionalLockRelationOid(sp->segment, AccessExclusiveLock))
 		{
@@ -254,6 +361,8 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 		/* nobody else holds it now; nothing can come back to life */
 		bytes = DatumGetInt64(DirectFunctionCall1(pg_total_relation_size,
 												  ObjectIdGetDatum(sp->segment)));
+		/* standby snapshots that still see its events go first */
+		spindle_log_drop_conflict(seg, latest_removed);
 		relation_close(seg, NoLock);
 
 		ObjectAddressSet(addr, RelationRelationId, sp->segment);

@@ -174,8 +174,8 @@ extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
 extern void spindle_count_segment(Relation segrel, int64 *events,
-								  int64 *purged, int64 *dead_to_all);
-extern void spindle_cleanup_all(Relation facade);
+								  int64 *purged, int64 *dead_to_all,
+								  TransactionId *latest_removed);
 
 /* ttl.c */
 extern int64 spindle_purge_older_than(Relation facade, TimestampTz cutoff);
