@@ -26,6 +26,7 @@
 #include "storage/predicate.h"
 #include "storage/spin.h"
 #include "utils/inval.h"
+#include "utils/memutils.h"
 
 #include "spindle.h"
 
@@ -68,11 +69,19 @@ close_current(FacadeScanDesc s)
 	s->cursp = NULL;
 }
 
-/* Start a heap scan of spindle i of the directory; false if it is gone. */
+/*
+ * Start a heap scan of spindle i of the directory; false if it is gone.
+ *
+ * Called from getnextslot and friends, which callers may run in a memory
+ * context they reset for every tuple (ALTER TABLE's constraint validation
+ * and rewrite, foreign key validation): the spindle's scan must live as
+ * long as the facade's scan, in the context that holds it.
+ */
 static bool
 open_spindle(FacadeScanDesc s, int i)
 {
 	Relation	seg;
+	MemoryContext oldcxt;
 
 	close_current(s);
 	seg = try_relation_open(s->dir->spindles[i].segment, AccessShareLock);
@@ -80,10 +89,12 @@ open_spindle(FacadeScanDesc s, int i)
 		return false;
 	s->curseg = seg;
 	s->cursp = &s->dir->spindles[i];
+	oldcxt = MemoryContextSwitchTo(GetMemoryChunkContext(s));
 	s->curscan = spindle_heap_methods()->scan_begin(seg, s->base.rs_snapshot,
 													s->base.rs_nkeys,
 													s->base.rs_key, NULL,
 													s->heap_flags);
+	MemoryContextSwitchTo(oldcxt);
 	return true;
 }
 
