@@ -27,8 +27,11 @@
  * TRUNCATE gives every spindle table it empties (named, inherited, or
  * reached by CASCADE) a new open spindle.
  *
- * Locks.  ALTER TABLE of a spindle table takes ShareRowExclusiveLock on
- * it while capacities of empty spindles change.  Everything else here reads the catalogs without locking and leaves the
+ * Locks and rights.  ALTER TABLE of a spindle table checks that the caller
+ * owns it before taking any lock (so a role that may not alter the table
+ * never queues behind, and in front of, its producers), then takes
+ * ShareRowExclusiveLock on it while capacities of empty spindles change.
+ * Everything else here reads the catalogs without locking and leaves the
  * locks to core; checks that must see the locked state (BRIN indexes of a
  * new or attached partition, the spindles of a truncated table) run after
  * core has run the statement, in the same transaction.
@@ -919,6 +922,15 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					break;
 				}
 
+				/*
+				 * A spindle table.  Only its owner may ALTER it: check that
+				 * before asking for any lock, so that a role without the
+				 * right never waits for (and makes every producer wait
+				 * behind) a transaction that holds the table.
+				 */
+				if (!pg_class_ownercheck(relid, GetUserId()))
+					aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
+								   stmt->relation->relname);
 				/* keep inserts out while capacities of empty spindles change */
 				LockRelationOid(relid, ShareRowExclusiveLock);
 				if (!relid_is_facade(relid))
@@ -931,9 +943,6 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				}
 				if (alter_changed)
 				{
-					if (!pg_class_ownercheck(relid, GetUserId()))
-						aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
-									   stmt->relation->relname);
 					alter_relid = relid;
 					/* core re-validates stored options: hide ours */
 					alter_saved = stored_spindle_options(relid);
