@@ -58,7 +58,7 @@ CREATE FUNCTION spindle.drop_spindles(rel regclass DEFAULT NULL)
     RETURNS integer
     AS 'MODULE_PATHNAME', 'spindle_drop_spindles' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION spindle.drop_spindles(regclass) IS
-    'drop every full, fully purged spindle no snapshot can still see';
+    'drop every full, fully purged spindle no snapshot can still see (of rel, or of every spindle table the caller owns); needs the table''s owner';
 
 CREATE FUNCTION spindle._spindle_info(
     OUT relation regclass, OUT spindle_no bigint, OUT state text,
@@ -67,6 +67,8 @@ CREATE FUNCTION spindle._spindle_info(
     OUT filled_at timestamptz)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'spindle_spindle_info' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION spindle._spindle_info() IS
+    'internal: the rows of spindle.spindles, for the spindle tables the caller may SELECT from';
 
 CREATE FUNCTION spindle._table_options(rel regclass,
     OUT events_per_spindle bigint, OUT time_to_live interval)
@@ -92,13 +94,24 @@ CREATE VIEW spindle.tables AS
                         sum(i.purged_events)::bigint AS purged_events,
                         sum(i.size_bytes)::bigint AS size_bytes
                    FROM spindle._spindle_info() i GROUP BY i.relation) s
-             ON s.relation = c.relation::regclass;
+             ON s.relation = c.relation::regclass
+     -- only the tables the caller may read (NULL for a table just dropped)
+     WHERE pg_catalog.has_table_privilege(c.relation, 'SELECT');
+
+-- Anyone may look: each role sees the spindle tables it may SELECT from
+-- (the filter is in spindle._spindle_info() and in spindle.tables).
+COMMENT ON VIEW spindle.spindles IS
+    'one row per existing spindle of the spindle tables the caller may SELECT from';
+COMMENT ON VIEW spindle.tables IS
+    'one row per spindle table the caller may SELECT from';
+GRANT USAGE ON SCHEMA spindle TO PUBLIC;
+GRANT SELECT ON spindle.spindles, spindle.tables TO PUBLIC;
 
 CREATE FUNCTION spindle.purge_expired(rel regclass, ttl interval DEFAULT NULL)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'spindle_purge_expired' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION spindle.purge_expired(regclass, interval) IS
-    'purge every event appended more than ttl (default: the table''s time_to_live) ago';
+    'purge every event appended more than ttl (default: the table''s time_to_live) ago; needs the table''s owner; retention maintenance like TRUNCATE: fires no row triggers, is not filtered by row-level security, and is refused to an owner subject to FORCE ROW LEVEL SECURITY';
 
 CREATE FUNCTION spindle._worker_info(
     OUT pid integer, OUT database oid, OUT state text,
@@ -106,6 +119,9 @@ CREATE FUNCTION spindle._worker_info(
     OUT bytes_freed bigint, OUT last_error text)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'spindle_worker_info' LANGUAGE C STRICT VOLATILE;
+-- The worker's state (its last error may name any table of its database)
+-- is for superusers and the roles they grant it to.
+REVOKE EXECUTE ON FUNCTION spindle._worker_info() FROM PUBLIC;
 
 CREATE VIEW spindle.worker AS
     SELECT w.pid, d.datname AS database, w.state, w.last_run,

@@ -52,6 +52,7 @@
 #include "storage/smgr.h"
 #include "optimizer/plancat.h"
 #include "utils/inval.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
 
 #include "layout.h"
@@ -701,6 +702,8 @@ spindle_fetch_event(Relation rel, IndexFetchTableData *scan,
 	if (f->spindle_no != sp.spindle_no)
 	{
 		/* the slot may pin a page of the spindle we are leaving */
+		MemoryContext oldcxt;
+
 		ExecClearTuple(slot);
 		facade_index_fetch_close_spindle(f);
 		f->seg = spindle_open_segment(rel, &sp, AccessShareLock);
@@ -711,7 +714,10 @@ spindle_fetch_event(Relation rel, IndexFetchTableData *scan,
 				*all_dead = true;
 			return false;
 		}
+		/* it lives as long as f, whatever context the caller resets */
+		oldcxt = MemoryContextSwitchTo(GetMemoryChunkContext(f));
 		f->hfetch = heap_methods->index_fetch_begin(f->seg);
+		MemoryContextSwitchTo(oldcxt);
 		f->spindle_no = sp.spindle_no;
 		f->sp = sp;
 		f->nblocks = RelationGetNumberOfBlocks(f->seg);

@@ -33,6 +33,7 @@
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/predicate.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "layout.h"
@@ -91,11 +92,19 @@ close_current(FacadeScanDesc s, bool unlock)
 	s->cursp = NULL;
 }
 
-/* Start a heap scan of spindle i of the directory; false if it is gone. */
+/*
+ * Start a heap scan of spindle i of the directory; false if it is gone.
+ *
+ * Called from getnextslot and friends, which callers may run in a memory
+ * context they reset for every tuple (ALTER TABLE's constraint validation
+ * and rewrite, foreign key validation): the spindle's scan must live as
+ * long as the facade's scan, in the context that holds it.
+ */
 static bool
 open_spindle(FacadeScanDesc s, int i)
 {
 	Relation	seg;
+	MemoryContext oldcxt;
 
 	seg = spindle_open_segment(s->base.rs_rd, &s->dir->spindles[i],
 							   AccessShareLock);
@@ -103,10 +112,12 @@ open_spindle(FacadeScanDesc s, int i)
 		return false;
 	s->curseg = seg;
 	s->cursp = &s->dir->spindles[i];
+	oldcxt = MemoryContextSwitchTo(GetMemoryChunkContext(s));
 	s->curscan = spindle_heap_methods()->scan_begin(seg, s->base.rs_snapshot,
 													s->base.rs_nkeys,
 													s->base.rs_key, NULL,
 													s->heap_flags);
+	MemoryContextSwitchTo(oldcxt);
 	return true;
 }
 

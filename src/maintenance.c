@@ -572,7 +572,9 @@ spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
  * spindle.drop_spindles(rel regclass DEFAULT NULL) RETURNS integer
  *
  * Drop the droppable spindles of rel, or of every spindle table of this
- * database the caller owns.  Never waits.
+ * database the caller owns.  Never waits for a spindle.  Ownership is
+ * checked before the table is locked (AccessShareLock), so that a role
+ * without the right never queues a lock behind the table's users.
  */
 Datum
 spindle_drop_spindles(PG_FUNCTION_ARGS)
@@ -582,11 +584,13 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(0))
 	{
 		Oid			relid = PG_GETARG_OID(0);
-		Relation	rel = spindle_open_facade(relid, AccessShareLock);
+		Relation	rel;
 
+		/* rights before the lock; an unknown OID is an error here already */
 		if (!pg_class_ownercheck(relid, GetUserId()))
 			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
-						   RelationGetRelationName(rel));
+						   get_rel_name(relid));
+		rel = spindle_open_facade(relid, AccessShareLock);
 		total = spindle_drop_droppable(rel);
 		relation_close(rel, NoLock);
 	}

@@ -17,10 +17,31 @@
  * A table's capacity is fixed at creation: the option, else the value of
  * spindle.events_per_spindle at that moment, is always written.
  *
+ * Spindle tables can be inheritance children and partitions (CREATE TABLE
+ * ... PARTITION OF, ATTACH PARTITION); their options are handled as for
+ * any spindle table.  What a spindle table refuses cannot reach it through
+ * a parent either: an ALTER TABLE that recurses from an inheritance parent,
+ * a partitioned table or (ALTER TYPE ... CASCADE) a composite type into a
+ * spindle table and changes its columns is refused, naming the spindle
+ * table, and so is a BRIN index that a partitioned parent would give it.
+ * TRUNCATE gives every spindle table it empties (named, inherited, or
+ * reached by CASCADE) a new open spindle.
+ *
+ * Locks and rights.  ALTER TABLE of a spindle table checks that the caller
+ * owns it before taking any lock (so a role that may not alter the table
+ * never queues behind, and in front of, its producers), then takes
+ * ShareRowExclusiveLock on it while capacities of empty spindles change.
+ * Everything else here reads the catalogs without locking and leaves the
+ * locks to core; checks that must see the locked state (BRIN indexes of a
+ * new or attached partition, the spindles of a truncated table) run after
+ * core has run the statement, in the same transaction.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
@@ -29,10 +50,14 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/catalog.h"
+#include "catalog/heap.h"
 #include "catalog/indexing.h"
 #include "catalog/objectaccess.h"
+#include "catalog/partition.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_inherits.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
@@ -43,6 +68,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -435,9 +461,147 @@ refuse_alter(Relation rel)
 }
 
 /*
+ * Does this ALTER TABLE (or ALTER TYPE) subcommand change the columns of
+ * the tables it recurses into?  A spindle table keeps its events in
+ * relations of their own, with the columns they were created with.
+ */
+static bool
+alter_cmd_changes_columns(AlterTableCmd *cmd)
+{
+	switch (cmd->subtype)
+	{
+		case AT_AddColumn:
+		case AT_AddColumnRecurse:
+		case AT_DropColumn:
+		case AT_DropColumnRecurse:
+		case AT_AlterColumnType:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * The first spindle table among relid and every table inheriting from it,
+ * directly or not (partitions included), or InvalidOid.  Reads pg_inherits
+ * and locks nothing: the caller only decides whether to refuse.
+ */
+static Oid
+facade_among_inheritors(Oid relid)
+{
+	List	   *rels = find_all_inheritors(relid, NoLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, rels)
+		if (relid_is_facade(lfirst_oid(lc)))
+			return lfirst_oid(lc);
+	return InvalidOid;
+}
+
+/* The spindle tables among relid and its inheritors (see above). */
+static List *
+facades_among_inheritors(Oid relid)
+{
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, find_all_inheritors(relid, NoLock, NULL))
+		if (relid_is_facade(lfirst_oid(lc)))
+			result = lappend_oid(result, lfirst_oid(lc));
+	return result;
+}
+
+/*
+ * The first spindle table that ALTER TYPE ... CASCADE of a composite type
+ * would reach: a table of that type (CREATE TABLE ... OF) or one that
+ * inherits from such a table.  Scans pg_class as core does to find typed
+ * tables; locks nothing.
+ */
+static Oid
+facade_of_type(Oid typid)
+{
+	Relation	pgclass = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyData key;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	Oid			result = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_class_reloftype, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(typid));
+	scan = table_beginscan_catalog(pgclass, 1, &key);
+	while (!OidIsValid(result) &&
+		   (tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		result = facade_among_inheritors(((Form_pg_class) GETSTRUCT(tup))->oid);
+	table_endscan(scan);
+	table_close(pgclass, AccessShareLock);
+	return result;
+}
+
+static void
+refuse_alter_reaching(Oid facade, const char *named, bool through_type)
+{
+	char	   *name = get_rel_name(facade);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("spindle table \"%s\" does not support this ALTER TABLE command",
+					name ? name : "?"),
+			 through_type ?
+			 errdetail("The command would change the columns of spindle table \"%s\", a table of type \"%s\", which would rewrite it.",
+					   name ? name : "?", named) :
+			 errdetail("The command would recurse from \"%s\" into spindle table \"%s\" (an inheritance child or a partition of it) and change its columns, which would rewrite it.",
+					   named, name ? name : "?"),
+			 errhint("Create a new spindle table and copy the events with INSERT ... SELECT.")));
+}
+
+/*
+ * An ALTER TABLE / ALTER FOREIGN TABLE / ALTER TYPE of a relation that is
+ * not itself a spindle table: refuse it if it recurses into a spindle
+ * table and would change that table's columns.  Without ONLY, ALTER TABLE
+ * reaches every table inheriting from the named one (every partition of a
+ * partitioned table); ALTER TYPE ... CASCADE reaches the tables of that
+ * type and their inheritors.  ONLY never reaches a child: core refuses
+ * ADD COLUMN and ALTER COLUMN TYPE with ONLY on a parent that has
+ * children, and DROP COLUMN ONLY leaves the children's columns alone.
+ */
+static void
+refuse_alter_through_parent(AlterTableStmt *stmt, Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+		Oid			facade = InvalidOid;
+
+		if (!alter_cmd_changes_columns(cmd))
+			continue;
+		if (stmt->objtype == OBJECT_TYPE)
+		{
+			Oid			typid;
+
+			if (cmd->behavior != DROP_CASCADE ||
+				get_rel_relkind(relid) != RELKIND_COMPOSITE_TYPE)
+				continue;		/* core refuses to touch typed tables */
+			typid = get_rel_type_id(relid);
+			if (OidIsValid(typid))
+				facade = facade_of_type(typid);
+			if (OidIsValid(facade))
+				refuse_alter_reaching(facade, stmt->relation->relname, true);
+		}
+		else if (stmt->relation->inh)
+		{
+			facade = facade_among_inheritors(relid);
+			if (OidIsValid(facade))
+				refuse_alter_reaching(facade, stmt->relation->relname, false);
+		}
+	}
+}
+
+/*
  * ALTER TABLE on a spindle table: refuse what would rewrite it, take
  * spindle's options out of SET/RESET.  Returns the options to apply
- * afterwards (NIL if none), with *is_reset telling which.
+ * afterwards (NIL if none), with *changed telling whether there are some.
  */
 static List *
 prepare_alter(AlterTableStmt *stmt, Relation rel, bool *changed)
@@ -481,6 +645,107 @@ prepare_alter(AlterTableStmt *stmt, Relation rel, bool *changed)
 		}
 	}
 	return ours;
+}
+
+/* ----------------------------------------------------------------
+ * BRIN indexes
+ *
+ * BRIN summarises physical block ranges, which spindles do not keep.  A
+ * CREATE INDEX naming a spindle table is refused below; a partitioned
+ * table gives its indexes to every partition, so a BRIN index must not
+ * reach a spindle partition that way either.
+ * ----------------------------------------------------------------
+ */
+
+/* Has relid a BRIN index?  Reads pg_index without locking relid. */
+static bool
+rel_has_brin_index(Oid relid)
+{
+	Relation	pgindex = table_open(IndexRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	ScanKeyInit(&key, Anum_pg_index_indrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(pgindex, IndexIndrelidIndexId, true, NULL, 1, &key);
+	while (!found && (tup = systable_getnext(scan)) != NULL)
+	{
+		Oid			indexrelid = ((Form_pg_index) GETSTRUCT(tup))->indexrelid;
+		HeapTuple	ctup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexrelid));
+
+		if (HeapTupleIsValid(ctup))
+		{
+			found = ((Form_pg_class) GETSTRUCT(ctup))->relam == BRIN_AM_OID;
+			ReleaseSysCache(ctup);
+		}
+	}
+	systable_endscan(scan);
+	table_close(pgindex, AccessShareLock);
+	return found;
+}
+
+/* Refuse a BRIN index on spindle table `name` (given by `parent`, if set). */
+static void
+refuse_brin(const char *name, const char *parent)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("access method \"brin\" is not supported on spindle tables"),
+			 parent ?
+			 errdetail("Spindle table \"%s\" would get a BRIN index from partitioned table \"%s\"; BRIN summarises physical block ranges, which spindles do not keep.",
+					   name, parent) :
+			 errdetail("BRIN summarises physical block ranges, which spindles do not keep."),
+			 parent ?
+			 errhint("Drop the BRIN index of \"%s\", or keep spindle tables out of it.",
+					 parent) : 0));
+}
+
+/*
+ * The spindle tables a TRUNCATE may empty, found as ExecuteTruncate finds
+ * what it truncates: the named tables, every table inheriting from one
+ * named without ONLY (partitions included), and with CASCADE every table
+ * referencing one of those through a foreign key, transitively.  Reads the
+ * catalogs without locking; after the statement, only those core locked
+ * were truncated.
+ */
+static List *
+truncate_targets(TruncateStmt *stmt)
+{
+	List	   *relids = NIL;
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	foreach(lc, stmt->relations)
+	{
+		RangeVar   *rv = lfirst_node(RangeVar, lc);
+		Oid			relid = RangeVarGetRelid(rv, NoLock, true);
+
+		if (!OidIsValid(relid))
+			continue;
+		if (rv->inh)
+			relids = list_concat_unique_oid(relids,
+											find_all_inheritors(relid, NoLock, NULL));
+		else
+			relids = list_append_unique_oid(relids, relid);
+	}
+	if (stmt->behavior == DROP_CASCADE)
+	{
+		for (;;)
+		{
+			/* only relations not in relids yet: this ends */
+			List	   *more = heap_truncate_find_FKs(relids);
+
+			if (more == NIL)
+				break;
+			relids = list_concat(relids, more);
+		}
+	}
+	foreach(lc, relids)
+		if (relid_is_facade(lfirst_oid(lc)))
+			result = lappend_oid(result, lfirst_oid(lc));
+	return result;
 }
 
 /*
@@ -551,6 +816,8 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	List	   *alter_saved = NIL;
 	bool		alter_changed = false;
 	List	   *truncated = NIL;
+	List	   *attached = NIL;
+	const char *attached_to = NULL;
 	Oid			pause_db;
 
 	if (readOnlyTree)
@@ -563,7 +830,8 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			{
 				CreateStmt *stmt = (CreateStmt *) parsetree;
 
-				if (stmt->partbound == NULL && stmt->partspec == NULL &&
+				/* a partitioned table has no access method of its own */
+				if (stmt->partspec == NULL &&
 					am_is_spindle(stmt->accessMethod) &&
 					spindle_facade_am_oid() != InvalidOid)
 				{
@@ -571,6 +839,15 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 						ereport(ERROR,
 								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 								 errmsg("temporary spindle tables are not supported")));
+					/* a partition gets its parent's indexes */
+					if (stmt->partbound != NULL && stmt->inhRelations != NIL)
+					{
+						RangeVar   *parent = linitial_node(RangeVar, stmt->inhRelations);
+						Oid			parentid = RangeVarGetRelid(parent, NoLock, true);
+
+						if (OidIsValid(parentid) && rel_has_brin_index(parentid))
+							refuse_brin(stmt->relation->relname, parent->relname);
+					}
 					create_opts = extract_options(&stmt->options, false);
 					creating = true;
 				}
@@ -602,43 +879,76 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				Oid			relid;
 				ListCell   *lc;
 
-				if (stmt->objtype != OBJECT_TABLE)
+				if (stmt->objtype != OBJECT_TABLE &&
+					stmt->objtype != OBJECT_FOREIGN_TABLE &&
+					stmt->objtype != OBJECT_TYPE)
 					break;
 				relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 				if (!OidIsValid(relid))
 					break;
-				/* never turn an existing table into a spindle table */
-				foreach(lc, stmt->cmds)
+				if (stmt->objtype != OBJECT_TABLE || !relid_is_facade(relid))
 				{
-					AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+					refuse_alter_through_parent(stmt, relid);
+					if (stmt->objtype != OBJECT_TABLE)
+						break;
+					foreach(lc, stmt->cmds)
+					{
+						AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
 
-					if (cmd->subtype == AT_SetAccessMethod &&
-						am_is_spindle(cmd->name) && !relid_is_facade(relid))
-						ereport(ERROR,
-								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-								 errmsg("cannot change the access method of table \"%s\" to spindle",
-										stmt->relation->relname),
-								 errhint("Create a spindle table and copy the rows with INSERT ... SELECT.")));
+						/* never turn an existing table into a spindle table */
+						if (cmd->subtype == AT_SetAccessMethod &&
+							am_is_spindle(cmd->name))
+							ereport(ERROR,
+									(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+									 errmsg("cannot change the access method of table \"%s\" to spindle",
+											stmt->relation->relname),
+									 errhint("Create a spindle table and copy the rows with INSERT ... SELECT.")));
+						/* a partitioned table's BRIN indexes reach its partitions */
+						if (cmd->subtype == AT_AttachPartition)
+						{
+							PartitionCmd *pc = (PartitionCmd *) cmd->def;
+							Oid			child = RangeVarGetRelid(pc->name, NoLock, true);
+							Oid			facade = OidIsValid(child) ?
+							facade_among_inheritors(child) : InvalidOid;
+
+							if (OidIsValid(facade) && rel_has_brin_index(relid))
+								refuse_brin(get_rel_name(facade), stmt->relation->relname);
+							if (OidIsValid(facade))
+							{
+								attached = list_concat(attached,
+													   facades_among_inheritors(child));
+								attached_to = stmt->relation->relname;
+							}
+						}
+					}
+					break;
 				}
-				if (relid_is_facade(relid))
-				{
-					Relation	rel;
 
-					/* keep inserts out while capacities of empty spindles change */
-					LockRelationOid(relid, ShareRowExclusiveLock);
-					rel = relation_open(relid, NoLock);
+				/*
+				 * A spindle table.  Only its owner may ALTER it: check that
+				 * before asking for any lock, so that a role without the
+				 * right never waits for (and makes every producer wait
+				 * behind) a transaction that holds the table.
+				 */
+				if (!pg_class_ownercheck(relid, GetUserId()))
+					aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
+								   stmt->relation->relname);
+				/* keep inserts out while capacities of empty spindles change */
+				LockRelationOid(relid, ShareRowExclusiveLock);
+				if (!relid_is_facade(relid))
+					break;		/* dropped meanwhile: core reports it */
+				{
+					Relation	rel = relation_open(relid, NoLock);
+
 					alter_opts = prepare_alter(stmt, rel, &alter_changed);
 					relation_close(rel, NoLock);
-					if (alter_changed)
-					{
-						if (!pg_class_ownercheck(relid, GetUserId()))
-							aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
-										   stmt->relation->relname);
-						alter_relid = relid;
-						/* core re-validates stored options: hide ours */
-						alter_saved = stored_spindle_options(relid);
-						write_options(relid, NIL);
-					}
+				}
+				if (alter_changed)
+				{
+					alter_relid = relid;
+					/* core re-validates stored options: hide ours */
+					alter_saved = stored_spindle_options(relid);
+					write_options(relid, NIL);
 				}
 				break;
 			}
@@ -646,15 +956,22 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			{
 				IndexStmt  *stmt = (IndexStmt *) parsetree;
 				Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+				bool		brin = stmt->accessMethod &&
+				strcmp(stmt->accessMethod, "brin") == 0;
 
+				/* a partitioned table's index is made on every partition */
+				if (OidIsValid(relid) && brin && stmt->relation->inh &&
+					get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+				{
+					Oid			facade = facade_among_inheritors(relid);
+
+					if (OidIsValid(facade))
+						refuse_brin(get_rel_name(facade), stmt->relation->relname);
+				}
 				if (OidIsValid(relid) && relid_is_facade(relid))
 				{
-					if (stmt->accessMethod &&
-						strcmp(stmt->accessMethod, "brin") == 0)
-						ereport(ERROR,
-								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-								 errmsg("access method \"brin\" is not supported on spindle tables"),
-								 errdetail("BRIN summarises physical block ranges, which spindles do not keep.")));
+					if (brin)
+						refuse_brin(stmt->relation->relname, NULL);
 					if (stmt->concurrent)
 						ereport(ERROR,
 								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -665,17 +982,7 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			}
 		case T_TruncateStmt:
 			{
-				TruncateStmt *stmt = (TruncateStmt *) parsetree;
-				ListCell   *lc;
-
-				foreach(lc, stmt->relations)
-				{
-					Oid			relid = RangeVarGetRelid(lfirst_node(RangeVar, lc),
-														 NoLock, true);
-
-					if (OidIsValid(relid) && relid_is_facade(relid))
-						truncated = lappend_oid(truncated, relid);
-				}
+				truncated = truncate_targets((TruncateStmt *) parsetree);
 				break;
 			}
 		default:
@@ -733,8 +1040,12 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		write_options(relid, pending_options);
 		pending_relid = InvalidOid;
 		pending_options = NIL;
-		/* an empty table's first spindle is open */
 		rel = relation_open(relid, AccessExclusiveLock);
+		/* a BRIN index a parent created since the check above */
+		if (rel_has_brin_index(relid))
+			refuse_brin(RelationGetRelationName(rel),
+						get_rel_name(get_partition_parent(relid, true)));
+		/* an empty table's first spindle is open */
 		(void) spindle_create_spindles(rel, 1, true);
 		relation_close(rel, NoLock);
 	}
@@ -775,15 +1086,39 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		}
 	}
 
+	/*
+	 * The spindle tables core attached now hold the lock it took: check
+	 * again that no BRIN index reached them (one may have been made on the
+	 * parent after the check above).
+	 */
+	if (attached != NIL)
+	{
+		ListCell   *lc;
+
+		foreach(lc, attached)
+			if (CheckRelationOidLockedByMe(lfirst_oid(lc), ShareLock, true) &&
+				rel_has_brin_index(lfirst_oid(lc)))
+				refuse_brin(get_rel_name(lfirst_oid(lc)), attached_to);
+	}
+
+	/*
+	 * Every spindle table the TRUNCATE emptied (core holds it in ACCESS
+	 * EXCLUSIVE mode now) gets its open spindle back.
+	 */
 	if (truncated != NIL)
 	{
 		ListCell   *lc;
 
 		foreach(lc, truncated)
 		{
-			Relation	rel = relation_open(lfirst_oid(lc), NoLock);
+			Oid			relid = lfirst_oid(lc);
+			Relation	rel;
 
-			(void) spindle_create_spindles(rel, 1, true);
+			if (!CheckRelationOidLockedByMe(relid, AccessExclusiveLock, false))
+				continue;		/* not truncated after all */
+			rel = relation_open(relid, NoLock);
+			if (spindle_is_facade(rel))
+				(void) spindle_create_spindles(rel, 1, true);
 			relation_close(rel, NoLock);
 		}
 	}

@@ -8,6 +8,11 @@
  * (purges are tuple deletions whose commit status must be checked), so the
  * views cost a scan of the tables they show.
  *
+ * A caller sees only the spindle tables it has SELECT privilege on; the
+ * privilege is checked before the table is opened, so a table the caller
+ * may not read is never locked, and the caller never waits for it.  The
+ * tables shown are opened with AccessShareLock, their spindles likewise.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -16,6 +21,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/rel.h"
@@ -125,8 +131,15 @@ spindle_spindle_info(PG_FUNCTION_ARGS)
 	tables = spindle_catalog_tables();
 	foreach(lc, tables)
 	{
-		Relation	rel = try_relation_open(lfirst_oid(lc), AccessShareLock);
+		Oid			relid = lfirst_oid(lc);
+		bool		is_missing = false;
+		Relation	rel;
 
+		/* rights first, then the lock: never wait for a table not shown */
+		if (pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT,
+								  &is_missing) != ACLCHECK_OK)
+			continue;
+		rel = try_relation_open(relid, AccessShareLock);
 		if (rel == NULL)
 			continue;
 		if (spindle_is_facade(rel))
