@@ -23,6 +23,7 @@
 #include "utils/guc.h"
 
 #include "spindle.h"
+#include "publication.h"
 
 PG_MODULE_MAGIC;
 
@@ -117,6 +118,7 @@ _PG_init(void)
 
 	spindle_options_init();
 	spindle_directory_init();
+	spindle_publication_init();
 }
 
 /* Error out unless the library was loaded at server start. */
