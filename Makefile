@@ -14,7 +14,8 @@ OBJS = \
 	src/maintenance.o \
 	src/views.o \
 	src/ttl.o \
-	src/worker.o
+	src/worker.o \
+	src/publication.o
 
 EXTENSION = spindle
 DATA = sql/spindle--0.1.sql

@@ -24,6 +24,7 @@
 
 #include "slotmap.h"
 #include "spindle.h"
+#include "publication.h"
 
 PG_MODULE_MAGIC;
 
@@ -115,6 +116,7 @@ _PG_init(void)
 
 	spindle_options_init();
 	spindle_directory_init();
+	spindle_publication_init();
 }
 
 /* Error out unless the library was loaded at server start. */

@@ -6,10 +6,24 @@
  *
  * The launcher (a static worker, connected to no database) wakes every
  * spindle.naptime, takes a WAL-position sample for the TTL purge, and
- * starts a worker for every database that allows connections and has none.
- * A worker finding no spindle extension in its database says so and exits;
- * the launcher looks again only after a while.  With more databases than
- * spindle.max_workers, workers yield after a round so that all are served.
+ * starts a worker for every database that allows connections, has none,
+ * and is not known to lack the extension.  A worker finding no spindle
+ * extension in its database says so and exits; the launcher remembers that
+ * in its own memory (not in shared memory, so any number of databases can
+ * lack the extension) and looks again after NO_EXTENSION_RECHECK_MS, or at
+ * once when CREATE EXTENSION spindle commits there (worker_xact_callback
+ * queues the database in WorkerShared.wake).  With more databases than
+ * spindle.max_workers, workers take turns: the launcher asks the worker
+ * that started longest ago to yield after its round, and starts the
+ * waiting database that was served longest ago (never served first).
+ *
+ * Shared slots: a database has one only while it is being served or
+ * probed (a worker was started for it and not yet reaped), while a command
+ * has it paused, or while it is known to have the extension (so that
+ * spindle.worker lists it between turns).  The launcher frees the others.
+ * When every slot is taken, the launcher, or spindle_worker_pause, reuses
+ * a slot whose database has no worker and is not paused (its counters are
+ * kept in the launcher's memory and put back when it gets a slot again).
  *
  * A worker, every naptime, for each spindle table, each step in its own
  * transaction: purges events older than the table's time_to_live, then
@@ -22,7 +36,10 @@
  * between rounds, and gets out of the way of DROP DATABASE and of the other
  * commands that need a database to themselves (see spindle_worker_pause).
  *
- * Locks: WorkerLock protects the shared slots below.
+ * Locks: WorkerLock (wshared->lock) protects the shared slots and the wake
+ * queue.  Only the launcher sets or clears a slot's "launched" flag, and
+ * handles[i] != NULL implies slots[i].launched; a slot with a launched
+ * worker or a pause is never reused for another database.
  *
  *-------------------------------------------------------------------------
  */
@@ -65,15 +82,20 @@ int			spindle_max_workers = 4;
 
 #define NO_EXTENSION_RECHECK_MS 30000
 
+/* CREATE EXTENSION commits the launcher has not looked at yet */
+#define WAKE_MAX 32
+
 typedef struct WorkerSlot
 {
 	Oid			dboid;			/* InvalidOid = free slot */
 	pid_t		pid;			/* 0 when no worker runs */
 	int			pgprocno;
+	bool		launched;		/* a worker was started, not yet reaped */
+	bool		fresh;			/* made by a pause: counters not restored */
 	bool		paused;			/* a command needs the database alone */
 	bool		yield;			/* give the slot to a waiting database */
-	bool		no_extension;
-	TimestampTz retry_after;
+	bool		served;			/* the extension was found: listed */
+	bool		no_extension;	/* the worker found no extension */
 	TimestampTz last_run;
 	int64		spindles_dropped;
 	int64		bytes_freed;
@@ -85,6 +107,9 @@ typedef struct WorkerShared
 {
 	LWLock	   *lock;
 	int			launcher_pgprocno;	/* -1 when none */
+	int			nwake;			/* databases in wake[] */
+	bool		wake_all;		/* wake[] overflowed: look at every one */
+	Oid			wake[WAKE_MAX];
 	WorkerSlot	slots[FLEXIBLE_ARRAY_MEMBER];
 } WorkerShared;
 
@@ -141,24 +166,31 @@ find_slot(Oid dboid)
 	return NULL;
 }
 
+/*
+ * A slot for dboid, which has none: a free one, else one whose database
+ * has no worker and is not paused (the launcher keeps its counters).
+ * NULL if every slot has a worker or a pause.  Caller holds the lock
+ * exclusively.
+ */
 static WorkerSlot *
-find_or_add_slot(Oid dboid)
+take_slot(Oid dboid)
 {
-	WorkerSlot *slot = find_slot(dboid);
+	WorkerSlot *slot = NULL;
 	int			i;
 
-	if (slot != NULL)
-		return slot;
-	for (i = 0; i < NSLOTS; i++)
+	for (i = 0; i < NSLOTS && slot == NULL; i++)
 		if (!OidIsValid(wshared->slots[i].dboid))
-		{
 			slot = &wshared->slots[i];
-			memset(slot, 0, sizeof(WorkerSlot));
-			slot->dboid = dboid;
-			strlcpy(slot->state, "starting", sizeof(slot->state));
-			return slot;
-		}
-	return NULL;
+	for (i = 0; i < NSLOTS && slot == NULL; i++)
+		if (!wshared->slots[i].launched && !wshared->slots[i].paused)
+			slot = &wshared->slots[i];
+	if (slot == NULL)
+		return NULL;
+	memset(slot, 0, sizeof(WorkerSlot));
+	slot->dboid = dboid;
+	slot->fresh = true;
+	strlcpy(slot->state, "starting", sizeof(slot->state));
+	return slot;
 }
 
 /* ----------------------------------------------------------------
@@ -182,7 +214,9 @@ spindle_worker_pause(Oid dboid)
 	if (wshared == NULL || !OidIsValid(dboid))
 		return;
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
-	slot = find_or_add_slot(dboid);
+	slot = find_slot(dboid);
+	if (slot == NULL)
+		slot = take_slot(dboid);
 	if (slot != NULL)
 	{
 		slot->paused = true;
@@ -213,6 +247,8 @@ spindle_worker_resume(Oid dboid)
 
 	if (wshared == NULL || !OidIsValid(dboid))
 		return;
+	/* nobody was connected to it: its slot counters may go (slots.c) */
+	spindle_slots_forget_database(dboid);
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
 	slot = find_slot(dboid);
 	if (slot != NULL)
@@ -223,14 +259,15 @@ spindle_worker_resume(Oid dboid)
 /*
  * CREATE EXTENSION spindle: once it commits, this database is to be served
  * at once, not after the launcher's next look for the extension.  The
- * commit callback only takes an LWLock and sets a latch, which cannot fail.
+ * commit callback only takes an LWLock, queues the database for the
+ * launcher and sets its latch, which cannot fail.
  */
 static bool wake_at_commit = false;
 
 static void
 worker_xact_callback(XactEvent event, void *arg)
 {
-	WorkerSlot *slot;
+	int			i;
 
 	if (!wake_at_commit)
 		return;
@@ -242,9 +279,16 @@ worker_xact_callback(XactEvent event, void *arg)
 	if (wshared == NULL)
 		return;
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
-	slot = find_slot(MyDatabaseId);
-	if (slot != NULL)
-		slot->no_extension = false;
+	for (i = 0; i < wshared->nwake; i++)
+		if (wshared->wake[i] == MyDatabaseId)
+			break;
+	if (i == wshared->nwake)
+	{
+		if (wshared->nwake < WAKE_MAX)
+			wshared->wake[wshared->nwake++] = MyDatabaseId;
+		else
+			wshared->wake_all = true;
+	}
 	if (wshared->launcher_pgprocno >= 0)
 		SetLatch(&ProcGlobal->allProcs[wshared->launcher_pgprocno].procLatch);
 	LWLockRelease(wshared->lock);
@@ -461,16 +505,13 @@ worker_round(MemoryContext roundcxt)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
+	/* the launcher learns which it is when it reaps this worker */
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	wshared->slots[my_slot].no_extension = !have_extension;
+	wshared->slots[my_slot].served = have_extension;
+	LWLockRelease(wshared->lock);
 	if (!have_extension)
-	{
-		LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
-		wshared->slots[my_slot].no_extension = true;
-		wshared->slots[my_slot].retry_after =
-			TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										NO_EXTENSION_RECHECK_MS);
-		LWLockRelease(wshared->lock);
 		proc_exit(0);
-	}
 
 	foreach(lc, tables)
 	{
@@ -574,10 +615,31 @@ spindle_worker_main(Datum main_arg)
  * The launcher
  * ----------------------------------------------------------------
  */
-typedef struct DbInfo
+/*
+ * What the launcher knows of each connectable database, in its own memory:
+ * whether the extension was missing at the last look, when its worker
+ * last started, and the counters of its slot, kept for when it has none.
+ */
+typedef struct LauncherDb
 {
-	Oid			oid;
-} DbInfo;
+	Oid			dboid;			/* hash key */
+	uint64		seen_round;		/* in pg_database at that launcher round */
+	bool		no_extension;	/* missing at the last look */
+	TimestampTz retry_after;	/* look again then, if no_extension */
+	TimestampTz last_start;		/* 0 = never started */
+	uint64		started_round;	/* round of the last start */
+	uint64		woken_round;	/* round of the last CREATE EXTENSION wake */
+	bool		has_copy;		/* the fields below are set */
+	bool		served;
+	TimestampTz last_run;
+	int64		spindles_dropped;
+	int64		bytes_freed;
+	char		state[16];
+	char		last_error[256];
+} LauncherDb;
+
+static HTAB *launcher_dbs = NULL;
+static uint64 launcher_round = 0;
 
 static List *
 connectable_databases(void)
@@ -629,70 +691,274 @@ start_worker(int slotno, Oid dboid, BackgroundWorkerHandle **handle)
 	return RegisterDynamicBackgroundWorker(&bgw, handle);
 }
 
-/* Start workers for databases that need one; called every naptime. */
+/* Keep a copy of a slot's counters (its worker has stopped). */
+static void
+copy_from_slot(LauncherDb *db, WorkerSlot *slot)
+{
+	db->has_copy = true;
+	db->served = slot->served;
+	db->last_run = slot->last_run;
+	db->spindles_dropped = slot->spindles_dropped;
+	db->bytes_freed = slot->bytes_freed;
+	memcpy(db->state, slot->state, sizeof(db->state));
+	memcpy(db->last_error, slot->last_error, sizeof(db->last_error));
+}
+
+/* Put the copy back into a slot that is new for this database. */
+static void
+copy_to_slot(LauncherDb *db, WorkerSlot *slot)
+{
+	slot->fresh = false;
+	if (!db->has_copy)
+		return;
+	slot->served = db->served;
+	slot->last_run = db->last_run;
+	slot->spindles_dropped = db->spindles_dropped;
+	slot->bytes_freed = db->bytes_freed;
+	memcpy(slot->last_error, db->last_error, sizeof(slot->last_error));
+}
+
+static LauncherDb *
+launcher_db(Oid dboid)
+{
+	bool		found;
+	LauncherDb *db = hash_search(launcher_dbs, &dboid, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		memset(db, 0, sizeof(LauncherDb));
+		db->dboid = dboid;
+	}
+	return db;
+}
+
+/* Order of service among waiting databases: longest without a worker first. */
+static int
+cmp_last_start(const void *a, const void *b)
+{
+	LauncherDb *da = *(LauncherDb *const *) a;
+	LauncherDb *db = *(LauncherDb *const *) b;
+
+	if (da->last_start != db->last_start)
+		return da->last_start < db->last_start ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Reap stopped workers (remembering what each found), take in the
+ * CREATE EXTENSION wake-ups, and free the slots nobody needs.  Caller holds
+ * the lock exclusively.
+ */
+static void
+reap_workers(BackgroundWorkerHandle **handles, List *dbs, TimestampTz now)
+{
+	int			i;
+
+	for (i = 0; i < wshared->nwake; i++)
+	{
+		LauncherDb *db = hash_search(launcher_dbs, &wshared->wake[i],
+									 HASH_FIND, NULL);
+
+		if (db != NULL)
+		{
+			db->no_extension = false;
+			db->woken_round = launcher_round;
+		}
+	}
+	wshared->nwake = 0;
+	if (wshared->wake_all)
+	{
+		HASH_SEQ_STATUS seq;
+		LauncherDb *db;
+
+		hash_seq_init(&seq, launcher_dbs);
+		while ((db = hash_seq_search(&seq)) != NULL)
+		{
+			db->no_extension = false;
+			db->woken_round = launcher_round;
+		}
+		wshared->wake_all = false;
+	}
+
+	for (i = 0; i < NSLOTS; i++)
+	{
+		WorkerSlot *slot = &wshared->slots[i];
+
+		if (slot->launched)
+		{
+			pid_t		pid;
+			bool		stopped;
+
+			/* no handle: started by an earlier launcher that failed */
+			if (handles[i] != NULL)
+				stopped = GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED;
+			else
+				stopped = slot->pid == 0;
+			if (stopped)
+			{
+				LauncherDb *db = launcher_db(slot->dboid);
+
+				if (handles[i] != NULL)
+					pfree(handles[i]);
+				handles[i] = NULL;
+				slot->launched = false;
+				slot->pid = 0;
+				slot->yield = false;
+				copy_from_slot(db, slot);
+				/* a verdict from before a CREATE EXTENSION wake-up is stale */
+				if (slot->no_extension && db->woken_round <= db->started_round)
+				{
+					db->no_extension = true;
+					db->retry_after =
+						TimestampTzPlusMilliseconds(now, NO_EXTENSION_RECHECK_MS);
+				}
+				slot->no_extension = false;
+			}
+		}
+		if (OidIsValid(slot->dboid) && !slot->launched && !slot->paused &&
+			(!slot->served || !list_member_oid(dbs, slot->dboid)))
+			slot->dboid = InvalidOid;
+	}
+}
+
+/*
+ * Start workers for databases that need one, within spindle.max_workers,
+ * and ask one to yield if others wait.  Caller holds the lock exclusively.
+ */
+static void
+start_workers(BackgroundWorkerHandle **handles, List *dbs, TimestampTz now)
+{
+	LauncherDb **waiting = palloc(sizeof(LauncherDb *) * Max(list_length(dbs), 1));
+	int			nwaiting = 0;
+	int			running = 0;
+	bool		starved = false;
+	ListCell   *lc;
+	int			i;
+
+	for (i = 0; i < NSLOTS; i++)
+		if (wshared->slots[i].launched)
+			running++;
+
+	foreach(lc, dbs)
+	{
+		LauncherDb *db = launcher_db(lfirst_oid(lc));
+		WorkerSlot *slot = find_slot(db->dboid);
+
+		if (slot != NULL && (slot->launched || slot->paused))
+			continue;
+		if (db->no_extension && now < db->retry_after)
+			continue;
+		waiting[nwaiting++] = db;
+	}
+	qsort(waiting, nwaiting, sizeof(LauncherDb *), cmp_last_start);
+
+	for (i = 0; i < nwaiting; i++)
+	{
+		LauncherDb *db = waiting[i];
+		WorkerSlot *slot;
+		int			slotno;
+
+		if (running >= spindle_max_workers)
+		{
+			starved = true;
+			break;
+		}
+		slot = find_slot(db->dboid);
+		if (slot == NULL)
+		{
+			slot = take_slot(db->dboid);
+			if (slot == NULL)
+			{
+				starved = true;
+				break;
+			}
+		}
+		if (slot->fresh)
+			copy_to_slot(db, slot);
+		slotno = slot - wshared->slots;
+		slot->no_extension = false;
+		slot->yield = false;
+		strlcpy(slot->state, "starting", sizeof(slot->state));
+		if (!start_worker(slotno, db->dboid, &handles[slotno]))
+		{
+			/* max_worker_processes is busy: try again next round */
+			handles[slotno] = NULL;
+			break;
+		}
+		slot->launched = true;
+		db->last_start = now;
+		db->started_round = launcher_round;
+		running++;
+	}
+	pfree(waiting);
+
+	/*
+	 * More databases than workers: ask the served worker that started
+	 * longest ago to yield after its round, one at a time.  Not while a
+	 * worker is still looking for the extension: such a probe ends by
+	 * itself and frees its place for the next waiting database.
+	 */
+	if (starved)
+	{
+		WorkerSlot *oldest = NULL;
+		TimestampTz oldest_start = 0;
+
+		for (i = 0; i < NSLOTS; i++)
+		{
+			WorkerSlot *slot = &wshared->slots[i];
+			LauncherDb *db;
+
+			if (!slot->launched)
+				continue;
+			if (slot->yield || !slot->served)
+			{
+				oldest = NULL;
+				break;
+			}
+			db = launcher_db(slot->dboid);
+			if (oldest == NULL || db->last_start < oldest_start)
+			{
+				oldest = slot;
+				oldest_start = db->last_start;
+			}
+		}
+		if (oldest != NULL)
+			oldest->yield = true;
+	}
+}
+
+/* Forget databases that are gone. */
+static void
+forget_dropped_databases(void)
+{
+	HASH_SEQ_STATUS seq;
+	LauncherDb *db;
+
+	hash_seq_init(&seq, launcher_dbs);
+	while ((db = hash_seq_search(&seq)) != NULL)
+		if (db->seen_round != launcher_round)
+			hash_search(launcher_dbs, &db->dboid, HASH_REMOVE, NULL);
+}
+
+/* Called every naptime, and whenever a worker starts or stops. */
 static void
 launch_workers(BackgroundWorkerHandle **handles)
 {
 	List	   *dbs = connectable_databases();
 	TimestampTz now = GetCurrentTimestamp();
-	int			running = 0;
-	bool		waiting = false;
-	int			i;
 	ListCell   *lc;
 
-	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
-	/* forget stopped workers and databases that are gone */
-	for (i = 0; i < NSLOTS; i++)
-	{
-		WorkerSlot *slot = &wshared->slots[i];
-		pid_t		pid;
-
-		if (handles[i] != NULL &&
-			GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
-		{
-			pfree(handles[i]);
-			handles[i] = NULL;
-			slot->pid = 0;
-		}
-		if (OidIsValid(slot->dboid) && handles[i] == NULL && !slot->paused &&
-			!list_member_oid(dbs, slot->dboid))
-			slot->dboid = InvalidOid;
-		if (handles[i] != NULL)
-			running++;
-	}
+	launcher_round++;
 	foreach(lc, dbs)
-	{
-		Oid			dboid = lfirst_oid(lc);
-		WorkerSlot *slot = find_or_add_slot(dboid);
-		int			slotno;
+		launcher_db(lfirst_oid(lc))->seen_round = launcher_round;
 
-		if (slot == NULL)
-			break;
-		slotno = slot - wshared->slots;
-		if (handles[slotno] != NULL || slot->paused)
-			continue;
-		if (slot->no_extension && now < slot->retry_after)
-			continue;
-		if (running >= spindle_max_workers)
-		{
-			waiting = true;
-			continue;
-		}
-		slot->no_extension = false;
-		if (start_worker(slotno, dboid, &handles[slotno]))
-			running++;
-		else
-			handles[slotno] = NULL;
-	}
-	/* more databases than workers: ask one running worker to yield */
-	if (waiting)
-		for (i = 0; i < NSLOTS; i++)
-			if (handles[i] != NULL && !wshared->slots[i].yield)
-			{
-				wshared->slots[i].yield = true;
-				break;
-			}
+	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
+	reap_workers(handles, dbs, now);
+	if (spindle_enable_worker)
+		start_workers(handles, dbs, now);
 	LWLockRelease(wshared->lock);
+
+	forget_dropped_databases();
 	list_free(dbs);
 }
 
@@ -702,6 +968,7 @@ void
 spindle_launcher_main(Datum main_arg)
 {
 	BackgroundWorkerHandle **handles;
+	HASHCTL		ctl;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -711,6 +978,10 @@ spindle_launcher_main(Datum main_arg)
 
 	handles = MemoryContextAllocZero(TopMemoryContext,
 									 sizeof(BackgroundWorkerHandle *) * NSLOTS);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(LauncherDb);
+	launcher_dbs = hash_create("spindle launcher databases", 64, &ctl,
+							   HASH_ELEM | HASH_BLOBS);
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
 	wshared->launcher_pgprocno = MyProc->pgprocno;
 	LWLockRelease(wshared->lock);
@@ -723,8 +994,7 @@ spindle_launcher_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		if (spindle_enable_worker)
-			launch_workers(handles);
+		launch_workers(handles);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 spindle_naptime, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -749,7 +1019,8 @@ spindle_worker_register(void)
 }
 
 /*
- * spindle._worker_info(): one row per database a worker serves or served.
+ * spindle._worker_info(): one row per database that has a slot and where a
+ * worker found the extension (served now, waiting its turn, or paused).
  */
 Datum
 spindle_worker_info(PG_FUNCTION_ARGS)
@@ -767,7 +1038,7 @@ spindle_worker_info(PG_FUNCTION_ARGS)
 		Datum		values[7];
 		bool		nulls[7] = {0};
 
-		if (!OidIsValid(slot->dboid) || slot->no_extension)
+		if (!OidIsValid(slot->dboid) || !slot->served)
 			continue;
 		if (slot->pid != 0)
 			values[0] = Int32GetDatum(slot->pid);
