@@ -127,10 +127,10 @@ CREATE FUNCTION priv_no_delete() RETURNS trigger LANGUAGE plpgsql
     AS $$ BEGIN RAISE EXCEPTION 'deleting from % is forbidden', TG_TABLE_NAME; END $$;
 CREATE TRIGGER priv_no_delete BEFORE DELETE ON priv_trig
     FOR EACH ROW EXECUTE FUNCTION priv_no_delete();
--- take a WAL-position sample after the inserts: events appended before it
--- count as older than a ttl of 0 from now on (see purge_expired.sql)
-SELECT spindle.purge_expired('priv_trig', '1 hour');
 RESET ROLE;
+-- events carry their append time to the second: a ttl of 0 takes every
+-- event appended more than a second ago (see purge_expired.sql)
+SELECT pg_sleep(1.1);
 
 -- a role that may DELETE but does not own the table: 42501, nothing purged
 -- (it sees 10 of the 20 rows; a purge would have taken all 20)
@@ -174,6 +174,7 @@ RESET ROLE;
 -- a member of the owning role may purge
 SET ROLE regress_spindle_owner;
 INSERT INTO priv_trig SELECT generate_series(6, 8);
+SELECT pg_sleep(1.1);
 SELECT spindle.purge_expired('priv_open', '1 hour');
 RESET ROLE;
 SET ROLE regress_spindle_member;

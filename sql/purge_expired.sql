@@ -44,6 +44,9 @@ INSERT INTO pe_zero SELECT generate_series(1, 5);
 -- young events: appended after the sleep
 CREATE TABLE pe_new (id int, body text) USING spindle
     WITH (events_per_spindle = 1000);
+-- old and young events on the same page: each keeps its own age
+CREATE TABLE pe_page (id int) USING spindle WITH (events_per_spindle = 1000);
+INSERT INTO pe_page SELECT generate_series(1, 120);
 -- a table with no events
 CREATE TABLE pe_empty (id int) USING spindle;
 -- read every table once (hint bits), before the sample
@@ -72,6 +75,12 @@ SELECT count(*) FROM pe_zero;
 
 -- Young events: appended now, far younger than 1 s.
 INSERT INTO pe_new SELECT g, 'new ' || g FROM generate_series(1, 50) g;
+-- 30 young events on the page of 120 old ones: the old ones go, all of them
+INSERT INTO pe_page SELECT generate_series(121, 150);
+SELECT sum(pg_relation_size(segment)) / 8192 AS pages FROM spindle.spindle_catalog
+ WHERE relation = 'pe_page'::regclass;
+SELECT spindle.purge_expired('pe_page', '1s');
+SELECT min(id), max(id), count(*) FROM pe_page;
 INSERT INTO pe_mixed SELECT generate_series(11, 15);
 SELECT spindle.purge_expired('pe_new', '1s');
 -- the old events are about 2.1 s old: younger than 10 s
@@ -154,6 +163,6 @@ SELECT count(*) FROM pe_heap;
 SELECT count(*) FROM pe_tx;
 SELECT count(*) FROM pe_new;
 
-DROP TABLE pe_old, pe_mixed, pe_unlogged, pe_tx, pe_opt, pe_opt_hour, pe_zero,
+DROP TABLE pe_page, pe_old, pe_mixed, pe_unlogged, pe_tx, pe_opt, pe_opt_hour, pe_zero,
     pe_new, pe_empty, pe_heap;
 DROP FUNCTION pe_sqlstate(text);

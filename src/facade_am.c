@@ -849,39 +849,50 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 								 MultiXactId *minmulti)
 {
 	SMgrRelation srel;
+	bool		truncating;
+	int64		next_no = 1;
 
 	/* the facade holds no tuples: no xid horizon of its own */
 	*freezeXid = InvalidTransactionId;
 	*minmulti = InvalidMultiXactId;
 
+	/* TRUNCATE of an existing table: spindle numbers go on increasing */
+	truncating = SearchSysCacheExists1(RELOID,
+									   ObjectIdGetDatum(RelationGetRelid(rel)));
+	if (truncating)
+		next_no = spindle_peek_spindle_no(rel);
+
 	srel = RelationCreateStorage(*newrnode, persistence, true);
 	spindle_slotmap_init_fork(srel, MAIN_FORKNUM,
 							  persistence == RELPERSISTENCE_PERMANENT &&
-							  XLogIsNeeded());
+							  XLogIsNeeded(), next_no);
 	if (persistence == RELPERSISTENCE_UNLOGGED)
 	{
 		smgrcreate(srel, INIT_FORKNUM, false);
 		log_smgrcreate(newrnode, INIT_FORKNUM);
-		spindle_slotmap_init_fork(srel, INIT_FORKNUM, true);
+		spindle_slotmap_init_fork(srel, INIT_FORKNUM, true, next_no);
 	}
 	smgrclose(srel);
 
-	/* TRUNCATE of an existing table: its spindles go too */
-	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(RelationGetRelid(rel))))
+	/* TRUNCATE: its spindles go too */
+	if (truncating)
 		spindle_drop_all_spindles(rel);
 }
 
 static void
 facade_relation_nontransactional_truncate(Relation rel)
 {
+	int64		next_no = spindle_peek_spindle_no(rel);
+
 	RelationTruncate(rel, 0);
 	spindle_slotmap_init_fork(RelationGetSmgr(rel), MAIN_FORKNUM,
-							  RelationNeedsWAL(rel));
+							  RelationNeedsWAL(rel), next_no);
 	if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
 	{
 		smgrtruncate(RelationGetSmgr(rel), (ForkNumber[]) {INIT_FORKNUM},
 					 1, (BlockNumber[]) {0});
-		spindle_slotmap_init_fork(RelationGetSmgr(rel), INIT_FORKNUM, true);
+		spindle_slotmap_init_fork(RelationGetSmgr(rel), INIT_FORKNUM, true,
+								  next_no);
 	}
 	spindle_drop_all_spindles(rel);
 }

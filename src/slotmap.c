@@ -119,10 +119,12 @@ map_set_used(Page page, int n)
 
 /*
  * Write an empty metapage as block 0 of the given fork (CREATE, TRUNCATE,
- * the init fork of an unlogged table).  WAL-logs it when asked.
+ * the init fork of an unlogged table), whose spindles will be numbered from
+ * next_spindle_no.  WAL-logs it when asked.
  */
 void
-spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork, bool wal)
+spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork, bool wal,
+						  int64 next_spindle_no)
 {
 	PGAlignedBlock buf;
 	Page		page = (Page) buf.data;
@@ -133,6 +135,7 @@ spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork, bool wal)
 	memset(meta, 0, sizeof(SpindleMetaPageData));
 	meta->magic = SPINDLE_META_MAGIC;
 	meta->version = SPINDLE_META_VERSION;
+	meta->next_spindle_no = next_spindle_no;
 	((PageHeader) page)->pd_lower =
 		((char *) meta + sizeof(SpindleMetaPageData)) - (char *) page;
 
@@ -500,6 +503,24 @@ spindle_next_spindle_no(Relation facade, int64 floor)
 	meta = MetaGet(GenericXLogRegisterBuffer(state, buf, 0));
 	meta->next_spindle_no = next + 1;
 	GenericXLogFinish(state);
+	UnlockReleaseBuffer(buf);
+	return next;
+}
+
+/*
+ * The number the next spindle of the facade would get, without taking it
+ * (TRUNCATE carries it over to the new storage: numbers keep increasing).
+ */
+int64
+spindle_peek_spindle_no(Relation facade)
+{
+	Buffer		buf = read_meta(facade, BUFFER_LOCK_SHARE);
+	SpindleMetaPageData *meta = MetaGet(BufferGetPage(buf));
+	int64		next = Max(meta->next_spindle_no, 1);
+	int			i;
+
+	for (i = 0; i < (int) meta->npending; i++)
+		next = Max(next, meta->pending[i].spindle_no + 1);
 	UnlockReleaseBuffer(buf);
 	return next;
 }

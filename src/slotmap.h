@@ -59,7 +59,7 @@ spindle_tid_to_vslot(ItemPointer tid)
 }
 
 extern void spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork,
-									  bool wal);
+									  bool wal, int64 next_spindle_no);
 extern bool spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid);
 extern void spindle_slotmap_get_range(Relation facade, int64 first, int n,
 									  ItemPointer ptids);
@@ -72,6 +72,7 @@ extern void spindle_slotmap_copy(Relation from, Relation to);
 extern int	spindle_pending_read(Relation facade, SpindlePending *out);
 extern bool spindle_pending_in_progress(const SpindlePending *p);
 extern int64 spindle_next_spindle_no(Relation facade, int64 floor);
+extern int64 spindle_peek_spindle_no(Relation facade);
 extern void spindle_pending_add(Relation facade, const SpindlePending *p);
 extern void spindle_pending_remove(Relation facade, const int64 *spindle_nos,
 								   int n);
