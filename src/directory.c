@@ -49,7 +49,11 @@
 
 #include "layout.h"
 #include "slotmap.h"
+#include "directory.h"
+#include "slots.h"
+#include "options.h"
 #include "spindle.h"
+
 
 /* One cached directory per facade. */
 typedef struct DirCacheEntry

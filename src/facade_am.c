@@ -57,7 +57,12 @@
 
 #include "layout.h"
 #include "slotmap.h"
-#include "spindle.h"
+#include "directory.h"
+#include "slots.h"
+#include "facade.h"
+#include "maintenance.h"
+#include "worker.h"
+
 
 static TableAmRoutine facade_methods;
 static const TableAmRoutine *heap_methods;

@@ -38,7 +38,10 @@
 
 #include "layout.h"
 #include "slotmap.h"
-#include "spindle.h"
+#include "directory.h"
+#include "facade.h"
+#include "segment.h"
+
 
 typedef struct FacadeScanDescData
 {

@@ -51,6 +51,7 @@
 
 #include "layout.h"
 
+
 static const char *const hidden_names[SPINDLE_HIDDEN_COLUMNS] = {
 	"........spindle.slot........",
 	"........spindle.time........"

@@ -62,7 +62,13 @@
 #include "utils/memutils.h"
 
 #include "slotmap.h"
-#include "spindle.h"
+#include "directory.h"
+#include "slots.h"
+#include "facade.h"
+#include "segment.h"
+#include "maintenance.h"
+#include "options.h"
+
 
 PG_FUNCTION_INFO_V1(spindle_drop_spindles);
 

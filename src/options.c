@@ -77,7 +77,13 @@
 
 #include "layout.h"
 #include "slotmap.h"
+#include "directory.h"
+#include "slots.h"
+#include "facade.h"
+#include "options.h"
+#include "worker.h"
 #include "spindle.h"
+
 
 #define OPT_CAPACITY "events_per_spindle"
 #define OPT_TTL "time_to_live"

@@ -92,8 +92,9 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "spindle.h"
 #include "publication.h"
+#include "spindle.h"
+
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access = NULL;

@@ -26,7 +26,8 @@
 #include "utils/snapmgr.h"
 #include "fmgr.h"
 
-#include "spindle.h"
+#include "segment.h"
+
 
 static TableAmRoutine segment_methods;
 static bool segment_methods_ready = false;

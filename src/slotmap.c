@@ -62,6 +62,8 @@
 #include "utils/rel.h"
 
 #include "slotmap.h"
+#include "directory.h"
+
 
 #define SPINDLE_META_MAGIC		0x53504E32	/* "SPN2" */
 #define SPINDLE_META_VERSION	2

@@ -47,7 +47,9 @@
 
 #include "layout.h"
 #include "slotmap.h"
-#include "spindle.h"
+#include "directory.h"
+#include "slots.h"
+
 
 typedef struct SlotKey
 {

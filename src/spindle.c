@@ -23,8 +23,15 @@
 #include "utils/guc.h"
 
 #include "slotmap.h"
-#include "spindle.h"
+#include "directory.h"
+#include "slots.h"
+#include "facade.h"
+#include "segment.h"
+#include "options.h"
+#include "worker.h"
 #include "publication.h"
+#include "spindle.h"
+
 
 PG_MODULE_MAGIC;
 

@@ -43,7 +43,12 @@
 #include "utils/timestamp.h"
 
 #include "layout.h"
-#include "spindle.h"
+#include "directory.h"
+#include "slots.h"
+#include "facade.h"
+#include "options.h"
+#include "ttl.h"
+
 
 PG_FUNCTION_INFO_V1(spindle_purge_expired);
 

@@ -27,7 +27,12 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "spindle.h"
+#include "directory.h"
+#include "slots.h"
+#include "facade.h"
+#include "maintenance.h"
+#include "options.h"
+
 
 PG_FUNCTION_INFO_V1(spindle_spindle_info);
 PG_FUNCTION_INFO_V1(spindle_table_options);

@@ -72,7 +72,13 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "spindle.h"
+#include "directory.h"
+#include "slots.h"
+#include "maintenance.h"
+#include "options.h"
+#include "ttl.h"
+#include "worker.h"
+
 
 PG_FUNCTION_INFO_V1(spindle_worker_info);
 

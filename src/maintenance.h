@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintenance.h
+ *	  Dropping spindles, cleanup of their TIDs, the spindle creator (maintenance.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SPINDLE_MAINTENANCE_H
+#define SPINDLE_MAINTENANCE_H
+
+#include "storage/buf.h"
+#include "utils/rel.h"
+
+struct VacuumParams;
+
+extern int	spindle_drop_droppable(Relation facade);
+extern int	spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
+										 bool use_cache);
+extern void spindle_ensure_ready(Relation facade);
+extern void spindle_cleanup_dropped(Relation facade);
+extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
+									BufferAccessStrategy bstrategy);
+extern bool spindle_request_spindles(Relation facade, int count);
+extern void spindle_count_segment(Relation segrel, int64 *events,
+								  int64 *purged, int64 *dead_to_all,
+								  TransactionId *latest_removed);
+
+#endif							/* SPINDLE_MAINTENANCE_H */

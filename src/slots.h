@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * slots.h
+ *	  Shared-memory slot counters of spindles (slots.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SPINDLE_SLOTS_H
+#define SPINDLE_SLOTS_H
+
+#include "directory.h"
+
+extern int	spindle_max_spindles;
+extern void spindle_slots_shmem_request(void);
+extern void spindle_slots_shmem_startup(void);
+extern int	spindle_slots_take(Relation facade, SpindleDirectory *dir, int i,
+							   int nwanted, int64 *first);
+extern int64 spindle_slots_used(Relation facade, Relation segrel,
+								SpindleEntry *sp, bool *is_full,
+								TimestampTz *filled_at, Relation next_segrel);
+extern bool spindle_slots_reserved(Relation segrel);
+extern bool spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
+							   TimestampTz *filled_at);
+extern bool spindle_slots_peek(Oid segment, int64 *used);
+extern void spindle_slots_forget(Oid segment);
+extern void spindle_slots_forget_database(Oid dboid);
+
+#endif							/* SPINDLE_SLOTS_H */

@@ -1,0 +1,16 @@
+/*-------------------------------------------------------------------------
+ *
+ * ttl.h
+ *	  Time-to-live purge (ttl.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SPINDLE_TTL_H
+#define SPINDLE_TTL_H
+
+#include "datatype/timestamp.h"
+#include "utils/rel.h"
+
+extern int64 spindle_purge_older_than(Relation facade, TimestampTz cutoff);
+
+#endif							/* SPINDLE_TTL_H */
