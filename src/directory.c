@@ -64,6 +64,9 @@ typedef struct DirCacheEntry
 } DirCacheEntry;
 
 static HTAB *dir_cache = NULL;
+
+/* this transaction created spindles (and holds a creation lock) */
+static bool created_spindles = false;
 static List *dir_graveyard = NIL;	/* stale, still pinned directories */
 
 /* ----------------------------------------------------------------
@@ -77,9 +80,17 @@ typedef struct SpiContext
 {
 	Oid			saved_userid;
 	int			saved_sec_context;
+	int			guc_nestlevel;
 	MemoryContext outer;		/* results that outlive SPI_finish go here */
 } SpiContext;
 
+/*
+ * Run the statements below as the bootstrap superuser, with a search_path
+ * of pg_catalog only: the caller's search_path must not be able to put a
+ * function or operator of its own under a name they use (every name is
+ * schema-qualified too), and SECURITY_RESTRICTED_OPERATION keeps them from
+ * changing anything but what they say.
+ */
 static void
 spi_begin(SpiContext *ctx)
 {
@@ -88,12 +99,18 @@ spi_begin(SpiContext *ctx)
 		elog(ERROR, "SPI_connect failed");
 	GetUserIdAndSecContext(&ctx->saved_userid, &ctx->saved_sec_context);
 	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
-						   ctx->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+						   ctx->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	ctx->guc_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
 }
 
 static void
 spi_end(SpiContext *ctx)
 {
+	AtEOXact_GUC(true, ctx->guc_nestlevel);
 	SetUserIdAndSecContext(ctx->saved_userid, ctx->saved_sec_context);
 	SPI_finish();
 }
@@ -197,6 +214,22 @@ dir_xact_callback(XactEvent event, void *arg)
 	ListCell   *lc;
 	HASH_SEQ_STATUS status;
 	DirCacheEntry *e;
+
+	/*
+	 * A prepared transaction would keep the creation lock until COMMIT
+	 * PREPARED, and every producer that needs a new spindle of the table
+	 * would wait for it: refuse, as PostgreSQL refuses to prepare after
+	 * LISTEN or NOTIFY.
+	 */
+	if (event == XACT_EVENT_PRE_PREPARE && created_spindles)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has created spindles"),
+				 errhint("Create the table, or insert its first events, outside the prepared transaction.")));
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
+		created_spindles = false;
 
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
 		event != XACT_EVENT_PARALLEL_COMMIT &&
@@ -351,14 +384,37 @@ spindle_directory_acquire(Relation facade)
 		 * Spindles before the one this backend last inserted into are full
 		 * for good: start the next insert there, not at the oldest spindle.
 		 */
-		for (i = 0; i < dir->nspindles; i++)
-			if (dir->spindles[i].spindle_no >= e->open_spindle_no)
-				break;
-		dir->open_hint = Min(i, Max(dir->nspindles - 1, 0));
+		if (e->open_spindle_no == 0)
+			i = dir->nspindles - 1;	/* no history: start at the newest */
+		else
+			for (i = 0; i < dir->nspindles; i++)
+				if (dir->spindles[i].spindle_no >= e->open_spindle_no)
+					break;
+		dir->open_hint = Max(Min(i, dir->nspindles - 1), 0);
 		e->current = dir;
 	}
 	e->current->pins++;
 	return e->current;
+}
+
+/*
+ * Drop this backend's copy of a facade's directory, so that the next
+ * acquire reads the catalog again (when an invalidation may not have
+ * arrived yet, see spindle_resolve_tid).
+ */
+void
+spindle_directory_forget(Oid facade)
+{
+	DirCacheEntry *e = hash_search(dir_cache, &facade, HASH_FIND, NULL);
+
+	if (e != NULL && e->current != NULL)
+	{
+		if (e->current->pins > 0)
+			bury_directory(e->current);
+		else
+			free_directory(e->current);
+		e->current = NULL;
+	}
 }
 
 /* Remember the spindle this backend inserted into last (see above). */
@@ -574,7 +630,7 @@ next_spindle_no(Relation facade)
 
 	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
 	spi_begin(&spi);
-	spi_run("SELECT max(spindle_no) FROM spindle.spindle_catalog"
+	spi_run("SELECT pg_catalog.max(spindle_no) FROM spindle.spindle_catalog"
 			" WHERE relation OPERATOR(pg_catalog.=) $1",
 			1, types, values, NULL, true);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -741,11 +797,22 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
 				vcount;
 
 	allocate_range(facade, capacity, &vbase, &vcount);
-	p.spindle_no = spindle_no;
-	p.fxid = GetCurrentFullTransactionId();
-	p.vbase = (uint32) vbase;
-	p.vcount = (uint32) vcount;
-	spindle_pending_add(facade, &p);
+
+	/*
+	 * Record the range as pending, unless the table itself was created (or
+	 * given new storage) by this very subtransaction: if that rolls back,
+	 * the table's storage and indexes go with it.
+	 */
+	if (facade->rd_createSubid != GetCurrentSubTransactionId() &&
+		facade->rd_firstRelfilenodeSubid != GetCurrentSubTransactionId())
+	{
+		p.spindle_no = spindle_no;
+		p.fxid = GetCurrentFullTransactionId();
+		p.vbase = (uint32) vbase;
+		p.vcount = (uint32) vcount;
+		p.nspindles = 1;
+		spindle_pending_add(facade, &p);
+	}
 
 	snprintf(relname, sizeof(relname), "s%u_%lld",
 			 RelationGetRelid(facade), (long long) spindle_no);
@@ -874,6 +941,7 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 		capacity = spindle_events_per_spindle;
 
 	forget_committed_pending(facade);
+	created_spindles = true;
 	for (i = 0; i < ncreate; i++)
 		create_one_spindle(facade, next_spindle_no(facade), capacity);
 
@@ -1059,32 +1127,43 @@ spindle_catalog_set_filled(Oid facade, int64 spindle_no, TimestampTz when)
 }
 
 /*
- * ALTER TABLE SET (events_per_spindle): give the new capacity to every
- * spindle of the facade that has no events yet.  The caller holds
- * AccessExclusiveLock on the facade, so no insert is under way.
+ * ALTER TABLE SET (events_per_spindle): the spindles that have no events
+ * yet are replaced by spindles of the new capacity (a spindle's range of
+ * TIDs is its capacity, so it cannot just be relabelled).  The caller
+ * holds AccessExclusiveLock on the facade, so no insert is under way and
+ * an empty spindle has no index entry.  Their numbers are not reused.
  */
 void
 spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 {
 	SpindleDirectory *dir;
-	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
-	Datum		values[3];
+	Oid			types[2] = {OIDOID, INT8OID};
+	Datum		values[2];
+	int			replaced = 0;
 	int			i;
 
 	dir = spindle_directory_acquire(facade);
 	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
-	values[2] = Int64GetDatum(capacity);
 	for (i = 0; i < dir->nspindles; i++)
 	{
+		ObjectAddress addr;
+
 		if (segment_is_empty(dir->spindles[i].segment) != 1)
 			continue;
+		ObjectAddressSet(addr, RelationRelationId, dir->spindles[i].segment);
+		performDeletion(&addr, DROP_RESTRICT,
+						PERFORM_DELETION_INTERNAL | PERFORM_DELETION_QUIETLY);
 		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
-		catalog_write("UPDATE spindle.spindle_catalog SET capacity = $3"
+		catalog_write("DELETE FROM spindle.spindle_catalog"
 					  " WHERE relation OPERATOR(pg_catalog.=) $1"
 					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
-					  3, types, values);
+					  2, types, values);
 		spindle_slots_forget(dir->spindles[i].segment);
+		replaced++;
 	}
 	spindle_directory_release(dir);
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
+	CommandCounterIncrement();
+	if (replaced > 0)
+		(void) spindle_create_spindles(facade, 1, true);
 }

@@ -53,6 +53,7 @@ typedef struct SpindleRange
 extern void spindle_directory_init(void);
 extern SpindleDirectory *spindle_directory_acquire(Relation facade);
 extern void spindle_directory_release(SpindleDirectory *dir);
+extern void spindle_directory_forget(Oid facade);
 extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot);

@@ -142,11 +142,15 @@ spindle_tuple_vtid(SpindleEntry *sp, HeapTuple tuple, ItemPointer vtid)
 	spindle_vslot_to_tid(sp->vbase + k, vtid);
 }
 
-/*
- * Is vslot in a range whose creator may still commit?  Then its events are
- * invisible to us but perhaps alive.
- */
-static bool
+typedef enum VslotPending
+{
+	NOT_PENDING,				/* in no pending range */
+	PENDING_RUNNING,			/* its creator may still commit */
+	PENDING_ENDED				/* its creator ended: committed or not */
+} VslotPending;
+
+/* Is vslot in a pending range (see slotmap.c), and is its creator running? */
+static VslotPending
 vslot_pending(Relation facade, int64 vslot)
 {
 	SpindlePending pending[SPINDLE_MAX_PENDING];
@@ -156,8 +160,9 @@ vslot_pending(Relation facade, int64 vslot)
 	for (i = 0; i < n; i++)
 		if (vslot >= pending[i].vbase &&
 			vslot < (int64) pending[i].vbase + pending[i].vcount)
-			return spindle_pending_in_progress(&pending[i]);
-	return false;
+			return spindle_pending_in_progress(&pending[i]) ?
+				PENDING_RUNNING : PENDING_ENDED;
+	return NOT_PENDING;
 }
 
 /*
@@ -194,15 +199,27 @@ spindle_resolve_tid(Relation facade, ItemPointer vtid, SpindleEntry *sp,
 	SpindleDirectory *dir;
 	SpindleEntry *found;
 
+	VslotPending pending = NOT_PENDING;
+
 	if (vslot < 0)
 		return TID_DEAD;
 	dir = spindle_directory_acquire(facade);
 	found = spindle_find_by_vslot(dir, vslot);
 	if (found == NULL)
 	{
-		/* maybe a spindle created since the directory was read */
+		/*
+		 * Maybe a spindle created since the directory was read.  Look at
+		 * the pending ranges first, then at the catalog: a creator that was
+		 * running when we looked and commits now is found in the catalog.
+		 * One that has just ended may not have sent its invalidation yet,
+		 * so read the catalog afresh then.
+		 */
 		spindle_directory_release(dir);
-		AcceptInvalidationMessages();
+		pending = vslot_pending(facade, vslot);
+		if (pending == PENDING_ENDED)
+			spindle_directory_forget(RelationGetRelid(facade));
+		else
+			AcceptInvalidationMessages();
 		dir = spindle_directory_acquire(facade);
 		found = spindle_find_by_vslot(dir, vslot);
 	}
@@ -210,7 +227,7 @@ spindle_resolve_tid(Relation facade, ItemPointer vtid, SpindleEntry *sp,
 		*sp = *found;
 	spindle_directory_release(dir);
 	if (found == NULL)
-		return vslot_pending(facade, vslot) ? TID_UNKNOWN : TID_DEAD;
+		return pending == PENDING_RUNNING ? TID_UNKNOWN : TID_DEAD;
 	if (!spindle_slotmap_get(facade, vslot, ptid))
 		return TID_DEAD;
 	return TID_IN_SPINDLE;
@@ -275,16 +292,19 @@ obtain_spindles(Relation facade, int64 need, int64 capacity,
 
 /*
  * Store `n` events of spindle sp, numbered k0.., from slots[]: form each
- * tuple with its hidden columns, let heap place them, record them in the
- * slot map, and give each slot its virtual TID.
+ * tuple with its hidden columns (k and the append time, taken here), let
+ * heap place them, record them in the slot map, and give each slot its
+ * virtual TID.
  */
 static void
 store_events(Relation facade, Relation seg, SpindleEntry *sp,
-			 TupleTableSlot **slots, int n, int64 k0, uint32 now,
+			 TupleTableSlot **slots, int n, int64 k0,
 			 CommandId cid, int options, BulkInsertState bistate,
 			 bool speculative, uint32 specToken)
 {
 	ItemPointerData *ptids = palloc(sizeof(ItemPointerData) * n);
+	/* stamped now, with the spindle open: never before its creation */
+	uint32		now = spindle_time_now();
 	int			j;
 
 	if (n == 1)
@@ -347,7 +367,6 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 	SpindleDirectory *dir;
 	int			done = 0;
 	int			retries = 0;
-	uint32		now = spindle_time_now();
 
 	CheckForSerializableConflictIn(facade, NULL, InvalidBlockNumber);
 	dir = spindle_directory_acquire(facade);
@@ -361,16 +380,19 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 
 		/*
 		 * A directory's starting point comes from this backend's past
-		 * inserts; trust it only if the spindle before it is full (then all
-		 * before it are: spindles fill in order).
+		 * inserts, else it is the newest spindle; move it back while the
+		 * spindle before it is not full (spindles fill in order, so all
+		 * before a full one are full too).  A backend never walks the
+		 * spindles that are full, nor locks them.
 		 */
 		if (!dir->hint_checked)
 		{
 			TimestampTz filled_at;
 
-			if (dir->open_hint > 0 &&
-				!spindle_slots_full(facade, dir, dir->open_hint - 1, &filled_at))
-				dir->open_hint = 0;
+			while (dir->open_hint > 0 &&
+				   !spindle_slots_full(facade, dir, dir->open_hint - 1,
+									   &filled_at))
+				dir->open_hint--;
 			dir->hint_checked = true;
 		}
 
@@ -383,7 +405,8 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 			got = spindle_slots_take(facade, dir, i, nslots - done, &k0);
 			if (got > 0)
 				break;
-			relation_close(seg, NoLock);
+			/* full: nothing of ours is in it, no need to keep it locked */
+			relation_close(seg, RowExclusiveLock);
 			seg = NULL;
 		}
 		if (seg == NULL)
@@ -425,8 +448,9 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 			last_bistate_segment = sp->segment;
 		}
 
-		store_events(facade, seg, sp, &slots[done], got, k0, now, cid,
+		store_events(facade, seg, sp, &slots[done], got, k0, cid,
 					 options, bistate, speculative, specToken);
+		spindle_slots_placed(sp);
 		relation_close(seg, NoLock);
 		done += got;
 	}

@@ -49,6 +49,7 @@
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "storage/procarray.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -305,7 +306,22 @@ spindle_log_drop_conflict(Relation seg, TransactionId latest_removed)
 }
 
 /*
- * Drop every droppable spindle of a facade; returns how many and adds the
+ * How many spindles one transaction drops at most.  Each drop holds about
+ * five locks to commit (the spindle, its TOAST table and index, its row
+ * types), so a transaction dropping thousands of spindles would exhaust
+ * the shared lock table and fail every time it is retried.  A quarter of
+ * the lock table's room is taken at most; the worker goes on in further
+ * transactions, and drop_spindles() returns how many it dropped.
+ */
+int
+spindle_drops_per_transaction(void)
+{
+	return Max(8, max_locks_per_xact * MaxBackends / 20);
+}
+
+/*
+ * Drop every droppable spindle of a facade (up to
+ * spindle_drops_per_transaction()); returns how many and adds the
  * bytes they held to *bytes_freed.  Skips the table if another maintenance
  * run holds it, and any spindle somebody has locked.  Also records the
  * fill time of full spindles.  Called with at least AccessShareLock on the
@@ -327,7 +343,7 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 	spindle_cleanup_dropped(facade);
 
 	dir = spindle_directory_acquire(facade);
-	for (i = 0; i < dir->nspindles; i++)
+	for (i = 0; i < dir->nspindles && ndropped < spindle_drops_per_transaction(); i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
 		Relation	seg;
@@ -361,6 +377,19 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 		if (dead < events ||
 			!ConditionalLockRelationOid(sp->segment, AccessExclusiveLock))
 		{
+			relation_close(seg, AccessShareLock);
+			continue;
+		}
+
+		/*
+		 * Count again now that nobody else holds it: an insert that took
+		 * the last slot before we looked may have placed its event since
+		 * (it held the spindle until then, and counts may be cached).
+		 */
+		spindle_count_segment(seg, &events, &purged, &dead, &latest_removed);
+		if (dead < events)
+		{
+			UnlockRelationOid(sp->segment, AccessExclusiveLock);
 			relation_close(seg, AccessShareLock);
 			continue;
 		}

@@ -13,6 +13,7 @@
 
 struct VacuumParams;
 
+extern int	spindle_drops_per_transaction(void);
 extern int	spindle_drop_droppable(Relation facade);
 extern int	spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 										 bool use_cache);

@@ -66,7 +66,7 @@
 
 
 #define SPINDLE_META_MAGIC		0x53504E32	/* "SPN2" */
-#define SPINDLE_META_VERSION	2
+#define SPINDLE_META_VERSION	3
 
 typedef struct SpindleMetaPageData
 {
@@ -456,7 +456,9 @@ spindle_pending_in_progress(const SpindlePending *p)
 
 /*
  * Record a pending range.  The caller holds the table's creation lock, so
- * no other allocation runs at the same time.
+ * no other allocation runs at the same time.  The ranges of consecutive
+ * spindles made by one (sub)transaction, which share their fate, are kept
+ * as one entry, so a transaction may create any number of them.
  */
 void
 spindle_pending_add(Relation facade, const SpindlePending *p)
@@ -465,7 +467,10 @@ spindle_pending_add(Relation facade, const SpindlePending *p)
 	SpindleMetaPageData *meta = MetaGet(BufferGetPage(buf));
 	GenericXLogState *state;
 
-	if (meta->npending >= SPINDLE_MAX_PENDING)
+	if (meta->npending >= SPINDLE_MAX_PENDING &&
+		!(FullTransactionIdEquals(meta->pending[meta->npending - 1].fxid, p->fxid) &&
+		  meta->pending[meta->npending - 1].vbase +
+		  meta->pending[meta->npending - 1].vcount == p->vbase))
 	{
 		UnlockReleaseBuffer(buf);
 		ereport(ERROR,
@@ -478,7 +483,19 @@ spindle_pending_add(Relation facade, const SpindlePending *p)
 	}
 	state = GenericXLogStart(facade);
 	meta = MetaGet(GenericXLogRegisterBuffer(state, buf, 0));
-	meta->pending[meta->npending++] = *p;
+	if (meta->npending > 0 &&
+		FullTransactionIdEquals(meta->pending[meta->npending - 1].fxid, p->fxid) &&
+		meta->pending[meta->npending - 1].vbase +
+		meta->pending[meta->npending - 1].vcount == p->vbase &&
+		meta->pending[meta->npending - 1].spindle_no +
+		meta->pending[meta->npending - 1].nspindles == p->spindle_no)
+	{
+		/* the next spindle of the same (sub)transaction, right after */
+		meta->pending[meta->npending - 1].vcount += p->vcount;
+		meta->pending[meta->npending - 1].nspindles += p->nspindles;
+	}
+	else
+		meta->pending[meta->npending++] = *p;
 	GenericXLogFinish(state);
 	UnlockReleaseBuffer(buf);
 }
@@ -500,7 +517,7 @@ spindle_next_spindle_no(Relation facade, int64 floor)
 	int			i;
 
 	for (i = 0; i < (int) meta->npending; i++)
-		next = Max(next, meta->pending[i].spindle_no + 1);
+		next = Max(next, meta->pending[i].spindle_no + meta->pending[i].nspindles);
 	state = GenericXLogStart(facade);
 	meta = MetaGet(GenericXLogRegisterBuffer(state, buf, 0));
 	meta->next_spindle_no = next + 1;
@@ -522,7 +539,7 @@ spindle_peek_spindle_no(Relation facade)
 	int			i;
 
 	for (i = 0; i < (int) meta->npending; i++)
-		next = Max(next, meta->pending[i].spindle_no + 1);
+		next = Max(next, meta->pending[i].spindle_no + meta->pending[i].nspindles);
 	UnlockReleaseBuffer(buf);
 	return next;
 }

@@ -27,13 +27,14 @@
 /* A range of virtual slots allocated to a spindle not yet known committed. */
 typedef struct SpindlePending
 {
-	int64		spindle_no;
-	FullTransactionId fxid;		/* (sub)transaction that created it */
-	uint32		vbase;
+	int64		spindle_no;		/* the first of nspindles consecutive ones */
+	FullTransactionId fxid;		/* (sub)transaction that created them */
+	uint32		vbase;			/* their ranges, one after the other */
 	uint32		vcount;
+	int32		nspindles;
 } SpindlePending;
 
-#define SPINDLE_MAX_PENDING 256
+#define SPINDLE_MAX_PENDING 200
 
 static inline void
 spindle_vslot_to_tid(int64 vslot, ItemPointer tid)

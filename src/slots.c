@@ -63,6 +63,7 @@ typedef struct SlotEntry
 	int64		spindle_no;
 	int64		capacity;		/* its number of virtual slots */
 	pg_atomic_uint64 used;		/* slots handed out (may pass capacity) */
+	pg_atomic_uint32 inflight;	/* reservations not yet placed and mapped */
 	pg_atomic_uint32 full;
 	pg_atomic_uint64 filled_at; /* TimestampTz when it became full */
 } SlotEntry;
@@ -215,8 +216,11 @@ mark_full(SlotEntry *e)
 
 /*
  * Remove entries of full spindles to make room (a full spindle's entry is
- * rebuilt from disk if it is needed again).  The caller holds SlotsLock
- * exclusively.
+ * rebuilt from disk if it is needed again), but never one with a
+ * reservation still in flight: its k is not on disk yet, and a rebuilt
+ * counter would hand it out again.  (A reservation whose insert failed
+ * before placing its tuple keeps its entry for good; that is rare and
+ * costs one entry.)  The caller holds SlotsLock exclusively.
  */
 static void
 evict_full_entries(void)
@@ -226,7 +230,8 @@ evict_full_entries(void)
 
 	hash_seq_init(&status, slot_hash);
 	while ((e = hash_seq_search(&status)) != NULL)
-		if (pg_atomic_read_u32(&e->full))
+		if (pg_atomic_read_u32(&e->full) &&
+			pg_atomic_read_u32(&e->inflight) == 0)
 			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
 }
 
@@ -298,6 +303,7 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 		e->spindle_no = sp.spindle_no;
 		e->capacity = sp.vcount;
 		pg_atomic_init_u64(&e->used, (uint64) used);
+		pg_atomic_init_u32(&e->inflight, 0);
 		pg_atomic_init_u32(&e->full, 0);
 		pg_atomic_init_u64(&e->filled_at, 0);
 		if (full)
@@ -358,6 +364,7 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 			LWLockRelease(slot_shared->lock);
 			return 0;
 		}
+		pg_atomic_fetch_add_u32(&e->inflight, 1);
 		n = pg_atomic_fetch_add_u64(&e->used, nwanted);
 		if (n >= (uint64) e->capacity)
 			got = 0;
@@ -365,6 +372,8 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 			got = (int) Min((uint64) nwanted, (uint64) e->capacity - n);
 		if (n + nwanted >= (uint64) e->capacity)
 			mark_full(e);
+		if (got == 0)
+			pg_atomic_fetch_sub_u32(&e->inflight, 1);
 		LWLockRelease(slot_shared->lock);
 		*first = (int64) n;
 		return got;
@@ -375,7 +384,7 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
  * Is spindle i of dir full?  Builds its counter if it has none (counting
  * its pages once); *filled_at is when it became full, if known (never
  * earlier than the truth: after a restart, the moment it was found full).
- * False for a spindle that no longer exists.
+ * A spindle that no longer exists counts as full (it was dropped full).
  */
 bool
 spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
@@ -390,7 +399,7 @@ spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 		bool		full;
 
 		if (!ensure_entry(facade, dir, i))
-			return false;
+			return true;
 		LWLockAcquire(slot_shared->lock, LW_SHARED);
 		e = lookup(sp->segment);
 		if (e == NULL || e->spindle_no != sp->spindle_no)
@@ -461,6 +470,23 @@ spindle_slots_peek(Oid segment, int64 *used)
 		*used = Min((int64) pg_atomic_read_u64(&e->used), e->capacity);
 	LWLockRelease(slot_shared->lock);
 	return present;
+}
+
+/*
+ * The reservation made by spindle_slots_take() on spindle sp is placed and
+ * its slot map entries written (call only when it got slots).
+ */
+void
+spindle_slots_placed(SpindleEntry *sp)
+{
+	SlotEntry  *e;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(sp->segment);
+	/* never evicted meanwhile: it had a reservation in flight */
+	if (e != NULL && e->spindle_no == sp->spindle_no)
+		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+	LWLockRelease(slot_shared->lock);
 }
 
 /* Has any slot of this spindle been handed out (maybe not yet on disk)? */

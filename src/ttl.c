@@ -33,6 +33,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/procarray.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -144,7 +145,8 @@ purged_at_commit(SpindleEntry *sp)
  * Delete the events of one page that our snapshot sees and whose append
  * time is at or before cutoff (all of them when cutoff is the maximum);
  * count them.  *complete is cleared when an expired event could not be
- * deleted (another transaction holds it).
+ * deleted (another transaction holds it) or cannot be seen yet (its
+ * insert is still in progress, or committed after our snapshot).
  */
 static int64
 purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
@@ -158,6 +160,7 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 	Page		page;
 	OffsetNumber off,
 				maxoff;
+	TransactionId horizon = GetOldestNonRemovableTransactionId(seg);
 
 	buf = ReadBuffer(seg, blk);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -174,9 +177,18 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 		tuple.t_len = ItemIdGetLength(itemid);
 		tuple.t_tableOid = RelationGetRelid(seg);
 		ItemPointerSet(&tuple.t_self, blk, off);
-		if (spindle_event_time(tuple.t_data, tuple.t_len) <= cutoff &&
-			HeapTupleSatisfiesVisibility(&tuple, snapshot, buf))
+		if (spindle_event_time(tuple.t_data, tuple.t_len) > cutoff)
+			continue;
+		if (HeapTupleSatisfiesVisibility(&tuple, snapshot, buf))
 			offsets[n++] = off;
+		else
+		{
+			HTSV_Result state = HeapTupleSatisfiesVacuum(&tuple, horizon, buf);
+
+			/* not ours to see yet (an insert in progress): not done */
+			if (state != HEAPTUPLE_DEAD && state != HEAPTUPLE_RECENTLY_DEAD)
+				*complete = false;
+		}
 	}
 	UnlockReleaseBuffer(buf);
 

@@ -528,7 +528,15 @@ worker_round(MemoryContext roundcxt)
 			continue;
 		if (list_member_oid(with_ttl, relid))
 			run_step(relid, step_purge, &dropped, &freed);
-		run_step(relid, step_drop, &dropped, &freed);
+		/* a transaction drops a bounded number: go on while it hits it */
+		for (int n = 0; n < 32; n++)
+		{
+			int64		before = dropped;
+
+			run_step(relid, step_drop, &dropped, &freed);
+			if (dropped - before < spindle_drops_per_transaction())
+				break;
+		}
 		run_step(relid, step_ready, &dropped, &freed);
 	}
 	pgstat_report_stat(true);

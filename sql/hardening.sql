@@ -1,0 +1,123 @@
+--
+-- hardening: defects a hostile review found in the core, each reproduced.
+--
+\set VERBOSITY terse
+
+-- 1. The statements spindle runs as superuser use no name the caller's
+-- search_path could redirect: a role that plants its own max() gains
+-- nothing.
+CREATE ROLE regress_spindle_alice;
+CREATE SCHEMA alice AUTHORIZATION regress_spindle_alice;
+GRANT USAGE ON SCHEMA spindle TO regress_spindle_alice;
+SET ROLE regress_spindle_alice;
+CREATE FUNCTION alice.evil(bigint, bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        EXECUTE 'ALTER ROLE regress_spindle_alice SUPERUSER';
+    END IF;
+    RETURN greatest($1, $2);
+END $$;
+CREATE AGGREGATE alice.max(bigint) (SFUNC = alice.evil, STYPE = bigint);
+SET search_path = alice, pg_catalog;
+BEGIN;
+CREATE TABLE alice.t (a int) USING spindle WITH (events_per_spindle = 1);
+INSERT INTO alice.t VALUES (1), (2), (3);
+COMMIT;
+RESET search_path;
+RESET ROLE;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_spindle_alice';
+SELECT count(*) FROM alice.t;
+DROP SCHEMA alice CASCADE;
+REVOKE USAGE ON SCHEMA spindle FROM regress_spindle_alice;
+DROP ROLE regress_spindle_alice;
+
+-- 2. ALTER TABLE SET (events_per_spindle) gives the empty spindles the new
+-- capacity for real: no spindle holds more than its capacity, none stops
+-- short of it.
+CREATE TABLE hc (id int) USING spindle WITH (events_per_spindle = 1000);
+ALTER TABLE hc SET (events_per_spindle = 5);
+INSERT INTO hc SELECT generate_series(1, 12);
+SELECT capacity, events FROM spindle.spindles
+ WHERE relation = 'hc'::regclass AND state <> 'ready' ORDER BY spindle_no;
+ALTER TABLE hc SET (events_per_spindle = 100);
+INSERT INTO hc SELECT generate_series(13, 30);
+SELECT capacity, events FROM spindle.spindles
+ WHERE relation = 'hc'::regclass AND state <> 'ready' ORDER BY spindle_no;
+SELECT count(*) AS over_capacity FROM spindle.spindles
+ WHERE relation = 'hc'::regclass AND events > capacity;
+-- rolled back: the old capacity stays
+BEGIN;
+ALTER TABLE hc SET (events_per_spindle = 7);
+ROLLBACK;
+INSERT INTO hc SELECT generate_series(31, 40);
+SELECT capacity, events FROM spindle.spindles
+ WHERE relation = 'hc'::regclass AND state <> 'ready' ORDER BY spindle_no;
+SELECT count(*), count(DISTINCT ctid) FROM hc;
+
+-- 3. A transaction may create any number of spindles (their pending TID
+-- ranges are kept as one), in a table it made or in an existing one.
+BEGIN;
+CREATE TABLE hm (id int PRIMARY KEY) USING spindle WITH (events_per_spindle = 10);
+INSERT INTO hm SELECT generate_series(1, 3000);
+COMMIT;
+CREATE TABLE hm2 USING spindle WITH (events_per_spindle = 100)
+    AS SELECT g AS id FROM generate_series(1, 30000) g;
+CREATE TABLE hm3 (id int PRIMARY KEY) USING spindle WITH (events_per_spindle = 10);
+BEGIN;
+LOCK TABLE hm3 IN ACCESS EXCLUSIVE MODE;
+INSERT INTO hm3 SELECT generate_series(1, 3000);
+COMMIT;
+SELECT (SELECT count(*) FROM hm), (SELECT count(*) FROM hm2), (SELECT count(*) FROM hm3);
+-- and rolled back, the same: nothing of it is ever found through an index
+BEGIN;
+LOCK TABLE hm3 IN ACCESS EXCLUSIVE MODE;
+INSERT INTO hm3 SELECT generate_series(5001, 8000);
+ROLLBACK;
+SET enable_seqscan = off;
+SELECT count(*) FROM hm3 WHERE id > 5000;
+RESET enable_seqscan;
+VACUUM hm3;
+INSERT INTO hm3 SELECT generate_series(5001, 5100);
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT count(*), min(id), max(id) FROM hm3 WHERE id > 5000;
+RESET enable_bitmapscan;
+RESET enable_seqscan;
+
+-- 4. A session's first insert neither walks nor locks the full spindles
+\c -
+BEGIN;
+INSERT INTO hm VALUES (3001);
+SELECT count(*) < 20 AS few_locks FROM pg_locks WHERE pid = pg_backend_pid();
+COMMIT;
+
+-- 5. A transaction that created spindles cannot be prepared (it would hold
+-- the table's creation lock until COMMIT PREPARED)
+CREATE TABLE hp (id int) USING spindle WITH (events_per_spindle = 2);
+BEGIN;
+LOCK TABLE hp IN ACCESS EXCLUSIVE MODE;
+INSERT INTO hp SELECT generate_series(1, 10);
+PREPARE TRANSACTION 'hp_create';
+\echo :SQLSTATE
+SELECT count(*) FROM pg_prepared_xacts;
+SELECT count(*) FROM hp;
+-- one that only inserts into existing spindles can
+BEGIN;
+INSERT INTO hp VALUES (100);
+PREPARE TRANSACTION 'hp_insert';
+COMMIT PREPARED 'hp_insert';
+SELECT count(*) FROM hp;
+
+-- 6. Dropping thousands of spindles at once takes a bounded number of locks
+-- per transaction; successive calls drop the rest
+CREATE TABLE hd (id int) USING spindle WITH (events_per_spindle = 1);
+INSERT INTO hd SELECT generate_series(1, 600);
+DELETE FROM hd;
+SELECT spindle.drop_spindles('hd') AS d1 \gset
+SELECT spindle.drop_spindles('hd') AS d2 \gset
+SELECT spindle.drop_spindles('hd') AS d3 \gset
+SELECT spindle.drop_spindles('hd') AS d4 \gset
+SELECT :d1 + :d2 + :d3 + :d4 AS dropped, :d1 < 600 AS first_call_bounded;
+SELECT count(*) FROM spindle.spindles WHERE relation = 'hd'::regclass AND state = 'full';
+
+DROP TABLE hc, hm, hm2, hm3, hp, hd;
