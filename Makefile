@@ -29,7 +29,7 @@ REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast ti
 	purge_expired freeze inheritance privileges hardening
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
-ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue
+ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1

@@ -121,3 +121,31 @@ SELECT :d1 + :d2 + :d3 + :d4 AS dropped, :d1 < 600 AS first_call_bounded;
 SELECT count(*) FROM spindle.spindles WHERE relation = 'hd'::regclass AND state = 'full';
 
 DROP TABLE hc, hm, hm2, hm3, hp, hd;
+
+-- 7. The views are security barriers: a role's own function in a WHERE
+-- clause sees no row of a table the role may not read
+CREATE ROLE regress_spindle_peek;
+CREATE TABLE hsecret (id int) USING spindle;
+GRANT USAGE ON SCHEMA spindle TO regress_spindle_peek;
+CREATE FUNCTION hpeek(regclass) RETURNS boolean LANGUAGE plpgsql COST 0.0000001
+    AS $$ BEGIN RAISE NOTICE 'peeked at %', $1; RETURN true; END $$;
+SET ROLE regress_spindle_peek;
+SELECT count(*) FROM spindle.tables WHERE hpeek(relation);
+SELECT count(*) FROM spindle.spindles WHERE hpeek(relation);
+RESET ROLE;
+DROP FUNCTION hpeek(regclass);
+DROP TABLE hsecret;
+REVOKE USAGE ON SCHEMA spindle FROM regress_spindle_peek;
+DROP ROLE regress_spindle_peek;
+
+-- 8. Nothing is purged or dropped in a read-only transaction
+CREATE TABLE hro (id int) USING spindle WITH (events_per_spindle = 1);
+INSERT INTO hro SELECT generate_series(1, 3);
+BEGIN TRANSACTION READ ONLY;
+SELECT spindle.purge_expired('hro', '0s');
+ROLLBACK;
+BEGIN TRANSACTION READ ONLY;
+SELECT spindle.drop_spindles('hro');
+ROLLBACK;
+SELECT count(*) FROM hro;
+DROP TABLE hro;

@@ -74,10 +74,12 @@ CREATE FUNCTION spindle._table_options(rel regclass,
     OUT events_per_spindle bigint, OUT time_to_live interval)
     AS 'MODULE_PATHNAME', 'spindle_table_options' LANGUAGE C STRICT STABLE;
 
-CREATE VIEW spindle.spindles AS
+CREATE VIEW spindle.spindles WITH (security_barrier) AS
     SELECT * FROM spindle._spindle_info();
 
-CREATE VIEW spindle.tables AS
+-- security_barrier: a caller's own functions in a WHERE clause must not see
+-- rows of tables the caller may not read before the privilege filter does
+CREATE VIEW spindle.tables WITH (security_barrier) AS
     SELECT c.relation::regclass AS relation,
            o.events_per_spindle,
            o.time_to_live,

@@ -52,6 +52,7 @@
 #include "storage/smgr.h"
 #include "optimizer/plancat.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
@@ -368,6 +369,20 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 	int			done = 0;
 	int			retries = 0;
 
+	/*
+	 * A table rewrite (ALTER TABLE ... TYPE and the like, even when it
+	 * reached this table in a way the utility hook could not see) copies
+	 * the rows into a transient table and would lose the spindles: refuse.
+	 * (VACUUM FULL and CLUSTER copy no rows: copy_for_cluster below.)
+	 */
+	if (OidIsValid(facade->rd_rel->relrewrite))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("spindle table \"%s\" cannot be rewritten",
+						get_rel_name(facade->rd_rel->relrewrite)),
+				 errdetail("Changing the columns of a spindle table would rewrite it into new storage."),
+				 errhint("Create a new spindle table and copy the events with INSERT ... SELECT.")));
+	spindle_check_layout(facade);
 	CheckForSerializableConflictIn(facade, NULL, InvalidBlockNumber);
 	dir = spindle_directory_acquire(facade);
 	while (done < nslots)

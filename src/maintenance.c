@@ -51,6 +51,7 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/procarray.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -616,6 +617,8 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 {
 	int			total = 0;
 
+	PreventCommandIfReadOnly("spindle.drop_spindles()");
+
 	if (!PG_ARGISNULL(0))
 	{
 		Oid			relid = PG_GETARG_OID(0);
@@ -625,9 +628,13 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 		if (!pg_class_ownercheck(relid, GetUserId()))
 			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
 						   get_rel_name(relid));
-		rel = spindle_open_facade(relid, AccessShareLock);
-		total = spindle_drop_droppable(rel);
-		relation_close(rel, NoLock);
+		/* it never waits: a table someone holds exclusively is skipped */
+		if (ConditionalLockRelationOid(relid, AccessShareLock))
+		{
+			rel = spindle_open_facade(relid, NoLock);
+			total = spindle_drop_droppable(rel);
+			relation_close(rel, NoLock);
+		}
 	}
 	else
 	{
@@ -639,11 +646,15 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 			Oid			relid = lfirst_oid(lc);
 			Relation	rel;
 
-			if (!pg_class_ownercheck(relid, GetUserId()))
+			if (!pg_class_ownercheck(relid, GetUserId()) ||
+				!ConditionalLockRelationOid(relid, AccessShareLock))
 				continue;
-			rel = try_relation_open(relid, AccessShareLock);
+			rel = try_relation_open(relid, NoLock);
 			if (rel == NULL)
+			{
+				UnlockRelationOid(relid, AccessShareLock);
 				continue;
+			}
 			if (spindle_is_facade(rel))
 				total += spindle_drop_droppable(rel);
 			relation_close(rel, NoLock);

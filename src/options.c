@@ -604,6 +604,26 @@ refuse_alter_through_parent(AlterTableStmt *stmt, Oid relid)
 	}
 }
 
+/* Does this ALTER TABLE set or reset one of spindle's options? */
+static bool
+alter_sets_spindle_options(AlterTableStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+		ListCell   *lc2;
+
+		if (cmd->subtype != AT_SetRelOptions && cmd->subtype != AT_ResetRelOptions)
+			continue;
+		foreach(lc2, (List *) cmd->def)
+			if (is_spindle_option(lfirst_node(DefElem, lc2)))
+				return true;
+	}
+	return false;
+}
+
 /*
  * ALTER TABLE on a spindle table: refuse what would rewrite it, take
  * spindle's options out of SET/RESET.  Returns the options to apply
@@ -939,8 +959,12 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				if (!pg_class_ownercheck(relid, GetUserId()))
 					aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
 								   stmt->relation->relname);
-				/* keep inserts out while capacities of empty spindles change */
-				LockRelationOid(relid, ShareRowExclusiveLock);
+				/*
+				 * Keep inserts out while capacities of empty spindles change
+				 * (only then: other ALTERs take core's own locks).
+				 */
+				if (alter_sets_spindle_options(stmt))
+					LockRelationOid(relid, ShareRowExclusiveLock);
 				if (!relid_is_facade(relid))
 					break;		/* dropped meanwhile: core reports it */
 				{
@@ -995,6 +1019,11 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			break;
 	}
 	pause_db = database_needing_exclusivity(parsetree);
+	/* only for a role the command itself would let through */
+	if (OidIsValid(pause_db) && !superuser() &&
+		!pg_database_ownercheck(pause_db, GetUserId()) &&
+		!(IsA(parsetree, CreatedbStmt) && have_createdb_privilege()))
+		pause_db = InvalidOid;
 
 	/*
 	 * Run the statement.  A CREATE remembers its options while core runs it
@@ -1029,6 +1058,9 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			spindle_worker_resume(pause_db);
 		}
 		PG_END_TRY();
+		/* the database is gone, and nobody was connected to it */
+		if (IsA(parsetree, DropdbStmt))
+			spindle_slots_forget_database(pause_db);
 	}
 	else
 		run_utility(pstmt, queryString, context, params, queryEnv, dest, qc);

@@ -351,6 +351,31 @@ check_publication(const char *pubname)
 							get_namespace_name(nsp), name),
 					 errdetail(DETAIL_NO_DECODING),
 					 errhint("Publish the ordinary tables of the schema with FOR TABLE, or move its spindle tables to a schema that is not published.")));
+		/* partitions of its partitioned tables are published too, wherever they are */
+		{
+			ListCell   *lc2;
+
+			foreach(lc2, GetSchemaPublicationRelations(nsp, PUBLICATION_PART_ALL))
+			{
+				HeapTuple	reltup = SearchSysCache1(RELOID,
+													 ObjectIdGetDatum(lfirst_oid(lc2)));
+				SpindleRelKind kind;
+				char	   *relname;
+
+				if (!HeapTupleIsValid(reltup))
+					continue;
+				kind = classify(&oids, (Form_pg_class) GETSTRUCT(reltup));
+				relname = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(reltup))->relname));
+				ReleaseSysCache(reltup);
+				if (kind != REL_OTHER)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot publish schema \"%s\", whose partitioned tables have spindle partition \"%s\"",
+									get_namespace_name(nsp), relname),
+							 errdetail(DETAIL_NO_DECODING),
+							 errhint(HINT_PUBLISH_ORDINARY)));
+			}
+		}
 	}
 }
 
@@ -542,9 +567,6 @@ spindle_publication_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		default:
 			break;
 	}
-	if (check_pub != NULL)
-		lock_publications(LOCK_FOR_PUBLICATION);
-
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 							queryEnv, dest, qc);
@@ -552,8 +574,17 @@ spindle_publication_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 
+	/*
+	 * Lock only now, after core took the locks of the tables it names: a
+	 * transaction creating a spindle table while holding one of them must
+	 * not wait for us while we wait for it.  Both sides lock before they
+	 * check and keep the lock to commit, so one of them sees the other.
+	 */
 	if (check_pub != NULL)
+	{
+		lock_publications(LOCK_FOR_PUBLICATION);
 		check_publication(check_pub);
+	}
 	foreach(lc, moved_rvs)
 	{
 		Oid			relid = RangeVarGetRelid(lfirst_node(RangeVar, lc), NoLock, true);

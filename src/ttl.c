@@ -34,6 +34,7 @@
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/procarray.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -288,6 +289,7 @@ spindle_purge_expired(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("relation must not be NULL")));
+	PreventCommandIfReadOnly("spindle.purge_expired()");
 	relid = PG_GETARG_OID(0);
 	/* rights before the lock; an unknown OID is an error here already */
 	if (!pg_class_ownercheck(relid, GetUserId()))

@@ -22,6 +22,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/rel.h"
@@ -144,9 +145,19 @@ spindle_spindle_info(PG_FUNCTION_ARGS)
 		if (pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT,
 								  &is_missing) != ACLCHECK_OK)
 			continue;
-		rel = try_relation_open(relid, AccessShareLock);
-		if (rel == NULL)
+		/*
+		 * Never wait behind a lock another session holds on the table
+		 * (ACCESS EXCLUSIVE: DDL, or TRUNCATE in progress): such a table is
+		 * left out of this read of the view.
+		 */
+		if (!ConditionalLockRelationOid(relid, AccessShareLock))
 			continue;
+		rel = try_relation_open(relid, NoLock);
+		if (rel == NULL)
+		{
+			UnlockRelationOid(relid, AccessShareLock);
+			continue;
+		}
 		if (spindle_is_facade(rel))
 			emit_table(rel, rsinfo);
 		relation_close(rel, AccessShareLock);

@@ -204,6 +204,17 @@ take_slot(Oid dboid)
  * ----------------------------------------------------------------
  */
 
+/* the database whose worker this backend paused, if any */
+static Oid	paused_by_me = InvalidOid;
+static bool unpause_registered = false;
+
+static void
+unpause_at_exit(int code, Datum arg)
+{
+	if (OidIsValid(paused_by_me))
+		spindle_worker_resume(paused_by_me);
+}
+
 /*
  * Stop the worker of a database and keep it stopped until
  * spindle_worker_resume: DROP DATABASE, CREATE DATABASE from it as a
@@ -219,6 +230,13 @@ spindle_worker_pause(Oid dboid)
 
 	if (wshared == NULL || !OidIsValid(dboid))
 		return;
+	/* a backend that dies in the command (FATAL) must not leave it paused */
+	if (!unpause_registered)
+	{
+		before_shmem_exit(unpause_at_exit, (Datum) 0);
+		unpause_registered = true;
+	}
+	paused_by_me = dboid;
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
 	slot = find_slot(dboid);
 	if (slot == NULL)
@@ -253,8 +271,7 @@ spindle_worker_resume(Oid dboid)
 
 	if (wshared == NULL || !OidIsValid(dboid))
 		return;
-	/* nobody was connected to it: its slot counters may go (slots.c) */
-	spindle_slots_forget_database(dboid);
+	paused_by_me = InvalidOid;
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
 	slot = find_slot(dboid);
 	if (slot != NULL)
