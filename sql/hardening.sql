@@ -149,3 +149,55 @@ SELECT spindle.drop_spindles('hro');
 ROLLBACK;
 SELECT count(*) FROM hro;
 DROP TABLE hro;
+
+-- 9. ALTER TABLE SET (events_per_spindle) rolled back, or done twice in one
+-- transaction, leaves every committed event reachable through the index
+CREATE TABLE ha6 (id int PRIMARY KEY) USING spindle WITH (events_per_spindle = 5);
+INSERT INTO ha6 SELECT generate_series(1, 10);
+BEGIN;
+ALTER TABLE ha6 SET (events_per_spindle = 7);
+INSERT INTO ha6 VALUES (100);
+ROLLBACK;
+INSERT INTO ha6 VALUES (11);
+BEGIN;
+SAVEPOINT s;
+ALTER TABLE ha6 SET (events_per_spindle = 3);
+INSERT INTO ha6 VALUES (200);
+ROLLBACK TO s;
+INSERT INTO ha6 VALUES (12);
+COMMIT;
+SELECT spindle.drop_spindles('ha6');
+VACUUM ha6;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT id FROM ha6 WHERE id IN (3, 11, 12, 100, 200) ORDER BY id;
+INSERT INTO ha6 VALUES (11);
+\echo :SQLSTATE
+INSERT INTO ha6 VALUES (100), (200);
+SELECT id FROM ha6 WHERE id IN (100, 200) ORDER BY id;
+RESET enable_bitmapscan;
+RESET enable_seqscan;
+CREATE TABLE ht1 (id int PRIMARY KEY) USING spindle WITH (events_per_spindle = 10);
+BEGIN;
+ALTER TABLE ht1 SET (events_per_spindle = 20);
+ALTER TABLE ht1 SET (events_per_spindle = 30);
+INSERT INTO ht1 SELECT generate_series(1, 5);
+COMMIT;
+SELECT spindle.drop_spindles('ht1');
+VACUUM ht1;
+SET enable_seqscan = off;
+SELECT count(*) FROM ht1 WHERE id BETWEEN 1 AND 5;
+INSERT INTO ht1 VALUES (3);
+\echo :SQLSTATE
+RESET enable_seqscan;
+SELECT capacity, events FROM spindle.spindles
+ WHERE relation = 'ht1'::regclass AND state <> 'ready' ORDER BY spindle_no;
+DROP TABLE ha6, ht1;
+
+-- 10. SET TABLESPACE of a spindle table runs in a transaction of its own
+CREATE TABLE hts (id int) USING spindle;
+BEGIN;
+ALTER TABLE hts SET TABLESPACE pg_default;
+ROLLBACK;
+ALTER TABLE hts SET TABLESPACE pg_default;
+DROP TABLE hts;

@@ -764,7 +764,8 @@ forget_committed_pending(Relation facade)
 	for (i = 0; i < n; i++)
 		if (!spindle_pending_in_progress(&pending[i]) &&
 			spindle_catalog_has_spindle(RelationGetRelid(facade),
-										pending[i].spindle_no))
+										pending[i].spindle_no,
+										pending[i].nspindles))
 			done[ndone++] = pending[i].spindle_no;
 	spindle_pending_remove(facade, done, ndone);
 	pfree(done);
@@ -799,12 +800,12 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity)
 	allocate_range(facade, capacity, &vbase, &vcount);
 
 	/*
-	 * Record the range as pending, unless the table itself was created (or
-	 * given new storage) by this very subtransaction: if that rolls back,
-	 * the table's storage and indexes go with it.
+	 * Record the range as pending, unless the table itself was created by
+	 * this very subtransaction: if that rolls back, the table and its
+	 * indexes go with it.  (Not so for new storage: SET TABLESPACE keeps
+	 * the indexes; see options.c.)
 	 */
-	if (facade->rd_createSubid != GetCurrentSubTransactionId() &&
-		facade->rd_firstRelfilenodeSubid != GetCurrentSubTransactionId())
+	if (facade->rd_createSubid != GetCurrentSubTransactionId())
 	{
 		p.spindle_no = spindle_no;
 		p.fxid = GetCurrentFullTransactionId();
@@ -1067,22 +1068,28 @@ spindle_catalog_dropped(Oid facade, SpindleRange **out)
 	return n;
 }
 
-/* Does the catalog (latest snapshot) have a row for this spindle? */
+/*
+ * Does the catalog (latest snapshot) have a row for any of the n spindles
+ * numbered from spindle_no?  (The spindles of one pending entry share the
+ * fate of their subtransaction: one row is proof that it committed.)
+ */
 bool
-spindle_catalog_has_spindle(Oid facade, int64 spindle_no)
+spindle_catalog_has_spindle(Oid facade, int64 spindle_no, int n)
 {
 	SpiContext	spi;
-	Oid			types[2] = {OIDOID, INT8OID};
-	Datum		values[2];
+	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
+	Datum		values[3];
 	bool		found;
 
 	values[0] = ObjectIdGetDatum(facade);
 	values[1] = Int64GetDatum(spindle_no);
+	values[2] = Int64GetDatum(spindle_no + Max(n, 1) - 1);
 	spi_begin(&spi);
 	found = spi_run("SELECT 1 FROM spindle.spindle_catalog"
 					" WHERE relation OPERATOR(pg_catalog.=) $1"
-					"   AND spindle_no OPERATOR(pg_catalog.=) $2",
-					2, types, values, NULL, true) > 0;
+					"   AND spindle_no OPERATOR(pg_catalog.>=) $2"
+					"   AND spindle_no OPERATOR(pg_catalog.<=) $3",
+					3, types, values, NULL, true) > 0;
 	spi_end(&spi);
 	return found;
 }
@@ -1127,43 +1134,37 @@ spindle_catalog_set_filled(Oid facade, int64 spindle_no, TimestampTz when)
 }
 
 /*
- * ALTER TABLE SET (events_per_spindle): the spindles that have no events
- * yet are replaced by spindles of the new capacity (a spindle's range of
- * TIDs is its capacity, so it cannot just be relabelled).  The caller
- * holds AccessExclusiveLock on the facade, so no insert is under way and
- * an empty spindle has no index entry.  Their numbers are not reused.
+ * ALTER TABLE SET (events_per_spindle): give the new capacity to every
+ * spindle of the facade that has no events yet, within the range of TIDs
+ * it already owns (a spindle's range never changes while it exists:
+ * moving it inside a transaction that may roll back could leave two
+ * spindles claiming the same TIDs).  So an empty spindle takes a smaller
+ * capacity at once, and a larger one only up to its range; spindles made
+ * afterwards get the new capacity in full.  The caller holds
+ * AccessExclusiveLock on the facade, so no insert is under way.
  */
 void
 spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 {
 	SpindleDirectory *dir;
-	Oid			types[2] = {OIDOID, INT8OID};
-	Datum		values[2];
-	int			replaced = 0;
+	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
+	Datum		values[3];
 	int			i;
 
 	dir = spindle_directory_acquire(facade);
 	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
+	values[2] = Int64GetDatum(capacity);
 	for (i = 0; i < dir->nspindles; i++)
 	{
-		ObjectAddress addr;
-
 		if (segment_is_empty(dir->spindles[i].segment) != 1)
 			continue;
-		ObjectAddressSet(addr, RelationRelationId, dir->spindles[i].segment);
-		performDeletion(&addr, DROP_RESTRICT,
-						PERFORM_DELETION_INTERNAL | PERFORM_DELETION_QUIETLY);
 		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
-		catalog_write("DELETE FROM spindle.spindle_catalog"
+		catalog_write("UPDATE spindle.spindle_catalog SET capacity = $3"
 					  " WHERE relation OPERATOR(pg_catalog.=) $1"
 					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
-					  2, types, values);
+					  3, types, values);
 		spindle_slots_forget(dir->spindles[i].segment);
-		replaced++;
 	}
 	spindle_directory_release(dir);
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
-	CommandCounterIncrement();
-	if (replaced > 0)
-		(void) spindle_create_spindles(facade, 1, true);
 }

@@ -19,7 +19,7 @@ typedef struct SpindleEntry
 	Oid			segment;		/* relation holding the events */
 	int64		capacity;		/* as configured; 0 = unbounded */
 	int64		vbase;			/* its virtual slots (slotmap.c) ... */
-	int64		vcount;			/* ... and how many: what it may hold */
+	int64		vcount;			/* ... and how many */
 	TimestampTz created_at;
 	TimestampTz filled_at;		/* 0 if not recorded */
 } SpindleEntry;
@@ -41,6 +41,17 @@ typedef struct SpindleDirectory
 	int			open_hint;		/* no spindle before this one has room */
 	bool		hint_checked;	/* open_hint verified against the counters */
 } SpindleDirectory;
+
+/*
+ * The events a spindle may hold: its capacity, within its range of TIDs
+ * (ALTER TABLE SET (events_per_spindle) may lower or raise the capacity of
+ * a spindle that is still empty, never its range).
+ */
+static inline int64
+spindle_effective_capacity(const SpindleEntry *sp)
+{
+	return sp->capacity > 0 ? Min(sp->capacity, sp->vcount) : sp->vcount;
+}
 
 /* A spindle's number and range of virtual slots. */
 typedef struct SpindleRange
@@ -67,7 +78,7 @@ extern void spindle_drop_all_spindles(Relation facade);
 extern void spindle_catalog_mark_dropped(Oid facade, int64 spindle_no,
 										 int64 bytes_freed);
 extern int	spindle_catalog_dropped(Oid facade, SpindleRange **out);
-extern bool spindle_catalog_has_spindle(Oid facade, int64 spindle_no);
+extern bool spindle_catalog_has_spindle(Oid facade, int64 spindle_no, int n);
 extern void spindle_catalog_forget_dropped(Oid facade, int64 *spindle_nos, int n);
 extern void spindle_catalog_set_filled(Oid facade, int64 spindle_no,
 									   TimestampTz when);

@@ -1057,7 +1057,7 @@ facade_relation_estimate_size(Relation rel, int32 *attr_widths,
 		int64		used;
 
 		if (!spindle_slots_peek(sp->segment, &used))
-			used = (i < dir->nspindles - 1) ? sp->vcount : 0;
+			used = (i < dir->nspindles - 1) ? spindle_effective_capacity(sp) : 0;
 		events += used;
 	}
 	spindle_directory_release(dir);

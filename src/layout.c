@@ -33,6 +33,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/reloptions.h"
 #include "access/table.h"
 #include "access/xact.h"
@@ -49,6 +50,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "directory.h"
 #include "layout.h"
 
 
@@ -248,4 +250,54 @@ spindle_time_floor(TimestampTz ts)
 	if (ts <= 0)
 		return 0;
 	return (uint32) Min(ts / USECS_PER_SEC, (TimestampTz) PG_UINT32_MAX);
+}
+
+/*
+ * ERROR unless every column of spindle table relid still has the type its
+ * spindles store (their descriptors were copied from the table's when
+ * they were made): a change that reached the table in a way the utility
+ * hook could not see coming is rolled back rather than left to corrupt it.
+ * The caller holds a lock on the table.
+ */
+void
+spindle_check_spindles_match(Oid relid)
+{
+	Relation	facade = relation_open(relid, NoLock);
+	TupleDesc	td = RelationGetDescr(facade);
+	SpindleDirectory *dir = spindle_directory_acquire(facade);
+	int			i;
+
+	spindle_check_layout(facade);
+	if (dir->nspindles > 0)
+	{
+		Relation	seg = try_relation_open(dir->spindles[dir->nspindles - 1].segment,
+											AccessShareLock);
+
+		if (seg != NULL)
+		{
+			TupleDesc	sd = RelationGetDescr(seg);
+			bool		same = sd->natts == td->natts;
+
+			for (i = 0; same && i < td->natts; i++)
+			{
+				Form_pg_attribute a = TupleDescAttr(td, i);
+				Form_pg_attribute b = TupleDescAttr(sd, i);
+
+				same = a->attisdropped == b->attisdropped &&
+					(a->attisdropped || a->atttypid == b->atttypid) &&
+					a->attlen == b->attlen && a->attalign == b->attalign &&
+					a->attbyval == b->attbyval;
+			}
+			relation_close(seg, AccessShareLock);
+			if (!same)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("spindle table \"%s\" does not support this ALTER TABLE command",
+								RelationGetRelationName(facade)),
+						 errdetail("Changing the columns of a spindle table would rewrite it."),
+						 errhint("Create a new spindle table and copy the events with INSERT ... SELECT.")));
+		}
+	}
+	spindle_directory_release(dir);
+	relation_close(facade, NoLock);
 }

@@ -330,7 +330,7 @@ spindle_drops_per_transaction(void)
  */
 int
 spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
-							 bool use_cache)
+							 bool use_cache, int max_drops)
 {
 	SpindleDirectory *dir;
 	int			ndropped = 0;
@@ -344,7 +344,7 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 	spindle_cleanup_dropped(facade);
 
 	dir = spindle_directory_acquire(facade);
-	for (i = 0; i < dir->nspindles && ndropped < spindle_drops_per_transaction(); i++)
+	for (i = 0; i < dir->nspindles && ndropped < max_drops; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
 		Relation	seg;
@@ -419,11 +419,11 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 }
 
 int
-spindle_drop_droppable(Relation facade)
+spindle_drop_droppable(Relation facade, int max_drops)
 {
 	int64		freed = 0;
 
-	return spindle_drop_droppable_stats(facade, &freed, false);
+	return spindle_drop_droppable_stats(facade, &freed, false, max_drops);
 }
 
 /*
@@ -557,7 +557,8 @@ spindle_cleanup_dropped(Relation facade)
 		if (spindle_pending_in_progress(&pending[i]))
 			continue;
 		finished[nfinished++] = pending[i].spindle_no;
-		if (!spindle_catalog_has_spindle(relid, pending[i].spindle_no))
+		if (!spindle_catalog_has_spindle(relid, pending[i].spindle_no,
+										 pending[i].nspindles))
 		{
 			/* rolled back: its inserts may have left index entries */
 			r.ranges[r.n].spindle_no = pending[i].spindle_no;
@@ -632,7 +633,7 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 		if (ConditionalLockRelationOid(relid, AccessShareLock))
 		{
 			rel = spindle_open_facade(relid, NoLock);
-			total = spindle_drop_droppable(rel);
+			total = spindle_drop_droppable(rel, spindle_drops_per_transaction());
 			relation_close(rel, NoLock);
 		}
 	}
@@ -655,8 +656,11 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 				UnlockRelationOid(relid, AccessShareLock);
 				continue;
 			}
-			if (spindle_is_facade(rel))
-				total += spindle_drop_droppable(rel);
+			/* the bound is per transaction, across all tables */
+			if (spindle_is_facade(rel) &&
+				total < spindle_drops_per_transaction())
+				total += spindle_drop_droppable(rel,
+												spindle_drops_per_transaction() - total);
 			relation_close(rel, NoLock);
 		}
 	}

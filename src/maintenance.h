@@ -14,9 +14,9 @@
 struct VacuumParams;
 
 extern int	spindle_drops_per_transaction(void);
-extern int	spindle_drop_droppable(Relation facade);
+extern int	spindle_drop_droppable(Relation facade, int max_drops);
 extern int	spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
-										 bool use_cache);
+										 bool use_cache, int max_drops);
 extern void spindle_ensure_ready(Relation facade);
 extern void spindle_cleanup_dropped(Relation facade);
 extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,

@@ -630,7 +630,8 @@ alter_sets_spindle_options(AlterTableStmt *stmt)
  * afterwards (NIL if none), with *changed telling whether there are some.
  */
 static List *
-prepare_alter(AlterTableStmt *stmt, Relation rel, bool *changed)
+prepare_alter(AlterTableStmt *stmt, Relation rel, bool *changed,
+			  bool isTopLevel)
 {
 	List	   *ours = NIL;
 	ListCell   *lc;
@@ -650,6 +651,17 @@ prepare_alter(AlterTableStmt *stmt, Relation rel, bool *changed)
 			case AT_SetLogged:
 			case AT_SetUnLogged:
 				refuse_alter(rel);
+				break;
+			case AT_SetTableSpace:
+
+				/*
+				 * It gives the table (its slot map) new storage but keeps
+				 * its indexes: were events added later in the same
+				 * transaction and it rolled back, the old slot map would
+				 * know nothing of TIDs that the indexes hold.
+				 */
+				PreventInTransactionBlock(isTopLevel,
+										  "ALTER TABLE ... SET TABLESPACE of a spindle table");
 				break;
 			case AT_SetRelOptions:
 			case AT_ResetRelOptions:
@@ -838,6 +850,7 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	List	   *create_opts = NIL;
 	bool		creating = false;
 	Oid			alter_relid = InvalidOid;
+	Oid			altered_relid = InvalidOid;
 	List	   *alter_opts = NIL;
 	List	   *alter_saved = NIL;
 	bool		alter_changed = false;
@@ -912,6 +925,8 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 				if (!OidIsValid(relid))
 					break;
+				if (stmt->objtype != OBJECT_TYPE)
+					altered_relid = relid;
 				if (stmt->objtype != OBJECT_TABLE || !relid_is_facade(relid))
 				{
 					refuse_alter_through_parent(stmt, relid);
@@ -970,7 +985,8 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				{
 					Relation	rel = relation_open(relid, NoLock);
 
-					alter_opts = prepare_alter(stmt, rel, &alter_changed);
+					alter_opts = prepare_alter(stmt, rel, &alter_changed,
+											   context == PROCESS_UTILITY_TOPLEVEL);
 					relation_close(rel, NoLock);
 				}
 				if (alter_changed)
@@ -1013,6 +1029,15 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		case T_TruncateStmt:
 			{
 				truncated = truncate_targets((TruncateStmt *) parsetree);
+				break;
+			}
+		case T_AlterTableMoveAllStmt:
+			{
+				/* may move spindle tables: see AT_SetTableSpace above */
+				if (((AlterTableMoveAllStmt *) parsetree)->objtype == OBJECT_TABLE &&
+					OidIsValid(spindle_facade_am_oid()))
+					PreventInTransactionBlock(context == PROCESS_UTILITY_TOPLEVEL,
+											  "ALTER TABLE ALL IN TABLESPACE ... SET TABLESPACE with spindle tables");
 				break;
 			}
 		default:
@@ -1091,6 +1116,19 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	{
 		pending_relid = InvalidOid;
 		pending_options = NIL;
+	}
+
+	/*
+	 * Whatever the checks above saw, the spindle tables the ALTER reached,
+	 * now that it holds their locks (a partition created while it waited
+	 * was not there to check), must still match their spindles.
+	 */
+	if (OidIsValid(altered_relid))
+	{
+		ListCell   *lc;
+
+		foreach(lc, facades_among_inheritors(altered_relid))
+			spindle_check_spindles_match(lfirst_oid(lc));
 	}
 
 	if (OidIsValid(alter_relid))
@@ -1173,8 +1211,25 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (prev_object_access)
 		prev_object_access(access, classId, objectId, subId, arg);
 
-	if (classId != RelationRelationId || subId != 0)
+	if (classId != RelationRelationId)
 		return;
+
+	/*
+	 * A column added to a spindle table, by whatever path (through a
+	 * parent the utility hook could not see coming): it would follow the
+	 * hidden columns, and spindles keep their own descriptor.
+	 */
+	if (subId != 0)
+	{
+		if (access == OAT_POST_CREATE && !IsBinaryUpgrade &&
+			relid_is_facade(objectId))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot add a column to spindle table \"%s\"",
+							get_rel_name(objectId)),
+					 errhint("Create a new spindle table and copy the events with INSERT ... SELECT.")));
+		return;
+	}
 
 	if (access == OAT_POST_CREATE)
 	{

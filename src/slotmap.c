@@ -454,6 +454,20 @@ spindle_pending_in_progress(const SpindlePending *p)
 	return TransactionIdIsInProgress(xid);
 }
 
+/* Is p the next spindle, right after, of the last pending entry's creator? */
+static bool
+merges_with_last(SpindleMetaPageData *meta, const SpindlePending *p)
+{
+	SpindlePending *last;
+
+	if (meta->npending == 0)
+		return false;
+	last = &meta->pending[meta->npending - 1];
+	return FullTransactionIdEquals(last->fxid, p->fxid) &&
+		last->vbase + last->vcount == p->vbase &&
+		last->spindle_no + last->nspindles == p->spindle_no;
+}
+
 /*
  * Record a pending range.  The caller holds the table's creation lock, so
  * no other allocation runs at the same time.  The ranges of consecutive
@@ -467,10 +481,7 @@ spindle_pending_add(Relation facade, const SpindlePending *p)
 	SpindleMetaPageData *meta = MetaGet(BufferGetPage(buf));
 	GenericXLogState *state;
 
-	if (meta->npending >= SPINDLE_MAX_PENDING &&
-		!(FullTransactionIdEquals(meta->pending[meta->npending - 1].fxid, p->fxid) &&
-		  meta->pending[meta->npending - 1].vbase +
-		  meta->pending[meta->npending - 1].vcount == p->vbase))
+	if (meta->npending >= SPINDLE_MAX_PENDING && !merges_with_last(meta, p))
 	{
 		UnlockReleaseBuffer(buf);
 		ereport(ERROR,
@@ -483,12 +494,7 @@ spindle_pending_add(Relation facade, const SpindlePending *p)
 	}
 	state = GenericXLogStart(facade);
 	meta = MetaGet(GenericXLogRegisterBuffer(state, buf, 0));
-	if (meta->npending > 0 &&
-		FullTransactionIdEquals(meta->pending[meta->npending - 1].fxid, p->fxid) &&
-		meta->pending[meta->npending - 1].vbase +
-		meta->pending[meta->npending - 1].vcount == p->vbase &&
-		meta->pending[meta->npending - 1].spindle_no +
-		meta->pending[meta->npending - 1].nspindles == p->spindle_no)
+	if (merges_with_last(meta, p))
 	{
 		/* the next spindle of the same (sub)transaction, right after */
 		meta->pending[meta->npending - 1].vcount += p->vcount;

@@ -80,6 +80,36 @@ static HTAB *slot_hash = NULL;
 static List *new_entries = NIL;
 static bool callbacks_registered = false;
 
+/*
+ * The reservation this backend made and has not placed yet (at most one:
+ * an insert places its tuples before it reserves again).  If the insert
+ * fails in between, (sub)transaction abort gives the in-flight count back,
+ * so the entry can be evicted again; the slots stay used.
+ */
+static Oid	unplaced_segment = InvalidOid;
+static int64 unplaced_spindle_no = 0;
+
+static void
+release_unplaced(void)
+{
+	SlotKey		key;
+	SlotEntry  *e;
+
+	if (!OidIsValid(unplaced_segment) || slot_hash == NULL)
+		return;
+	key.dbid = MyDatabaseId;
+	key.segment = unplaced_segment;
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = hash_search(slot_hash, &key, HASH_FIND, NULL);
+	if (e != NULL && e->spindle_no == unplaced_spindle_no &&
+		pg_atomic_read_u32(&e->inflight) > 0)
+		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+	LWLockRelease(slot_shared->lock);
+	unplaced_segment = InvalidOid;
+}
+
+static void register_callbacks(void);
+
 int			spindle_max_spindles = 4096;
 
 static Size
@@ -185,6 +215,8 @@ forget_new_entries(void)
 static void
 slots_xact_callback(XactEvent event, void *arg)
 {
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		release_unplaced();
 	if (new_entries == NIL)
 		return;
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
@@ -204,7 +236,21 @@ slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	/* rebuilt from disk when needed again, with nothing in flight */
 	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		release_unplaced();
 		forget_new_entries();
+	}
+}
+
+static void
+register_callbacks(void)
+{
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(slots_xact_callback, NULL);
+		RegisterSubXactCallback(slots_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
 }
 
 static void
@@ -218,9 +264,9 @@ mark_full(SlotEntry *e)
  * Remove entries of full spindles to make room (a full spindle's entry is
  * rebuilt from disk if it is needed again), but never one with a
  * reservation still in flight: its k is not on disk yet, and a rebuilt
- * counter would hand it out again.  (A reservation whose insert failed
- * before placing its tuple keeps its entry for good; that is rare and
- * costs one entry.)  The caller holds SlotsLock exclusively.
+ * counter would hand it out again.  (A reservation whose insert fails
+ * before placing its tuple is given back when its transaction aborts.)
+ * The caller holds SlotsLock exclusively.
  */
 static void
 evict_full_entries(void)
@@ -269,7 +315,7 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 	if (OidIsValid(next))
 		nextseg = try_relation_open(next, AccessShareLock);
 	used = count_slots(facade, seg, &sp);
-	full = used >= sp.vcount ||
+	full = used >= spindle_effective_capacity(&sp) ||
 		(nextseg != NULL && RelationGetNumberOfBlocks(nextseg) > 0);
 
 	key.dbid = MyDatabaseId;
@@ -301,7 +347,7 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 					 errhint("Increase spindle.max_open_spindles.")));
 		}
 		e->spindle_no = sp.spindle_no;
-		e->capacity = sp.vcount;
+		e->capacity = spindle_effective_capacity(&sp);
 		pg_atomic_init_u64(&e->used, (uint64) used);
 		pg_atomic_init_u32(&e->inflight, 0);
 		pg_atomic_init_u32(&e->full, 0);
@@ -312,12 +358,7 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 		{
 			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
-			if (!callbacks_registered)
-			{
-				RegisterXactCallback(slots_xact_callback, NULL);
-				RegisterSubXactCallback(slots_subxact_callback, NULL);
-				callbacks_registered = true;
-			}
+			register_callbacks();
 			new_entries = lappend_oid(new_entries, sp.segment);
 			MemoryContextSwitchTo(old);
 		}
@@ -375,6 +416,12 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 		if (got == 0)
 			pg_atomic_fetch_sub_u32(&e->inflight, 1);
 		LWLockRelease(slot_shared->lock);
+		if (got > 0)
+		{
+			register_callbacks();
+			unplaced_segment = sp->segment;
+			unplaced_spindle_no = sp->spindle_no;
+		}
 		*first = (int64) n;
 		return got;
 	}
@@ -440,15 +487,15 @@ spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
 	if (present)
 	{
 		/* reservations may pass the capacity; slots never do */
-		if (used > sp->vcount)
-			used = sp->vcount;
+		if (used > spindle_effective_capacity(sp))
+			used = spindle_effective_capacity(sp);
 		/* the counter may be ahead of what is on disk: show what is there */
 		if (!*is_full)
 			used = Min(used, count_slots(facade, segrel, sp));
 		return used;
 	}
 	used = count_slots(facade, segrel, sp);
-	*is_full = used >= sp->vcount ||
+	*is_full = used >= spindle_effective_capacity(sp) ||
 		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
 	return used;
 }
@@ -484,9 +531,11 @@ spindle_slots_placed(SpindleEntry *sp)
 	LWLockAcquire(slot_shared->lock, LW_SHARED);
 	e = lookup(sp->segment);
 	/* never evicted meanwhile: it had a reservation in flight */
-	if (e != NULL && e->spindle_no == sp->spindle_no)
+	if (e != NULL && e->spindle_no == sp->spindle_no &&
+		pg_atomic_read_u32(&e->inflight) > 0)
 		pg_atomic_fetch_sub_u32(&e->inflight, 1);
 	LWLockRelease(slot_shared->lock);
+	unplaced_segment = InvalidOid;
 }
 
 /* Has any slot of this spindle been handed out (maybe not yet on disk)? */

@@ -106,7 +106,9 @@ emit_table(Relation facade, ReturnSetInfo *rsinfo)
 		values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
 		values[1] = Int64GetDatum(sp->spindle_no);
 		values[2] = CStringGetTextDatum(state);
-		values[3] = Int64GetDatum(sp->capacity);
+		/* what it may hold (0: a single spindle, unbounded) */
+		values[3] = Int64GetDatum(sp->capacity > 0 ?
+								  spindle_effective_capacity(sp) : 0);
 		values[4] = Int64GetDatum(events[i]);
 		values[5] = Int64GetDatum(purged[i]);
 		values[6] = Int64GetDatum(bytes[i]);

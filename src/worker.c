@@ -396,7 +396,8 @@ step_purge(Relation rel, int64 *dropped, int64 *freed)
 static void
 step_drop(Relation rel, int64 *dropped, int64 *freed)
 {
-	*dropped += spindle_drop_droppable_stats(rel, freed, true);
+	*dropped += spindle_drop_droppable_stats(rel, freed, true,
+											 spindle_drops_per_transaction());
 }
 
 /*
