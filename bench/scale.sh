@@ -37,10 +37,10 @@
 # the larger data alone costs (a deeper btree, more pages), so a spindle
 # ratio well above the heap one is the cost of the spindles.  Both databases
 # are dropped at the end (DROP TABLE of a table with 10 000 spindles would
-# need about 30 000 locks: a spindle, its TOAST table and its index each take
-# one; DROP DATABASE takes none of them).  Each round first appends 200
-# events and then consumes (deletes) the 200 oldest and drops their
-# spindles, as a queue does, so both tables keep their number of spindles.
+# need some 50 000 locks: a spindle, its TOAST table and index and its two
+# row types each take one; DROP DATABASE takes none).  Each round appends 200
+# events, then consumes (deletes) the 200 oldest and drops their spindles,
+# as a queue does, so both tables keep their number of spindles.
 #
 # pgbench figures are the mean latency of every transaction of the run but
 # the first, from its per-transaction log (-l).
