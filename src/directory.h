@@ -40,6 +40,8 @@ typedef struct SpindleDirectory
 	int64		events_per_spindle; /* table option, for new spindles */
 	int			open_hint;		/* no spindle before this one has room */
 	bool		hint_checked;	/* open_hint verified against the counters */
+	double		est_events;		/* planner's estimate (facade_am.c) ... */
+	TimestampTz est_at;			/* ... and when it was computed, or 0 */
 } SpindleDirectory;
 
 /*

@@ -55,6 +55,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "layout.h"
 #include "slotmap.h"
@@ -1037,9 +1038,9 @@ facade_relation_toast_am(Relation rel)
 /*
  * Size estimate for the planner, without opening a spindle: the events the
  * spindles have handed out, from the shared counters (a spindle without a
- * counter counts as full unless it is the last).  Purged events that are
- * not yet dropped count too: the estimate is an upper bound.  Pages from
- * the tuple width.
+ * counter counts as full unless it is the last), summed at most once a
+ * second by each backend.  Purged events that are not yet dropped count
+ * too: the estimate is an upper bound.  Pages from the tuple width.
  */
 static void
 facade_relation_estimate_size(Relation rel, int32 *attr_widths,
@@ -1047,18 +1048,27 @@ facade_relation_estimate_size(Relation rel, int32 *attr_widths,
 							  double *allvisfrac)
 {
 	SpindleDirectory *dir = spindle_directory_acquire(rel);
+	TimestampTz now = GetCurrentTimestamp();
 	double		events = 0;
 	int32		width;
 	int			i;
 
-	for (i = 0; i < dir->nspindles; i++)
+	/* summed at most once a second per backend: planning stays cheap */
+	if (dir->est_at != 0 && !TimestampDifferenceExceeds(dir->est_at, now, 1000))
+		events = dir->est_events;
+	else
 	{
-		SpindleEntry *sp = &dir->spindles[i];
-		int64		used;
+		for (i = 0; i < dir->nspindles; i++)
+		{
+			SpindleEntry *sp = &dir->spindles[i];
+			int64		used;
 
-		if (!spindle_slots_peek(sp->segment, &used))
-			used = (i < dir->nspindles - 1) ? spindle_effective_capacity(sp) : 0;
-		events += used;
+			if (!spindle_slots_peek(sp->segment, &used))
+				used = (i < dir->nspindles - 1) ? spindle_effective_capacity(sp) : 0;
+			events += used;
+		}
+		dir->est_events = events;
+		dir->est_at = now;
 	}
 	spindle_directory_release(dir);
 
