@@ -930,6 +930,7 @@ facade_relation_nontransactional_truncate(Relation rel)
 	int64		next_no = spindle_peek_spindle_no(rel);
 
 	RelationTruncate(rel, 0);
+	spindle_slotmap_forget_size(rel);
 	spindle_slotmap_init_fork(RelationGetSmgr(rel), MAIN_FORKNUM,
 							  RelationNeedsWAL(rel), next_no);
 	if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)

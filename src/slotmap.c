@@ -59,6 +59,7 @@
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
 #include "storage/smgr.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "slotmap.h"
@@ -100,6 +101,40 @@ static inline BlockNumber
 fork_nblocks(Relation facade)
 {
 	return smgrnblocks(RelationGetSmgr(facade), MAIN_FORKNUM);
+}
+
+/*
+ * Does map block blk exist?  The fork only grows while its storage lives
+ * (TRUNCATE and the like give new storage, which resets the relcache
+ * entry; spindle_slotmap_forget_size covers the truncation in place), so
+ * the size last seen is kept in rd_amcache and the file is asked only for
+ * blocks past it: a map lookup costs no system call.
+ */
+static bool
+map_block_exists(Relation facade, BlockNumber blk)
+{
+	BlockNumber *known = (BlockNumber *) facade->rd_amcache;
+
+	if (known != NULL && blk < *known)
+		return true;
+	if (known == NULL)
+	{
+		known = MemoryContextAlloc(CacheMemoryContext, sizeof(BlockNumber));
+		facade->rd_amcache = known;
+	}
+	*known = fork_nblocks(facade);
+	return blk < *known;
+}
+
+/* The facade's main fork was truncated in place: forget its size. */
+void
+spindle_slotmap_forget_size(Relation facade)
+{
+	if (facade->rd_amcache != NULL)
+	{
+		pfree(facade->rd_amcache);
+		facade->rd_amcache = NULL;
+	}
 }
 
 /* Number of entries in use on a map page (entries past it are zero). */
@@ -176,7 +211,7 @@ map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
 {
 	Buffer		buf;
 
-	if (fork_nblocks(facade) <= blk)
+	if (!map_block_exists(facade, blk))
 	{
 		if (!extend)
 			return InvalidBuffer;

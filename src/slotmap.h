@@ -69,6 +69,7 @@ extern void spindle_slotmap_set(Relation facade, int64 first, int n,
 extern void spindle_slotmap_clear(Relation facade, int64 first, int64 n);
 extern int64 spindle_slotmap_last_used(Relation facade, int64 first, int64 n);
 extern void spindle_slotmap_copy(Relation from, Relation to);
+extern void spindle_slotmap_forget_size(Relation facade);
 
 extern int	spindle_pending_read(Relation facade, SpindlePending *out);
 extern bool spindle_pending_in_progress(const SpindlePending *p);
