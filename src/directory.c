@@ -299,6 +299,9 @@ load_directory(Relation facade)
 	uint64		i;
 	bool		found;
 
+	/* checked here, once per relcache version, for every reader and writer */
+	spindle_check_layout(facade);
+
 	cxt = AllocSetContextCreate(TopMemoryContext, "spindle directory",
 								ALLOCSET_SMALL_SIZES);
 	dir = MemoryContextAllocZero(cxt, sizeof(SpindleDirectory));

@@ -383,7 +383,6 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 						get_rel_name(facade->rd_rel->relrewrite)),
 				 errdetail("Changing the columns of a spindle table would rewrite it into new storage."),
 				 errhint("Create a new spindle table and copy the events with INSERT ... SELECT.")));
-	spindle_check_layout(facade);
 	CheckForSerializableConflictIn(facade, NULL, InvalidBlockNumber);
 	dir = spindle_directory_acquire(facade);
 	while (done < nslots)

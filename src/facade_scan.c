@@ -65,6 +65,7 @@ typedef struct FacadeScanDescData
 	/* ANALYZE: the spindle being sampled */
 	SpindleEntry *asp;
 	Relation	aseg;
+	BlockNumber anblocks;		/* its size, as last seen */
 	BufferAccessStrategy astrategy;
 	HeapTupleData atuple;		/* the sampled tuple the slot points to */
 } FacadeScanDescData;
@@ -410,6 +411,8 @@ analyze_open(FacadeScanDesc s, SpindleEntry *sp, TupleTableSlot *slot)
 		relation_close(s->aseg, AccessShareLock);
 	s->asp = sp;
 	s->aseg = spindle_open_segment(s->base.rs_rd, sp, AccessShareLock);
+	if (s->aseg != NULL)
+		s->anblocks = RelationGetNumberOfBlocks(s->aseg);
 	return s->aseg != NULL;
 }
 
@@ -435,7 +438,9 @@ facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
 
 		if (spindle_resolve_vslot(rel, s->dir, v, &sp, &ptid) != TID_IN_SPINDLE ||
 			!analyze_open(s, sp, slot) ||
-			ItemPointerGetBlockNumber(&ptid) >= RelationGetNumberOfBlocks(s->aseg))
+			(ItemPointerGetBlockNumber(&ptid) >= s->anblocks &&
+			 ItemPointerGetBlockNumber(&ptid) >=
+			 (s->anblocks = RelationGetNumberOfBlocks(s->aseg))))
 			continue;
 		buf = ReadBufferExtended(s->aseg, MAIN_FORKNUM,
 								 ItemPointerGetBlockNumber(&ptid), RBM_NORMAL,

@@ -151,7 +151,7 @@ purged_at_commit(SpindleEntry *sp)
  */
 static int64
 purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
-		   uint32 cutoff, bool *complete)
+		   TransactionId horizon, uint32 cutoff, bool *complete)
 {
 	OffsetNumber offsets[MaxHeapTuplesPerPage];
 	int			n = 0;
@@ -161,7 +161,6 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 	Page		page;
 	OffsetNumber off,
 				maxoff;
-	TransactionId horizon = GetOldestNonRemovableTransactionId(seg);
 
 	buf = ReadBuffer(seg, blk);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -235,6 +234,7 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 		bool		complete = true;
 		BlockNumber nblocks,
 					blk;
+		TransactionId horizon;
 
 		/* events of a spindle are never older than the spindle */
 		if (sp->created_at > cutoff)
@@ -248,10 +248,12 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 		whole = full && filled_at != 0 && filled_at <= cutoff;
 
 		nblocks = RelationGetNumberOfBlocks(seg);
+		/* once per spindle: computing it scans the proc array */
+		horizon = GetOldestNonRemovableTransactionId(seg);
 		for (blk = 0; blk < nblocks; blk++)
 		{
 			CHECK_FOR_INTERRUPTS();
-			purged += purge_page(seg, blk, snapshot, cid,
+			purged += purge_page(seg, blk, snapshot, cid, horizon,
 								 whole ? PG_UINT32_MAX : cutoff_s, &complete);
 		}
 		relation_close(seg, NoLock);
