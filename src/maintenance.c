@@ -368,8 +368,12 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 			break;
 		}
 		if (sp->filled_at == 0 && filled_at != 0)
+		{
 			spindle_catalog_set_filled(RelationGetRelid(facade),
 									   sp->spindle_no, filled_at);
+			/* recorded: later calls of this backend need not repeat it */
+			sp->filled_at = filled_at;
+		}
 		if (use_cache)
 			count_cached(seg, &events, &purged, &dead, &latest_removed);
 		else
