@@ -8,6 +8,7 @@ OBJS = \
 	src/slotmap.o \
 	src/layout.o \
 	src/slots.o \
+	src/touched.o \
 	src/facade_am.o \
 	src/facade_scan.o \
 	src/segment_am.o \
@@ -29,7 +30,7 @@ REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast ti
 	purge_expired freeze inheritance privileges hardening
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
-ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits
+ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits settled
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1

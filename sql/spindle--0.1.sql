@@ -47,6 +47,9 @@ CREATE TABLE spindle.spindle_catalog (
                                       -- entries are gone
     PRIMARY KEY (relation, spindle_no)
 );
+-- dropped spindles waiting for cleanup: every maintenance pass looks them up
+CREATE INDEX spindle_catalog_dropped ON spindle.spindle_catalog (relation)
+    WHERE dropped_at IS NOT NULL;
 CREATE TABLE spindle.table_catalog (
     relation          oid PRIMARY KEY,
     spindles_dropped  bigint NOT NULL DEFAULT 0,

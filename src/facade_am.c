@@ -61,6 +61,7 @@
 #include "slotmap.h"
 #include "directory.h"
 #include "slots.h"
+#include "touched.h"
 #include "facade.h"
 #include "maintenance.h"
 #include "worker.h"
@@ -539,7 +540,9 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 			 RelationGetRelationName(rel));
 	result = heap_methods->tuple_delete(seg, &ptid, cid, snapshot, crosscheck,
 										wait, tmfd, changingPart);
-	if (result != TM_Ok)
+	if (result == TM_Ok)
+		spindle_note_touched(RelationGetRelid(rel), sp.spindle_no);
+	else
 		fix_failure_tid(tmfd, &ptid, tid);
 	relation_close(seg, NoLock);
 	return result;

@@ -70,19 +70,23 @@
 #include "segment.h"
 #include "maintenance.h"
 #include "options.h"
+#include "touched.h"
 
 
 PG_FUNCTION_INFO_V1(spindle_drop_spindles);
 
 /*
- * Count a spindle's slots: events = line pointers ever used; purged = those
- * whose event is deleted by a committed transaction or whose insert
- * aborted; dead_to_all = purged ones no snapshot can still see.  Reads
- * every page under a share lock; the caller holds a lock on the relation.
+ * Count a spindle's slots into *c: events = line pointers ever used;
+ * purged = those whose event is deleted by a committed transaction or
+ * whose insert aborted; dead = purged ones no snapshot can still see;
+ * live = events inserted by a committed transaction and not deleted (or
+ * deleted by one that aborted); busy = events whose inserter or deleter is
+ * still running.  Reads every page under a share lock; the caller holds a
+ * lock on the relation.
  *
- * If latest_removed is not NULL, it is set to the latest xid whose removal
- * a hot standby snapshot could still need if the events dead to all were
- * removed now (InvalidTransactionId if none): heap's own measure
+ * latest_removed is set to the latest xid whose removal a hot standby
+ * snapshot could still need if the events dead to all were removed now
+ * (InvalidTransactionId if none): heap's own measure
  * (HeapTupleHeaderAdvanceLatestRemovedXid) over the tuples that are DEAD
  * -- in practice the latest committed deleter, since an aborted insert
  * was never seen by anyone.  Line pointers no longer normal were pruned,
@@ -91,8 +95,7 @@ PG_FUNCTION_INFO_V1(spindle_drop_spindles);
  * the events' xids cover them too.
  */
 void
-spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
-					  int64 *dead_to_all, TransactionId *latest_removed)
+spindle_count_segment(Relation segrel, SpindleCounts *c)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(segrel);
 	BlockNumber blk;
@@ -106,9 +109,8 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 	TransactionId oldest_xmin = GetOldestNonRemovableTransactionId(segrel);
 	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
 
-	*events = *purged = *dead_to_all = 0;
-	if (latest_removed)
-		*latest_removed = InvalidTransactionId;
+	memset(c, 0, sizeof(SpindleCounts));
+	c->latest_removed = InvalidTransactionId;
 	for (blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -126,7 +128,7 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 			continue;
 		}
 		maxoff = PageGetMaxOffsetNumber(page);
-		*events += maxoff;
+		c->events += maxoff;
 		for (off = FirstOffsetNumber; off <= maxoff; off++)
 		{
 			ItemId		itemid = PageGetItemId(page, off);
@@ -135,8 +137,8 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 			if (!ItemIdIsNormal(itemid))
 			{
 				/* pruned: dead to everyone */
-				(*purged)++;
-				(*dead_to_all)++;
+				c->purged++;
+				c->dead++;
 				continue;
 			}
 			tuple.t_data = (HeapTupleHeader) PageGetItem(page, itemid);
@@ -146,16 +148,20 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 			switch (HeapTupleSatisfiesVacuum(&tuple, oldest_xmin, buf))
 			{
 				case HEAPTUPLE_DEAD:
-					(*purged)++;
-					(*dead_to_all)++;
-					if (latest_removed)
-						HeapTupleHeaderAdvanceLatestRemovedXid(tuple.t_data,
-															   latest_removed);
+					c->purged++;
+					c->dead++;
+					HeapTupleHeaderAdvanceLatestRemovedXid(tuple.t_data,
+														   &c->latest_removed);
 					break;
 				case HEAPTUPLE_RECENTLY_DEAD:
-					(*purged)++;
+					c->purged++;
 					break;
-				default:
+				case HEAPTUPLE_LIVE:
+					c->live++;
+					break;
+				case HEAPTUPLE_INSERT_IN_PROGRESS:
+				case HEAPTUPLE_DELETE_IN_PROGRESS:
+					c->busy++;
 					break;
 			}
 		}
@@ -165,14 +171,19 @@ spindle_count_segment(Relation segrel, int64 *events, int64 *purged,
 }
 
 /*
- * The worker looks at its tables every naptime; recounting every full
- * spindle each time would cost a scan of all of them.  It remembers each
- * spindle's last count and counts again only when something may have
- * changed: the spindle's delete counter in the statistics moved, or purged
- * events were waiting for the xmin horizon and it advanced, or a minute
- * passed (statistics are flushed lazily).  The standby-conflict xid is
- * remembered with the count: once every event is dead to all, no event
- * can be deleted any more, so it cannot grow.
+ * The worker looks at its tables every naptime.  Spindles with a live
+ * event are passed over as settled (touched.c) until a delete is noted in
+ * them; the others, whose events are all purged or whose transactions are
+ * still running, are looked at every round.  For those whose events are
+ * all purged and that wait for the xmin horizon, it remembers the last
+ * count and counts again only when something may have changed: the
+ * spindle's delete counter in the statistics moved, or purged events were
+ * waiting for the xmin horizon and it advanced, or a minute passed.  A
+ * count that found a live event or a running transaction is never reused:
+ * the statistics are flushed lazily, so they may not show the delete that
+ * unsettled the spindle yet.  The standby-conflict xid is remembered with
+ * the count: once every event is dead to all, no event can be deleted any
+ * more, so it cannot grow.
  */
 typedef struct CountCacheEntry
 {
@@ -180,17 +191,13 @@ typedef struct CountCacheEntry
 	PgStat_Counter deleted;
 	TransactionId horizon;
 	TimestampTz counted_at;
-	int64		events;
-	int64		purged;
-	int64		dead;
-	TransactionId latest_removed;
+	SpindleCounts counts;
 } CountCacheEntry;
 
 static HTAB *count_cache = NULL;
 
 static void
-count_cached(Relation seg, int64 *events, int64 *purged, int64 *dead,
-			 TransactionId *latest_removed)
+count_cached(Relation seg, SpindleCounts *c)
 {
 	PgStat_StatTabEntry *st = pgstat_fetch_stat_tabentry(RelationGetRelid(seg));
 	PgStat_Counter deleted = st ? st->tuples_deleted : -1;
@@ -212,23 +219,18 @@ count_cached(Relation seg, int64 *events, int64 *purged, int64 *dead,
 	}
 	e = hash_search(count_cache, &relid, HASH_ENTER, &found);
 	if (found && deleted >= 0 && e->deleted == deleted &&
-		(e->purged == e->dead || e->horizon == horizon) &&
+		e->counts.live == 0 && e->counts.busy == 0 &&
+		(e->counts.purged == e->counts.dead || e->horizon == horizon) &&
 		!TimestampDifferenceExceeds(e->counted_at, now, 60000))
 	{
-		*events = e->events;
-		*purged = e->purged;
-		*dead = e->dead;
-		*latest_removed = e->latest_removed;
+		*c = e->counts;
 		return;
 	}
-	spindle_count_segment(seg, events, purged, dead, latest_removed);
+	spindle_count_segment(seg, c);
 	e->deleted = deleted;
 	e->horizon = horizon;
 	e->counted_at = now;
-	e->events = *events;
-	e->purged = *purged;
-	e->dead = *dead;
-	e->latest_removed = *latest_removed;
+	e->counts = *c;
 }
 
 /*
@@ -321,18 +323,89 @@ spindle_drops_per_transaction(void)
 }
 
 /*
- * Drop every droppable spindle of a facade (up to
- * spindle_drops_per_transaction()); returns how many and adds the
- * bytes they held to *bytes_freed.  Skips the table if another maintenance
- * run holds it, and any spindle somebody has locked.  Also records the
- * fill time of full spindles.  Called with at least AccessShareLock on the
- * facade; use_cache is for the worker (see count_cached).
+ * Whether spindle i of the directory is full (spindles fill in order: none
+ * after the first one that is not is full).  A fill time the catalog has
+ * answers at once; else the slot counters decide, and a fill time they
+ * know is recorded in the catalog and in this backend's directory.
+ */
+static bool
+spindle_known_full(Relation facade, SpindleDirectory *dir, int i)
+{
+	SpindleEntry *sp = &dir->spindles[i];
+	TimestampTz filled_at;
+
+	if (sp->filled_at != 0)
+		return true;
+	if (!spindle_slots_full(facade, dir, i, &filled_at))
+		return false;
+	if (filled_at != 0)
+	{
+		spindle_catalog_set_filled(RelationGetRelid(facade), sp->spindle_no,
+								   filled_at);
+		sp->filled_at = filled_at;
+	}
+	return true;
+}
+
+/*
+ * Drop spindle sp if every event in it is dead to all, counting it again
+ * under AccessExclusiveLock (an insert that took the last slot before the
+ * first count may have placed its event since: it held the spindle until
+ * then, and counts may be cached).  seg is open with AccessShareLock and
+ * is closed here.  Returns the bytes freed, or -1 if it was not dropped.
+ */
+static int64
+drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
+{
+	SpindleCounts c;
+	int64		bytes;
+	ObjectAddress addr;
+
+	if (!ConditionalLockRelationOid(sp->segment, AccessExclusiveLock))
+	{
+		relation_close(seg, AccessShareLock);
+		return -1;
+	}
+	spindle_count_segment(seg, &c);
+	if (c.dead < c.events)
+	{
+		UnlockRelationOid(sp->segment, AccessExclusiveLock);
+		relation_close(seg, AccessShareLock);
+		return -1;
+	}
+	/* nobody else holds it now; nothing can come back to life */
+	bytes = DatumGetInt64(DirectFunctionCall1(pg_total_relation_size,
+											  ObjectIdGetDatum(sp->segment)));
+	/* standby snapshots that still see its events go first */
+	spindle_log_drop_conflict(seg, c.latest_removed);
+	relation_close(seg, NoLock);
+
+	ObjectAddressSet(addr, RelationRelationId, sp->segment);
+	performDeletion(&addr, DROP_RESTRICT,
+					PERFORM_DELETION_INTERNAL | PERFORM_DELETION_QUIETLY);
+	spindle_catalog_mark_dropped(RelationGetRelid(facade), sp->spindle_no,
+								 bytes);
+	return bytes;
+}
+
+/*
+ * Drop every droppable spindle of a facade (up to max_drops); returns how
+ * many and adds the bytes they held to *bytes_freed.  Skips the table if
+ * another maintenance run holds it, and any spindle somebody has locked.
+ * Also records the fill time of full spindles.  Called with at least
+ * AccessShareLock on the facade; use_cache is for the worker (see
+ * count_cached).
+ *
+ * Full spindles this backend found settled (touched.c) since the last
+ * delete noted in them are passed over without being opened, so a call
+ * costs the spindles that deletes touched, not all of them.
  */
 int
 spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 							 bool use_cache, int max_drops)
 {
 	SpindleDirectory *dir;
+	SettledPass pass;
 	int			ndropped = 0;
 	int			i;
 
@@ -343,76 +416,52 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 	/* first retire the index entries of spindles dropped before */
 	spindle_cleanup_dropped(facade);
 
+	/* then learn which spindles deletes touched since the last call */
+	spindle_touched_sync();
+
 	dir = spindle_directory_acquire(facade);
+	spindle_settled_begin(&pass, RelationGetRelid(facade), dir->nspindles);
 	for (i = 0; i < dir->nspindles && ndropped < max_drops; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
 		Relation	seg;
-		TimestampTz filled_at;
-		int64		events,
-					purged,
-					dead;
-		TransactionId latest_removed;
+		SpindleCounts c;
 		int64		bytes;
-		ObjectAddress addr;
 
 		if (sp->capacity == 0)
 			continue;			/* a single spindle, never dropped */
+		if (spindle_settled_check(&pass, sp) && sp->filled_at != 0)
+		{
+			spindle_settled_add(&pass, sp);
+			continue;
+		}
 		seg = spindle_open_segment(facade, sp, AccessShareLock);
 		if (seg == NULL)
 			continue;
-		/* spindles fill in order: none after the first unfilled one is full */
-		if (!spindle_slots_full(facade, dir, i, &filled_at))
+		if (!spindle_known_full(facade, dir, i))
 		{
 			relation_close(seg, AccessShareLock);
 			break;
 		}
-		if (sp->filled_at == 0 && filled_at != 0)
-		{
-			spindle_catalog_set_filled(RelationGetRelid(facade),
-									   sp->spindle_no, filled_at);
-			/* recorded: later calls of this backend need not repeat it */
-			sp->filled_at = filled_at;
-		}
 		if (use_cache)
-			count_cached(seg, &events, &purged, &dead, &latest_removed);
+			count_cached(seg, &c);
 		else
-			spindle_count_segment(seg, &events, &purged, &dead,
-								  &latest_removed);
-		if (dead < events ||
-			!ConditionalLockRelationOid(sp->segment, AccessExclusiveLock))
+			spindle_count_segment(seg, &c);
+		if (c.dead < c.events)
 		{
+			/* only a delete can make it droppable now: pass it over */
+			if (c.live > 0 && c.busy == 0)
+				spindle_settled_add(&pass, sp);
 			relation_close(seg, AccessShareLock);
 			continue;
 		}
-
-		/*
-		 * Count again now that nobody else holds it: an insert that took
-		 * the last slot before we looked may have placed its event since
-		 * (it held the spindle until then, and counts may be cached).
-		 */
-		spindle_count_segment(seg, &events, &purged, &dead, &latest_removed);
-		if (dead < events)
-		{
-			UnlockRelationOid(sp->segment, AccessExclusiveLock);
-			relation_close(seg, AccessShareLock);
+		bytes = drop_if_dead(facade, sp, seg);
+		if (bytes < 0)
 			continue;
-		}
-		/* nobody else holds it now; nothing can come back to life */
-		bytes = DatumGetInt64(DirectFunctionCall1(pg_total_relation_size,
-												  ObjectIdGetDatum(sp->segment)));
-		/* standby snapshots that still see its events go first */
-		spindle_log_drop_conflict(seg, latest_removed);
-		relation_close(seg, NoLock);
-
-		ObjectAddressSet(addr, RelationRelationId, sp->segment);
-		performDeletion(&addr, DROP_RESTRICT,
-						PERFORM_DELETION_INTERNAL | PERFORM_DELETION_QUIETLY);
-		spindle_catalog_mark_dropped(RelationGetRelid(facade), sp->spindle_no,
-									 bytes);
 		*bytes_freed += bytes;
 		ndropped++;
 	}
+	spindle_settled_end(&pass);
 	spindle_directory_release(dir);
 	if (ndropped > 0)
 	{

@@ -13,6 +13,17 @@
 
 struct VacuumParams;
 
+/* What spindle_count_segment() finds in a spindle. */
+typedef struct SpindleCounts
+{
+	int64		events;			/* line pointers ever used */
+	int64		purged;			/* deleted (committed) or aborted inserts */
+	int64		dead;			/* purged and seen by no snapshot */
+	int64		live;			/* committed and not deleted */
+	int64		busy;			/* inserter or deleter still running */
+	TransactionId latest_removed;	/* standby conflict horizon of dead */
+} SpindleCounts;
+
 extern int	spindle_drops_per_transaction(void);
 extern int	spindle_drop_droppable(Relation facade, int max_drops);
 extern int	spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
@@ -22,8 +33,6 @@ extern void spindle_cleanup_dropped(Relation facade);
 extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
-extern void spindle_count_segment(Relation segrel, int64 *events,
-								  int64 *purged, int64 *dead_to_all,
-								  TransactionId *latest_removed);
+extern void spindle_count_segment(Relation segrel, SpindleCounts *counts);
 
 #endif							/* SPINDLE_MAINTENANCE_H */

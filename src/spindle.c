@@ -25,6 +25,7 @@
 #include "slotmap.h"
 #include "directory.h"
 #include "slots.h"
+#include "touched.h"
 #include "facade.h"
 #include "segment.h"
 #include "options.h"
@@ -56,6 +57,7 @@ spindle_shmem_request(void)
 		prev_shmem_request_hook();
 	spindle_slots_shmem_request();
 	RequestAddinShmemSpace(spindle_worker_shmem_size());
+	RequestAddinShmemSpace(spindle_touched_shmem_size());
 	RequestNamedLWLockTranche("spindle_worker", 1);
 }
 
@@ -67,6 +69,7 @@ spindle_shmem_startup(void)
 	spindle_slots_shmem_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	spindle_worker_shmem_startup();
+	spindle_touched_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -47,6 +47,7 @@
 #include "layout.h"
 #include "directory.h"
 #include "slots.h"
+#include "touched.h"
 #include "facade.h"
 #include "options.h"
 #include "ttl.h"
@@ -232,6 +233,7 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 		bool		full;
 		bool		whole;
 		bool		complete = true;
+		int64		here = 0;
 		BlockNumber nblocks,
 					blk;
 		TransactionId horizon;
@@ -253,10 +255,13 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 		for (blk = 0; blk < nblocks; blk++)
 		{
 			CHECK_FOR_INTERRUPTS();
-			purged += purge_page(seg, blk, snapshot, cid, horizon,
-								 whole ? PG_UINT32_MAX : cutoff_s, &complete);
+			here += purge_page(seg, blk, snapshot, cid, horizon,
+							   whole ? PG_UINT32_MAX : cutoff_s, &complete);
 		}
 		relation_close(seg, NoLock);
+		if (here > 0)
+			spindle_note_touched(RelationGetRelid(facade), sp->spindle_no);
+		purged += here;
 		if (whole && complete)
 			purged_at_commit(sp);
 	}

@@ -61,7 +61,7 @@ emit_table(Relation facade, ReturnSetInfo *rsinfo)
 		SpindleEntry *sp = &dir->spindles[i];
 		Relation	seg = spindle_open_segment(facade, sp, AccessShareLock);
 		Relation	next = NULL;
-		int64		dead;
+		SpindleCounts counts;
 		int64		used;
 
 		if (seg == NULL)
@@ -73,7 +73,9 @@ emit_table(Relation facade, ReturnSetInfo *rsinfo)
 		used = spindle_slots_used(facade, seg, sp, &full[i], &filled[i], next);
 		if (next != NULL)
 			relation_close(next, AccessShareLock);
-		spindle_count_segment(seg, &events[i], &purged[i], &dead, NULL);
+		spindle_count_segment(seg, &counts);
+		events[i] = counts.events;
+		purged[i] = counts.purged;
 		/* slots handed out but not yet on disk count as events too */
 		events[i] = Max(events[i], used);
 		bytes[i] = DatumGetInt64(DirectFunctionCall1(pg_total_relation_size,
