@@ -9,6 +9,8 @@ OBJS = \
 	src/layout.o \
 	src/slots.o \
 	src/touched.o \
+	src/queue_state.o \
+	src/queue.o \
 	src/facade_am.o \
 	src/facade_scan.o \
 	src/segment_am.o \

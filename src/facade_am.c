@@ -62,6 +62,7 @@
 #include "directory.h"
 #include "slots.h"
 #include "touched.h"
+#include "queue.h"
 #include "facade.h"
 #include "maintenance.h"
 #include "worker.h"
@@ -471,6 +472,8 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 		done += got;
 	}
 	spindle_directory_release(dir);
+	/* consumers waiting on a queue are woken when this commits */
+	spindle_queue_note_insert(facade);
 }
 
 static void

@@ -26,6 +26,7 @@
 #include "directory.h"
 #include "slots.h"
 #include "touched.h"
+#include "queue_state.h"
 #include "facade.h"
 #include "segment.h"
 #include "options.h"
@@ -58,6 +59,7 @@ spindle_shmem_request(void)
 	spindle_slots_shmem_request();
 	RequestAddinShmemSpace(spindle_worker_shmem_size());
 	RequestAddinShmemSpace(spindle_touched_shmem_size());
+	spindle_queue_shmem_request();
 	RequestNamedLWLockTranche("spindle_worker", 1);
 }
 
@@ -70,6 +72,7 @@ spindle_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	spindle_worker_shmem_startup();
 	spindle_touched_shmem_startup();
+	spindle_queue_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -113,6 +116,20 @@ _PG_init(void)
 								"Each spindle table needs one for its open spindle and one for each ready one.",
 								&spindle_max_spindles,
 								4096, 64, 1024 * 1024,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+		DefineCustomIntVariable("spindle.max_queues",
+								"Number of queues whose consumer state shared memory holds at once.",
+								"A queue takes one when it is first consumed.",
+								&spindle_max_queues,
+								64, 1, 10000,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+		DefineCustomIntVariable("spindle.max_leases",
+								"Number of leases (events read and not yet acknowledged or expired) shared memory holds.",
+								"A lease covers one event, or a run of consecutive events read together.",
+								&spindle_max_leases,
+								10000, 16, 10 * 1000 * 1000,
 								PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
 		prev_shmem_request_hook = shmem_request_hook;

@@ -1,0 +1,1545 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.c
+ *	  Consuming queues: spindle.dequeue(), read(), ack(), set_visibility(),
+ *	  their claims and leases, and waiting for events (long poll).
+ *
+ * A consumer takes positions (msg_ids) from its queue's shared state
+ * (queue_state.c): first the items behind the head that are deliverable
+ * again (returned, due, expired, no longer waited for), then the next
+ * positions at the head, which it moves on.  They become its claim: an
+ * item of kind CLAIM owned by it, which no other consumer takes, so
+ * consumers never wait for each other and take no row locks.  It then
+ * examines each claimed event on disk under an exclusive lock of its page:
+ *
+ *	- deliverable (inserted by a committed transaction, not deleted, not
+ *	  locked, due): dequeue purges it -- xmax = the caller's transaction,
+ *	  one WAL record per page (rangepurge.c) -- and returns it; read()
+ *	  leases it instead (an item of kind LEASED, in shared memory only);
+ *	- inserted, deleted or locked by a running transaction: PENDING on it;
+ *	- not due: DELAYED until its visible_at;
+ *	- purged by a committed transaction, aborted, or never an event: gone.
+ *
+ * and records what it found in place of its claim.  Whatever goes wrong on
+ * the way (an error, a full item pool), the unrecorded rest of a claim
+ * becomes RETURNED, which only means "examine again": examining is always
+ * right, since the events themselves say what they are.  So every event
+ * behind the head is either purged for good or covered by an item, and no
+ * event is lost or delivered twice: a delivered event is purged by the
+ * claimer's (sub)transaction, whose end decides -- commit frees the claim
+ * (xact callback), abort or rollback to a savepoint returns it ahead of
+ * newer events, and so does the death of the backend (the abort runs) or a
+ * crash (the state is rebuilt from disk, where the purge was undone).
+ *
+ * Locks: the queue table in RowExclusiveLock (dequeue, ack, read with a
+ * dead-letter move) or AccessShareLock (read); each spindle touched in
+ * RowExclusiveLock; a state's LWLock never while a buffer lock is
+ * acquired, and a buffer lock taken before a state lock (see
+ * queue_state.c).  PREPARE TRANSACTION of a transaction holding claims is
+ * refused: nothing would end the claim.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/multixact.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "storage/condition_variable.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "directory.h"
+#include "facade.h"
+#include "layout.h"
+#include "queue.h"
+#include "queue_ids.h"
+#include "queue_state.h"
+#include "slotmap.h"
+#include "slots.h"
+#include "touched.h"
+
+PG_FUNCTION_INFO_V1(spindle_dequeue);
+PG_FUNCTION_INFO_V1(spindle_read);
+PG_FUNCTION_INFO_V1(spindle_ack);
+PG_FUNCTION_INFO_V1(spindle_ack_many);
+PG_FUNCTION_INFO_V1(spindle_set_visibility);
+
+/* the columns of a queue table */
+#define QCOL_MSG_ID		1
+#define QCOL_ENQUEUED	2
+#define QCOL_VISIBLE	3
+#define QCOL_PAYLOAD	4
+
+static inline TimestampTz
+plus_usecs(TimestampTz t, int64 us)
+{
+	return t + us;
+}
+
+/* an unplaced slot of a full spindle older than this is given up */
+#define UNPLACED_GRACE_MS 60000
+
+/* What examining a claimed event found. */
+typedef enum EvOutcome
+{
+	EV_DELIVER,
+	EV_GONE,
+	EV_PENDING,
+	EV_DELAYED,
+	EV_RETRY
+} EvOutcome;
+
+/* One claimed position. */
+typedef struct Candidate
+{
+	int64		msg_id;
+	int			source;			/* index into the claim's sources */
+	int32		read_count;
+	EvOutcome	outcome;
+	TransactionId xid;			/* PENDING on it */
+	TimestampTz due;			/* DELAYED until then */
+	bool		located;
+	Oid			segment;
+	int64		spindle_no;
+	ItemPointerData ptid;
+	HeapTuple	tuple;			/* delivered: a copy */
+} Candidate;
+
+/* An item taken as (part of) a claim, with the positions it covers. */
+typedef struct Source
+{
+	QueueItem  *item;
+	uint32		generation;
+	int64		start;
+	int64		end;
+	int32		read_count;
+	QueueItemKind was;			/* what the item was */
+	TimestampTz was_due;
+} Source;
+
+/* This backend's claims, for the transaction callbacks. */
+typedef struct ClaimRef
+{
+	int			slot;			/* queue state */
+	int			index;			/* item */
+	uint32		generation;
+	SubTransactionId subid;
+} ClaimRef;
+
+static List *my_claims = NIL;	/* of ClaimRef *, in TopMemoryContext */
+static List *enqueued_to = NIL; /* queue table OIDs, in TopTransactionContext */
+static bool callbacks_registered = false;
+static Oid	queue_namespace = InvalidOid;
+
+static void queue_xact_callback(XactEvent event, void *arg);
+static void queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+								   SubTransactionId parentSubid, void *arg);
+
+static void
+register_callbacks(void)
+{
+	if (callbacks_registered)
+		return;
+	RegisterXactCallback(queue_xact_callback, NULL);
+	RegisterSubXactCallback(queue_subxact_callback, NULL);
+	callbacks_registered = true;
+}
+
+/* Whether relid is a table of schema spindle_q, where queues live. */
+bool
+spindle_is_queue_table(Relation rel)
+{
+	if (!OidIsValid(queue_namespace))
+		queue_namespace = get_namespace_oid(SPINDLE_QUEUE_SCHEMA, true);
+	return OidIsValid(queue_namespace) &&
+		RelationGetNamespace(rel) == queue_namespace;
+}
+
+/*
+ * An insert into a queue table: wake its consumers when the transaction
+ * commits.  Called by the access method for every insert.
+ */
+void
+spindle_queue_note_insert(Relation rel)
+{
+	MemoryContext old;
+	Oid			relid = RelationGetRelid(rel);
+
+	if (!spindle_is_queue_table(rel) || list_member_oid(enqueued_to, relid))
+		return;
+	register_callbacks();
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	enqueued_to = lappend_oid(enqueued_to, relid);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * TEMPORARY until the queue catalog and range purges are merged: look a
+ * queue up by name in schema spindle_q, and purge with heap_delete.
+ */
+typedef struct SpindleQueue
+{
+	Oid			relid;
+	char		name[NAMEDATALEN];
+	int32		max_reads;
+	Oid			dlq_relid;
+} SpindleQueue;
+
+static void
+spindle_queue_lookup(text *name, AclMode rights, SpindleQueue *q)
+{
+	char	   *s;
+	Oid			nsp = get_namespace_oid(SPINDLE_QUEUE_SCHEMA, false);
+	AclMode		m;
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("queue name must not be NULL")));
+	s = text_to_cstring(name);
+	q->relid = get_relname_relid(s, nsp);
+	if (!OidIsValid(q->relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("queue \"%s\" does not exist", s)));
+	strlcpy(q->name, s, NAMEDATALEN);
+	for (m = ACL_SELECT; m <= ACL_DELETE; m <<= 1)
+		if ((rights & m) &&
+			pg_class_aclcheck(q->relid, GetUserId(), m) != ACLCHECK_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for queue \"%s\"", s)));
+	q->max_reads = 0;
+	q->dlq_relid = InvalidOid;
+}
+
+static void
+spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets,
+					  int n, CommandId cid)
+{
+	BlockNumber blk = BufferGetBlockNumber(buf);
+	int			i;
+
+	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+	for (i = 0; i < n; i++)
+	{
+		ItemPointerData tid;
+		TM_FailureData tmfd;
+
+		ItemPointerSet(&tid, blk, offsets[i]);
+		(void) heap_delete(seg, &tid, cid, InvalidSnapshot, true, &tmfd, false);
+	}
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+}
+
+/* ---------- transaction callbacks ---------- */
+
+/*
+ * End this backend's claims: freed at commit (their events are purged for
+ * good), returned otherwise (their events are examined again); with
+ * subid valid, only those of that subtransaction.  Never errors.
+ */
+static void
+end_claims(bool commit, SubTransactionId subid)
+{
+	ListCell   *lc;
+	List	   *kept = NIL;
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	foreach(lc, my_claims)
+	{
+		ClaimRef   *ref = lfirst(lc);
+		QueueState *qs;
+		QueueItem  *item;
+
+		if (subid != InvalidSubTransactionId && ref->subid != subid)
+		{
+			kept = lappend(kept, ref);
+			continue;
+		}
+		qs = spindle_queue_state_at(ref->slot);
+		item = spindle_qitem_at(ref->index);
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (item->generation == ref->generation &&
+			item->kind == QITEM_CLAIM && item->owner == MyProc->pgprocno)
+		{
+			if (commit && item->mixed)
+			{
+				/* some of its events were not ours: examine them again */
+				item->kind = QITEM_RETURNED;
+				item->owner = -1;
+				item->xid = InvalidTransactionId;
+				item->mixed = false;
+			}
+			else if (commit)
+			{
+				pg_atomic_fetch_add_u64(&qs->dequeued,
+										(uint64) (item->end - item->start));
+				spindle_qitem_free(qs, item);
+			}
+			else
+			{
+				/* an acknowledged lease that rolls back is leased again */
+				item->kind = item->restore_kind;
+				if (item->kind == QITEM_LEASED)
+					qs->nleases++;
+				item->restore_kind = QITEM_RETURNED;
+				item->owner = -1;
+				item->xid = InvalidTransactionId;
+				item->mixed = false;
+			}
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+		if (!commit)
+			ConditionVariableBroadcast(&qs->cv);
+		pfree(ref);
+	}
+	list_free(my_claims);
+	my_claims = kept;
+	MemoryContextSwitchTo(old);
+}
+
+static void
+wake_enqueued(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, enqueued_to)
+	{
+		QueueState *qs = spindle_queue_state(lfirst_oid(lc), false);
+
+		if (qs != NULL)
+			ConditionVariableBroadcast(&qs->cv);
+	}
+}
+
+static void
+queue_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (my_claims != NIL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that dequeued or acknowledged queue events")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			end_claims(true, InvalidSubTransactionId);
+			wake_enqueued();
+			enqueued_to = NIL;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			end_claims(false, InvalidSubTransactionId);
+			enqueued_to = NIL;
+			break;
+		case XACT_EVENT_PREPARE:
+			enqueued_to = NIL;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		end_claims(false, mySubid);
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		foreach(lc, my_claims)
+		{
+			ClaimRef   *ref = lfirst(lc);
+
+			if (ref->subid == mySubid)
+				ref->subid = parentSubid;
+		}
+	}
+}
+
+static void
+remember_claim(QueueState *qs, QueueItem *item)
+{
+	ClaimRef   *ref = MemoryContextAlloc(TopMemoryContext, sizeof(ClaimRef));
+	MemoryContext old;
+
+	register_callbacks();
+	ref->slot = qs->slot;
+	ref->index = item->index;
+	ref->generation = item->generation;
+	ref->subid = GetCurrentSubTransactionId();
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	my_claims = lappend(my_claims, ref);
+	MemoryContextSwitchTo(old);
+}
+
+/* ---------- opening a queue ---------- */
+
+/*
+ * Open queue table name with the rights a consumer needs (SELECT and
+ * DELETE on it), checked before the table is locked.
+ */
+static Relation
+open_queue(text *name, LOCKMODE lockmode, SpindleQueue *q)
+{
+	Relation	rel;
+	TupleDesc	td;
+
+	spindle_queue_lookup(name, ACL_SELECT | ACL_DELETE, q);
+	rel = table_open(q->relid, lockmode);
+	td = RelationGetDescr(rel);
+	if (td->natts < QCOL_PAYLOAD ||
+		TupleDescAttr(td, QCOL_MSG_ID - 1)->atttypid != INT8OID ||
+		TupleDescAttr(td, QCOL_ENQUEUED - 1)->atttypid != TIMESTAMPTZOID ||
+		TupleDescAttr(td, QCOL_VISIBLE - 1)->atttypid != TIMESTAMPTZOID ||
+		TupleDescAttr(td, QCOL_PAYLOAD - 1)->atttypid != JSONBOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("table of queue \"%s\" does not have the columns of a queue",
+						q->name)));
+	return rel;
+}
+
+static int
+get_max_events(FunctionCallInfo fcinfo, int argno)
+{
+	int			n;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("max_events must not be NULL")));
+	n = PG_GETARG_INT32(argno);
+	if (n <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_events must be positive, not %d", n)));
+	return n;
+}
+
+/* A non-negative interval argument, in microseconds. */
+static int64
+get_interval_usecs(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	Interval   *iv;
+	int64		us;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", what)));
+	iv = PG_GETARG_INTERVAL_P(argno);
+	us = iv->time + (int64) iv->day * USECS_PER_DAY +
+		(int64) iv->month * 30 * USECS_PER_DAY;
+	if (us < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", what)));
+	return us;
+}
+
+/* ---------- taking claims ---------- */
+
+/* Whether an item's events may be delivered now. */
+static bool
+item_ready(QueueItem *item, TimestampTz now)
+{
+	switch ((QueueItemKind) item->kind)
+	{
+		case QITEM_RETURNED:
+			return true;
+		case QITEM_DELAYED:
+		case QITEM_LEASED:
+			return item->due <= now;
+		case QITEM_PENDING:
+			return !TransactionIdIsValid(item->xid) ||
+				!TransactionIdIsInProgress(item->xid);
+		default:
+			return false;
+	}
+}
+
+/*
+ * Make [start, start + n) of item (of qs, locked) a claim of this backend
+ * and add it to sources; returns false if the pool has no item for it.
+ */
+static bool
+claim_from_item(QueueState *qs, QueueItem *item, int64 n, Source *src)
+{
+	QueueItem  *claim = item;
+
+	if (item->end - item->start > n)
+	{
+		claim = spindle_qitem_alloc(qs, QITEM_CLAIM, item->start,
+									item->start + n);
+		if (claim == NULL)
+			return false;
+		item->start += n;
+	}
+	src->was = (QueueItemKind) item->kind;
+	src->was_due = item->due;
+	src->read_count = item->read_count;
+	if (claim == item)
+	{
+		if (item->kind == QITEM_LEASED)
+			qs->nleases--;
+		item->kind = QITEM_CLAIM;
+	}
+	claim->read_count = src->read_count;
+	claim->owner = MyProc->pgprocno;
+	claim->xid = InvalidTransactionId;
+	src->item = claim;
+	src->generation = claim->generation;
+	src->start = claim->start;
+	src->end = claim->end;
+	remember_claim(qs, claim);
+	return true;
+}
+
+/* Where the head's spindle ends for now (see take_claims). */
+typedef struct HeadSpindle
+{
+	int64		spindle_no;		/* 0: none */
+	int64		used;			/* slots handed out */
+	bool		full;			/* receives no more events */
+} HeadSpindle;
+
+/*
+ * Look up how far the spindle at or after position head goes: its slots
+ * used and whether it is full.  No state lock held (may read the disk).
+ */
+static void
+head_spindle(Relation facade, SpindleDirectory *dir, int64 head,
+			 HeadSpindle *hs)
+{
+	int64		no = spindle_msgid_spindle(head);
+	int			i;
+
+	hs->spindle_no = 0;
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		SpindleEntry *sp = &dir->spindles[i];
+		Relation	seg;
+		TimestampTz filled_at;
+		bool		full;
+
+		if (sp->spindle_no < no)
+			continue;
+		seg = spindle_open_segment(facade, sp, AccessShareLock);
+		if (seg == NULL)
+			continue;
+		hs->spindle_no = sp->spindle_no;
+		hs->used = spindle_slots_used(facade, seg, sp, &full, &filled_at, NULL);
+		hs->full = full || spindle_slots_full(facade, dir, i, &filled_at);
+		relation_close(seg, AccessShareLock);
+		return;
+	}
+}
+
+/*
+ * Take up to want positions as this backend's claim: deliverable items
+ * first, then from the head.  Fills sources and returns how many
+ * positions they hold.
+ */
+static int
+take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
+			Source *sources, int *nsources, int max_sources, TimestampTz now,
+			bool *pool_full)
+{
+	int			got = 0;
+	dlist_mutable_iter iter;
+
+	*nsources = 0;
+	*pool_full = false;
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	if (!qs->valid)
+	{
+		/* rebuilt from disk: start at the oldest spindle */
+		qs->head = spindle_msgid_make(dir->nspindles > 0 ?
+									  dir->spindles[0].spindle_no : 1, 0);
+		qs->valid = true;
+	}
+	dlist_foreach_modify(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+		int64		n;
+
+		if (got >= want || *nsources >= max_sources)
+			break;
+		if (!item_ready(item, now))
+			continue;
+		n = Min(item->end - item->start, want - got);
+		if (!claim_from_item(qs, item, n, &sources[*nsources]))
+		{
+			*pool_full = true;
+			break;
+		}
+		(*nsources)++;
+		got += n;
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+
+	/* then from the head, one spindle at a time */
+	while (got < want && *nsources < max_sources && !*pool_full)
+	{
+		HeadSpindle hs;
+		int64		head = qs->head;	/* a hint; checked under the lock */
+		int64		k;
+		int64		n;
+		QueueItem  *claim;
+
+		head_spindle(facade, dir, head, &hs);
+		if (hs.spindle_no == 0)
+			break;				/* no spindle at or after the head */
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (qs->head != head)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			continue;			/* moved meanwhile: look again */
+		}
+		if (spindle_msgid_spindle(head) < hs.spindle_no)
+			head = qs->head = spindle_msgid_make(hs.spindle_no, 0);
+		k = spindle_msgid_k(head);
+		if (k >= hs.used)
+		{
+			bool		more = hs.full;
+
+			/* a full spindle is done: go on at the next one */
+			if (more)
+				qs->head = spindle_msgid_make(hs.spindle_no + 1, 0);
+			LWLockRelease(spindle_queue_lock(qs));
+			if (more)
+				continue;
+			break;				/* the open spindle's events are all taken */
+		}
+		n = Min(hs.used - k, want - got);
+		claim = spindle_qitem_alloc(qs, QITEM_CLAIM, head, head + n);
+		if (claim == NULL)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			*pool_full = true;
+			break;
+		}
+		claim->owner = MyProc->pgprocno;
+		qs->head = head + n;
+		LWLockRelease(spindle_queue_lock(qs));
+		remember_claim(qs, claim);
+		sources[*nsources].item = claim;
+		sources[*nsources].generation = claim->generation;
+		sources[*nsources].start = head;
+		sources[*nsources].end = head + n;
+		sources[*nsources].read_count = 0;
+		sources[*nsources].was = QITEM_FREE;
+		sources[*nsources].was_due = 0;
+		(*nsources)++;
+		got += n;
+	}
+	return got;
+}
+
+/* ---------- examining events ---------- */
+
+/*
+ * What the event at ptid of seg (buffer buf, locked) is for a consumer at
+ * time now; sets *xid for EV_PENDING and *due for EV_DELAYED.
+ */
+static EvOutcome
+classify(Relation seg, Buffer buf, ItemPointer ptid, int64 k, TupleDesc td,
+		 TimestampTz now, TransactionId *xid, TimestampTz *due)
+{
+	Page		page = BufferGetPage(buf);
+	OffsetNumber off = ItemPointerGetOffsetNumber(ptid);
+	ItemId		lp;
+	HeapTupleData tup;
+	TransactionId dead_after;
+	bool		isnull;
+	Datum		d;
+
+	if (off > PageGetMaxOffsetNumber(page))
+		return EV_GONE;
+	lp = PageGetItemId(page, off);
+	if (!ItemIdIsNormal(lp))
+		return EV_GONE;
+	tup.t_data = (HeapTupleHeader) PageGetItem(page, lp);
+	tup.t_len = ItemIdGetLength(lp);
+	tup.t_tableOid = RelationGetRelid(seg);
+	tup.t_self = *ptid;
+	if (spindle_event_k(tup.t_data, tup.t_len) != (int32) k)
+		return EV_GONE;			/* not the event the map promised */
+
+	switch (HeapTupleSatisfiesVacuumHorizon(&tup, buf, &dead_after))
+	{
+		case HEAPTUPLE_DEAD:
+		case HEAPTUPLE_RECENTLY_DEAD:
+			return EV_GONE;
+		case HEAPTUPLE_INSERT_IN_PROGRESS:
+			*xid = HeapTupleHeaderGetRawXmin(tup.t_data);
+			return EV_PENDING;
+		case HEAPTUPLE_DELETE_IN_PROGRESS:
+			*xid = HeapTupleHeaderGetUpdateXid(tup.t_data);
+			return EV_PENDING;
+		case HEAPTUPLE_LIVE:
+			break;
+	}
+	/* live: a row lock held by a running transaction keeps it for now */
+	if (!(tup.t_data->t_infomask & HEAP_XMAX_INVALID))
+	{
+		TransactionId xmax = HeapTupleHeaderGetRawXmax(tup.t_data);
+
+		if (tup.t_data->t_infomask & HEAP_XMAX_IS_MULTI)
+		{
+			if (MultiXactIdIsRunning(xmax, true))
+			{
+				*xid = InvalidTransactionId;
+				return EV_PENDING;
+			}
+		}
+		else if (TransactionIdIsCurrentTransactionId(xmax) ||
+				 TransactionIdIsInProgress(xmax))
+		{
+			*xid = xmax;
+			return EV_PENDING;
+		}
+	}
+	d = heap_getattr(&tup, QCOL_VISIBLE, td, &isnull);
+	if (!isnull && DatumGetTimestampTz(d) > now)
+	{
+		*due = DatumGetTimestampTz(d);
+		return EV_DELAYED;
+	}
+	return EV_DELIVER;
+}
+
+static int
+cmp_candidate_location(const void *a, const void *b)
+{
+	const Candidate *x = a;
+	const Candidate *y = b;
+
+	if (x->located != y->located)
+		return x->located ? -1 : 1;
+	if (x->segment != y->segment)
+		return x->segment < y->segment ? -1 : 1;
+	return ItemPointerCompare((ItemPointer) &x->ptid, (ItemPointer) &y->ptid);
+}
+
+static int
+cmp_candidate_source(const void *a, const void *b)
+{
+	const Candidate *x = a;
+	const Candidate *y = b;
+
+	if (x->source != y->source)
+		return x->source < y->source ? -1 : 1;
+	if (x->msg_id != y->msg_id)
+		return x->msg_id < y->msg_id ? -1 : 1;
+	return 0;
+}
+
+static int
+cmp_candidate_msgid(const void *a, const void *b)
+{
+	const Candidate *x = a;
+	const Candidate *y = b;
+
+	if (x->msg_id != y->msg_id)
+		return x->msg_id < y->msg_id ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Find where each candidate's event is: its spindle and physical TID.
+ * Candidates whose spindle is gone, or whose slot never got an event, are
+ * EV_GONE; a slot not placed yet is EV_RETRY.
+ */
+static void
+locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
+	   TimestampTz now)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		SpindleEntry *sp = spindle_find_spindle(dir, spindle_msgid_spindle(c[i].msg_id));
+		int64		k = spindle_msgid_k(c[i].msg_id);
+
+		c[i].located = false;
+		c[i].outcome = EV_GONE;
+		if (sp == NULL || k >= sp->vcount)
+			continue;
+		if (!spindle_slotmap_get(facade, sp->vbase + k, &c[i].ptid))
+		{
+			/* reserved, not placed: soon, unless it never will be */
+			if (sp->filled_at == 0 ||
+				!TimestampDifferenceExceeds(sp->filled_at, now,
+											UNPLACED_GRACE_MS))
+				c[i].outcome = EV_RETRY;
+			continue;
+		}
+		c[i].located = true;
+		c[i].segment = sp->segment;
+		c[i].spindle_no = sp->spindle_no;
+	}
+}
+
+/*
+ * Examine located candidates page by page under an exclusive page lock;
+ * with purge, purge the deliverable ones (one WAL record per page) and
+ * keep a copy of each.  Candidates must be sorted by location.
+ */
+static void
+examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
+		TimestampTz now, bool purge, bool *purge_mask)
+{
+	TupleDesc	td = RelationGetDescr(facade);
+	CommandId	cid = purge ? GetCurrentCommandId(true) : InvalidCommandId;
+	int			i = 0;
+
+	while (i < n && c[i].located)
+	{
+		SpindleEntry *sp = spindle_find_spindle(dir, c[i].spindle_no);
+		Relation	seg = spindle_open_segment(facade, sp, RowExclusiveLock);
+		BlockNumber blk = ItemPointerGetBlockNumber(&c[i].ptid);
+		Buffer		buf;
+		OffsetNumber offsets[MaxHeapTuplesPerPage];
+		int			noff = 0;
+		int			j;
+		int			first = i;
+
+		if (seg == NULL)
+		{
+			for (; i < n && c[i].located && c[i].segment == c[first].segment; i++)
+				c[i].outcome = EV_GONE;
+			continue;
+		}
+		buf = ReadBuffer(seg, blk);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		for (; i < n && c[i].located && c[i].segment == c[first].segment &&
+			 ItemPointerGetBlockNumber(&c[i].ptid) == blk; i++)
+		{
+			c[i].outcome = classify(seg, buf, &c[i].ptid,
+									spindle_msgid_k(c[i].msg_id), td, now,
+									&c[i].xid, &c[i].due);
+			if (c[i].outcome == EV_DELIVER && purge &&
+				(purge_mask == NULL || purge_mask[i]))
+				offsets[noff++] = ItemPointerGetOffsetNumber(&c[i].ptid);
+		}
+		if (noff > 0)
+			spindle_purge_on_page(seg, buf, offsets, noff, cid);
+		for (j = first; j < i; j++)
+		{
+			if (c[j].outcome == EV_DELIVER)
+			{
+				Page		page = BufferGetPage(buf);
+				ItemId		lp = PageGetItemId(page,
+											   ItemPointerGetOffsetNumber(&c[j].ptid));
+				HeapTupleData tup;
+
+				tup.t_data = (HeapTupleHeader) PageGetItem(page, lp);
+				tup.t_len = ItemIdGetLength(lp);
+				tup.t_tableOid = RelationGetRelid(seg);
+				tup.t_self = c[j].ptid;
+				c[j].tuple = heap_copytuple(&tup);
+			}
+		}
+		UnlockReleaseBuffer(buf);
+		if (noff > 0)
+			spindle_note_touched(RelationGetRelid(facade), c[first].spindle_no);
+		relation_close(seg, NoLock);
+	}
+}
+
+/* ---------- recording what was found ---------- */
+
+/* The item kind an outcome leaves behind the head (FREE: nothing). */
+static QueueItemKind
+outcome_kind(const Candidate *c, bool delivered_kind_is_lease)
+{
+	switch (c->outcome)
+	{
+		case EV_DELIVER:
+			return delivered_kind_is_lease ? QITEM_LEASED : QITEM_CLAIM;
+		case EV_PENDING:
+			return QITEM_PENDING;
+		case EV_DELAYED:
+			return QITEM_DELAYED;
+		case EV_RETRY:
+			return QITEM_RETURNED;
+		case EV_GONE:
+			return QITEM_FREE;
+	}
+	return QITEM_RETURNED;
+}
+
+/* Whether two consecutive candidates can share an item. */
+static bool
+same_run(const Candidate *a, const Candidate *b, bool lease)
+{
+	if (a->msg_id + 1 != b->msg_id || a->outcome != b->outcome)
+		return false;
+	switch (a->outcome)
+	{
+		case EV_PENDING:
+			return TransactionIdEquals(a->xid, b->xid);
+		case EV_DELAYED:
+			/* never early; late by at most a second */
+			return Abs(a->due - b->due) < USECS_PER_SEC;
+		case EV_DELIVER:
+			return !lease || a->read_count == b->read_count;
+		default:
+			return true;
+	}
+}
+
+/*
+ * Replace each source's claim by what its candidates turned out to be.
+ * Candidates are sorted by source, then msg_id; delivered ones become this
+ * backend's claims (dequeue: purged by xid) or leases until lease_due
+ * (read), gone ones nothing.  Where the pool has no item left, the rest of
+ * a source stays one item: for dequeue, a claim marked mixed (its events
+ * that were delivered are purged by us; the others are examined again when
+ * the claim ends, whatever the end); for read, RETURNED, and its
+ * candidates are not delivered.
+ */
+static void
+record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
+	   bool lease, TimestampTz lease_due, TransactionId xid)
+{
+	int			i = 0;
+	int			s;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	for (s = 0; s < nsources; s++)
+	{
+		Source	   *src = &sources[s];
+		QueueItem  *item = src->item;
+
+		if (item->generation != src->generation ||
+			item->kind != QITEM_CLAIM || item->owner != MyProc->pgprocno)
+		{
+			/*
+			 * Reset meanwhile (cannot happen while we hold the table
+			 * locked, but a rebuild would be right too): what we purged
+			 * is still ours to deliver, and a rebuild finds the rest.
+			 */
+			while (i < n && c[i].source == s)
+			{
+				if (lease && c[i].outcome == EV_DELIVER)
+					c[i].outcome = EV_RETRY;
+				i++;
+			}
+			continue;
+		}
+		while (i < n && c[i].source == s)
+		{
+			int			j = i;
+			bool		last;
+			QueueItemKind kind;
+			QueueItem  *run;
+
+			while (j + 1 < n && c[j + 1].source == s &&
+				   same_run(&c[j], &c[j + 1], lease))
+				j++;
+			last = !(j + 1 < n && c[j + 1].source == s);
+			kind = outcome_kind(&c[i], lease);
+			if (kind == QITEM_FREE)
+			{
+				if (last)
+					spindle_qitem_free(qs, item);
+				else
+					item->start = c[j + 1].msg_id;
+				i = j + 1;
+				continue;
+			}
+			if (last)
+			{
+				/* the last run takes the claim's own item */
+				run = item;
+				item->start = c[i].msg_id;
+			}
+			else
+				run = spindle_qitem_alloc(qs, kind, c[i].msg_id,
+										  c[j].msg_id + 1);
+			if (run == NULL)
+			{
+				/* no item for it: the claim's item keeps the rest */
+				item->start = c[i].msg_id;
+				if (lease)
+				{
+					item->kind = QITEM_RETURNED;
+					item->owner = -1;
+					for (; i < n && c[i].source == s; i++)
+						if (c[i].outcome == EV_DELIVER)
+							c[i].outcome = EV_RETRY;
+				}
+				else
+				{
+					item->xid = xid;
+					item->mixed = true;
+					for (; i < n && c[i].source == s; i++)
+						;
+				}
+				break;
+			}
+			if (kind == QITEM_LEASED && run == item)
+				qs->nleases++;
+			run->kind = kind;
+			run->end = c[j].msg_id + 1;
+			run->read_count = kind == QITEM_LEASED ? c[i].read_count + 1 :
+				c[i].read_count;
+			run->xid = kind == QITEM_PENDING ? c[i].xid :
+				kind == QITEM_CLAIM ? xid : InvalidTransactionId;
+			run->owner = kind == QITEM_CLAIM ? MyProc->pgprocno : -1;
+			run->mixed = false;
+			run->due = kind == QITEM_DELAYED ? Max(c[i].due, c[j].due) :
+				kind == QITEM_LEASED ? lease_due : 0;
+			if (kind == QITEM_CLAIM && run != item)
+				remember_claim(qs, run);
+			if (!last)
+				item->start = c[j + 1].msg_id;
+			i = j + 1;
+		}
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+}
+
+/* ---------- the consuming functions ---------- */
+
+typedef struct ConsumeResult
+{
+	Candidate  *c;
+	int			n;
+} ConsumeResult;
+
+/*
+ * One attempt to take up to want events of the queue: dequeue (purge =
+ * true) or read with a lease until lease_due.  Returns the candidates;
+ * those with outcome EV_DELIVER were delivered.
+ */
+static ConsumeResult
+consume_once(Relation facade, QueueState *qs, int want, bool purge,
+			 TimestampTz lease_due, bool *pool_full)
+{
+	ConsumeResult res = {NULL, 0};
+	SpindleDirectory *dir;
+	Source	   *sources;
+	int			nsources;
+	int			max_sources = 64;
+	int			got;
+	int			s;
+	TimestampTz now = GetCurrentTimestamp();
+	TransactionId xid = purge ? GetCurrentTransactionId() : InvalidTransactionId;
+
+	AcceptInvalidationMessages();
+	dir = spindle_directory_acquire(facade);
+	sources = palloc(sizeof(Source) * max_sources);
+	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
+					  now, pool_full);
+	if (got == 0)
+	{
+		spindle_directory_release(dir);
+		return res;
+	}
+	res.c = palloc0(sizeof(Candidate) * got);
+	for (s = 0; s < nsources; s++)
+	{
+		int64		p;
+
+		for (p = sources[s].start; p < sources[s].end; p++)
+		{
+			res.c[res.n].msg_id = p;
+			res.c[res.n].source = s;
+			res.c[res.n].read_count = sources[s].read_count;
+			res.n++;
+		}
+	}
+	locate(facade, dir, res.c, res.n, now);
+	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_location);
+	examine(facade, dir, res.c, res.n, now, purge, NULL);
+	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
+	record(qs, sources, nsources, res.c, res.n, !purge, lease_due, xid);
+	spindle_directory_release(dir);
+	return res;
+}
+
+
+/* The time consumers must next look again at qs: its earliest due item. */
+static TimestampTz
+next_due(QueueState *qs)
+{
+	dlist_iter	iter;
+	TimestampTz due = DT_NOEND;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		if ((item->kind == QITEM_DELAYED || item->kind == QITEM_LEASED) &&
+			item->due < due)
+			due = item->due;
+		else if (item->kind == QITEM_PENDING || item->kind == QITEM_RETURNED)
+		{
+			/* a transaction's end may not wake us: look every second */
+			TimestampTz soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+
+			if (soon < due)
+				due = soon;
+		}
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+	return due;
+}
+
+/*
+ * Take up to want events, waiting up to wait_us for the first one: the
+ * condition variable is registered before each attempt, so an enqueue that
+ * commits between the attempt and the sleep still wakes it.
+ */
+static ConsumeResult
+consume(Relation facade, QueueState *qs, int want, bool purge,
+		int64 lease_us, int64 wait_us)
+{
+	TimestampTz deadline = plus_usecs(GetCurrentTimestamp(), wait_us);
+	ConsumeResult res = {NULL, 0};
+	int			delivered;
+
+	for (;;)
+	{
+		bool		pool_full;
+		TimestampTz now;
+		TimestampTz until;
+		int			i;
+
+		if (wait_us > 0)
+			ConditionVariablePrepareToSleep(&qs->cv);
+		res = consume_once(facade, qs, want, purge,
+						   plus_usecs(GetCurrentTimestamp(), lease_us),
+						   &pool_full);
+		for (delivered = 0, i = 0; i < res.n; i++)
+			if (res.c[i].outcome == EV_DELIVER)
+				delivered++;
+		if (delivered == 0 && pool_full)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("no room in shared memory for more leases or claims of queue events"),
+					 errdetail("spindle.max_leases is %d.", spindle_max_leases),
+					 errhint("Acknowledge leased events, or raise spindle.max_leases and restart the server.")));
+		now = GetCurrentTimestamp();
+		if (delivered > 0 || wait_us == 0 || now >= deadline)
+			break;
+		/* got everything that was there but nothing deliverable: sleep */
+		if (res.n > 0 && delivered == 0)
+		{
+			/* what we took turned out pending or delayed: try again at once */
+			if (res.n == want)
+				continue;
+		}
+		until = Min(deadline, next_due(qs));
+		if (until > now)
+			(void) ConditionVariableTimedSleep(&qs->cv,
+											   Max(1, (until - now + 999) / 1000),
+											   PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (wait_us > 0)
+		ConditionVariableCancelSleep();
+	return res;
+}
+
+/* Emit the delivered candidates, in msg_id order, as spindle.message rows. */
+static void
+emit_messages(FunctionCallInfo fcinfo, Relation facade, ConsumeResult *res)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TupleDesc	td = RelationGetDescr(facade);
+	Datum	   *values = palloc(sizeof(Datum) * td->natts);
+	bool	   *nulls = palloc(sizeof(bool) * td->natts);
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	qsort(res->c, res->n, sizeof(Candidate), cmp_candidate_msgid);
+	for (i = 0; i < res->n; i++)
+	{
+		Candidate  *c = &res->c[i];
+		Datum		out[4];
+		bool		outnull[4] = {false, false, false, false};
+
+		if (c->outcome != EV_DELIVER || c->tuple == NULL)
+			continue;
+		heap_deform_tuple(c->tuple, td, values, nulls);
+		out[0] = Int64GetDatum(c->msg_id);
+		out[1] = values[QCOL_ENQUEUED - 1];
+		outnull[1] = nulls[QCOL_ENQUEUED - 1];
+		out[2] = Int32GetDatum(c->read_count + (fcinfo->flinfo->fn_addr == spindle_read ? 1 : 0));
+		if (nulls[QCOL_PAYLOAD - 1])
+			outnull[3] = true;
+		else
+			out[3] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[QCOL_PAYLOAD - 1]));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnull);
+	}
+}
+
+/*
+ * spindle.dequeue(queue_name text, max_events int DEFAULT 1,
+ *                 wait interval DEFAULT '0') RETURNS SETOF spindle.message
+ *
+ * Takes and purges up to max_events events; they are gone for good when
+ * the caller's transaction commits and come back if it rolls back.
+ */
+Datum
+spindle_dequeue(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	int			want;
+	int64		wait_us;
+	Relation	rel;
+	QueueState *qs;
+	ConsumeResult res;
+
+	want = get_max_events(fcinfo, 1);
+	wait_us = get_interval_usecs(fcinfo, 2, "wait");
+	PreventCommandIfReadOnly("spindle.dequeue()");
+	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
+					 RowExclusiveLock, &q);
+	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	res = consume(rel, qs, want, true, 0, wait_us);
+	emit_messages(fcinfo, rel, &res);
+	table_close(rel, NoLock);
+	return (Datum) 0;
+}
+
+/*
+ * spindle.read(queue_name text, max_events int, visibility_timeout interval,
+ *              wait interval DEFAULT '0') RETURNS SETOF spindle.message
+ *
+ * Leases up to max_events events: hidden from other consumers for
+ * visibility_timeout, whatever becomes of the caller's transaction, then
+ * delivered again (read_count + 1) until acknowledged.
+ */
+Datum
+spindle_read(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	int			want;
+	int64		vt_us;
+	int64		wait_us;
+	Relation	rel;
+	QueueState *qs;
+	ConsumeResult res;
+
+	want = get_max_events(fcinfo, 1);
+	vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
+	wait_us = get_interval_usecs(fcinfo, 3, "wait");
+	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
+					 AccessShareLock, &q);
+	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	res = consume(rel, qs, want, false, vt_us, wait_us);
+	emit_messages(fcinfo, rel, &res);
+	table_close(rel, NoLock);
+	return (Datum) 0;
+}
+
+/* ---------- one event by msg_id: ack, set_visibility ---------- */
+
+/* The item of qs (locked) that holds msg_id, or NULL. */
+static QueueItem *
+find_item(QueueState *qs, int64 msg_id)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		if (msg_id >= item->start && msg_id < item->end)
+			return item;
+	}
+	return NULL;
+}
+
+static QueueItem *
+copy_item(QueueState *qs, QueueItem *from, int64 start, int64 end)
+{
+	QueueItem  *to = spindle_qitem_alloc(qs, (QueueItemKind) from->kind,
+										 start, end);
+
+	if (to != NULL)
+	{
+		to->xid = from->xid;
+		to->owner = from->owner;
+		to->due = from->due;
+		to->read_count = from->read_count;
+	}
+	return to;
+}
+
+/*
+ * Make msg_id an item of its own, split off item (of qs, locked); returns
+ * it, or NULL (nothing changed) if the pool has no item for the split.
+ */
+static QueueItem *
+carve(QueueState *qs, QueueItem *item, int64 msg_id)
+{
+	QueueItem  *before = NULL;
+	QueueItem  *after = NULL;
+
+	if (msg_id > item->start &&
+		(before = copy_item(qs, item, item->start, msg_id)) == NULL)
+		return NULL;
+	if (msg_id + 1 < item->end &&
+		(after = copy_item(qs, item, msg_id + 1, item->end)) == NULL)
+	{
+		if (before != NULL)
+			spindle_qitem_free(qs, before);
+		return NULL;
+	}
+	item->start = msg_id;
+	item->end = msg_id + 1;
+	return item;
+}
+
+static void
+no_room_for_item(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("no room in shared memory for more leases or claims of queue events"),
+			 errdetail("spindle.max_leases is %d.", spindle_max_leases),
+			 errhint("Acknowledge leased events, or raise spindle.max_leases and restart the server.")));
+}
+
+/*
+ * Purge msg_id of the queue in the caller's transaction if it is an event
+ * no one has purged or claimed; returns whether it did.
+ */
+static bool
+ack_one(Relation facade, QueueState *qs, int64 msg_id)
+{
+	QueueItem  *item;
+	uint32		generation = 0;
+	QueueItemKind was = QITEM_FREE;
+	SpindleDirectory *dir;
+	Candidate	c;
+	bool		purged;
+	TimestampTz now = GetCurrentTimestamp();
+	TransactionId xid = GetCurrentTransactionId();
+
+	if (msg_id < 0)
+		return false;
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	if (!qs->valid)
+	{
+		SpindleDirectory *d = spindle_directory_acquire(facade);
+
+		qs->head = spindle_msgid_make(d->nspindles > 0 ?
+									  d->spindles[0].spindle_no : 1, 0);
+		qs->valid = true;
+		spindle_directory_release(d);
+	}
+	item = find_item(qs, msg_id);
+	if (item == NULL && msg_id < qs->head)
+	{
+		/* behind the head and in no item: purged for good */
+		LWLockRelease(spindle_queue_lock(qs));
+		return false;
+	}
+	if (item != NULL)
+	{
+		if (item->kind == QITEM_CLAIM)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			return false;		/* being consumed by a transaction */
+		}
+		if ((item = carve(qs, item, msg_id)) == NULL)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			no_room_for_item();
+		}
+		was = (QueueItemKind) item->kind;
+		if (was == QITEM_LEASED)
+			qs->nleases--;
+		item->restore_kind = was == QITEM_LEASED ? QITEM_LEASED : QITEM_RETURNED;
+		item->kind = QITEM_CLAIM;
+		item->owner = MyProc->pgprocno;
+		item->xid = xid;
+		generation = item->generation;
+		remember_claim(qs, item);
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+
+	/* the event itself decides */
+	memset(&c, 0, sizeof(c));
+	c.msg_id = msg_id;
+	dir = spindle_directory_acquire(facade);
+	locate(facade, dir, &c, 1, now);
+	if (c.located)
+		examine(facade, dir, &c, 1, DT_NOEND - 1, true, NULL);
+	spindle_directory_release(dir);
+	purged = c.located && c.outcome == EV_DELIVER;
+
+	if (item != NULL && !purged)
+	{
+		/* not ours to purge: leave it as it was, examined again */
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (item->generation == generation && item->kind == QITEM_CLAIM)
+		{
+			item->kind = item->restore_kind;
+			if (item->kind == QITEM_LEASED)
+				qs->nleases++;
+			item->owner = -1;
+			item->xid = InvalidTransactionId;
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	return purged;
+}
+
+static int64
+get_msg_id(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("msg_id must not be NULL")));
+	return PG_GETARG_INT64(argno);
+}
+
+/*
+ * spindle.ack(queue_name text, msg_id bigint) RETURNS boolean
+ *
+ * Purges the event in the caller's transaction; false if it is already
+ * purged (acknowledged, dequeued) or being purged by another transaction.
+ */
+Datum
+spindle_ack(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	int64		msg_id = get_msg_id(fcinfo, 1);
+	Relation	rel;
+	bool		done;
+
+	PreventCommandIfReadOnly("spindle.ack()");
+	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
+					 RowExclusiveLock, &q);
+	done = ack_one(rel, spindle_queue_state(RelationGetRelid(rel), true),
+				   msg_id);
+	table_close(rel, NoLock);
+	PG_RETURN_BOOL(done);
+}
+
+/*
+ * spindle.ack(queue_name text, msg_ids bigint[]) RETURNS SETOF bigint
+ *
+ * Acknowledges each id; returns those it purged.
+ */
+Datum
+spindle_ack_many(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	ArrayType  *arr;
+	Datum	   *ids;
+	bool	   *nulls;
+	int			n;
+	int			i;
+	Relation	rel;
+	QueueState *qs;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("msg_ids must not be NULL")));
+	arr = PG_GETARG_ARRAYTYPE_P(1);
+	deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &ids, &nulls, &n);
+	for (i = 0; i < n; i++)
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("msg_ids must not contain NULL (element %d)", i + 1)));
+	PreventCommandIfReadOnly("spindle.ack()");
+	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
+					 RowExclusiveLock, &q);
+	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < n; i++)
+	{
+		Datum		out = ids[i];
+		bool		outnull = false;
+
+		if (ack_one(rel, qs, DatumGetInt64(ids[i])))
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+								 &out, &outnull);
+	}
+	table_close(rel, NoLock);
+	return (Datum) 0;
+}
+
+/*
+ * spindle.set_visibility(queue_name text, msg_id bigint,
+ *                        visibility_timeout interval) RETURNS boolean
+ *
+ * Moves a lease's end to now + visibility_timeout ('0' hands the event
+ * back at once); false if msg_id is not leased.  Takes effect at once,
+ * whatever becomes of the caller's transaction.
+ */
+Datum
+spindle_set_visibility(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	int64		msg_id = get_msg_id(fcinfo, 1);
+	int64		vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
+	Relation	rel;
+	QueueState *qs;
+	QueueItem  *item;
+	bool		found = false;
+
+	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
+					 AccessShareLock, &q);
+	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	item = find_item(qs, msg_id);
+	if (item != NULL && item->kind == QITEM_LEASED)
+	{
+		if ((item = carve(qs, item, msg_id)) == NULL)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			no_room_for_item();
+		}
+		item->due = plus_usecs(GetCurrentTimestamp(), vt_us);
+		found = true;
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+	if (found && vt_us == 0)
+		ConditionVariableBroadcast(&qs->cv);
+	table_close(rel, NoLock);
+	PG_RETURN_BOOL(found);
+}

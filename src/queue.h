@@ -1,0 +1,18 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.h
+ *	  Consuming queues: dequeue, read, ack, set_visibility, wait (queue.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SPINDLE_QUEUE_H
+#define SPINDLE_QUEUE_H
+
+#include "utils/rel.h"
+
+#define SPINDLE_QUEUE_SCHEMA "spindle_q"
+
+extern bool spindle_is_queue_table(Relation rel);
+extern void spindle_queue_note_insert(Relation rel);
+
+#endif							/* SPINDLE_QUEUE_H */
