@@ -152,6 +152,7 @@ static List *enqueued_to = NIL; /* queue table OIDs, in TopTransactionContext */
 static bool callbacks_registered = false;
 static Oid	queue_namespace = InvalidOid;
 
+static void no_room_for_item(void);
 static void queue_xact_callback(XactEvent event, void *arg);
 static void queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
@@ -1119,6 +1120,39 @@ next_due(QueueState *qs)
 }
 
 /*
+ * Take up to want events without sleeping: attempt after attempt while
+ * each finds events to look at and makes progress (delivers some, or moves
+ * the head); events it finds pending or delayed stay behind.  Appends the
+ * delivered ones to *out.
+ */
+static void
+consume_now(Relation facade, QueueState *qs, int want, bool purge,
+			int64 lease_us, ConsumeResult *out, bool *pool_full)
+{
+	while (out->n < want)
+	{
+		int64		head_before = qs->head;
+		ConsumeResult res;
+		int			delivered = 0;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		res = consume_once(facade, qs, want - out->n, purge,
+						   plus_usecs(GetCurrentTimestamp(), lease_us),
+						   pool_full);
+		for (i = 0; i < res.n; i++)
+			if (res.c[i].outcome == EV_DELIVER)
+			{
+				out->c[out->n++] = res.c[i];
+				delivered++;
+			}
+		if (res.n == 0 || *pool_full ||
+			(delivered == 0 && qs->head == head_before))
+			break;
+	}
+}
+
+/*
  * Take up to want events, waiting up to wait_us for the first one: the
  * condition variable is registered before each attempt, so an enqueue that
  * commits between the attempt and the sleep still wakes it.
@@ -1128,40 +1162,24 @@ consume(Relation facade, QueueState *qs, int want, bool purge,
 		int64 lease_us, int64 wait_us)
 {
 	TimestampTz deadline = plus_usecs(GetCurrentTimestamp(), wait_us);
-	ConsumeResult res = {NULL, 0};
-	int			delivered;
+	ConsumeResult res;
 
+	res.c = palloc0(sizeof(Candidate) * want);
+	res.n = 0;
 	for (;;)
 	{
-		bool		pool_full;
+		bool		pool_full = false;
 		TimestampTz now;
 		TimestampTz until;
-		int			i;
 
 		if (wait_us > 0)
 			ConditionVariablePrepareToSleep(&qs->cv);
-		res = consume_once(facade, qs, want, purge,
-						   plus_usecs(GetCurrentTimestamp(), lease_us),
-						   &pool_full);
-		for (delivered = 0, i = 0; i < res.n; i++)
-			if (res.c[i].outcome == EV_DELIVER)
-				delivered++;
-		if (delivered == 0 && pool_full)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("no room in shared memory for more leases or claims of queue events"),
-					 errdetail("spindle.max_leases is %d.", spindle_max_leases),
-					 errhint("Acknowledge leased events, or raise spindle.max_leases and restart the server.")));
+		consume_now(facade, qs, want, purge, lease_us, &res, &pool_full);
+		if (res.n == 0 && pool_full)
+			no_room_for_item();
 		now = GetCurrentTimestamp();
-		if (delivered > 0 || wait_us == 0 || now >= deadline)
+		if (res.n > 0 || wait_us == 0 || now >= deadline)
 			break;
-		/* got everything that was there but nothing deliverable: sleep */
-		if (res.n > 0 && delivered == 0)
-		{
-			/* what we took turned out pending or delayed: try again at once */
-			if (res.n == want)
-				continue;
-		}
 		until = Min(deadline, next_due(qs));
 		if (until > now)
 			(void) ConditionVariableTimedSleep(&qs->cv,
