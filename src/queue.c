@@ -153,6 +153,7 @@ static bool callbacks_registered = false;
 static Oid	queue_namespace = InvalidOid;
 
 static void no_room_for_item(void);
+static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
 static void queue_xact_callback(XactEvent event, void *arg);
 static void queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
@@ -201,10 +202,10 @@ spindle_queue_note_insert(Relation rel)
  */
 typedef struct SpindleQueue
 {
-	Oid			relid;
 	char		name[NAMEDATALEN];
+	Oid			relid;
 	int32		max_reads;
-	Oid			dlq_relid;
+	char		dead_letter_queue[NAMEDATALEN];
 } SpindleQueue;
 
 static void
@@ -232,7 +233,7 @@ spindle_queue_lookup(text *name, AclMode rights, SpindleQueue *q)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for queue \"%s\"", s)));
 	q->max_reads = 0;
-	q->dlq_relid = InvalidOid;
+	q->dead_letter_queue[0] = '\0';
 }
 
 static void
@@ -1255,6 +1256,66 @@ spindle_dequeue(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Events read more than max_reads times go to the queue's dead-letter
+ * queue instead of being delivered: enqueued there and purged here, in
+ * the caller's transaction (both or neither).  Without a dead-letter
+ * queue they are purged.  The caller's rights on the dead-letter queue
+ * apply (INSERT).  Leaves the others in res.
+ */
+static void
+move_dead_letters(Relation rel, QueueState *qs, SpindleQueue *q,
+				  ConsumeResult *res)
+{
+	TupleDesc	td = RelationGetDescr(rel);
+	Datum	   *values = palloc(sizeof(Datum) * td->natts);
+	bool	   *nulls = palloc(sizeof(bool) * td->natts);
+	SPIPlanPtr	plan = NULL;
+	int			kept = 0;
+	int			i;
+
+	for (i = 0; i < res->n; i++)
+	{
+		Candidate  *c = &res->c[i];
+
+		if (c->read_count < q->max_reads)
+		{
+			res->c[kept++] = *c;
+			continue;
+		}
+		PreventCommandIfReadOnly("spindle.read() of an event past max_reads");
+		/* purged here first: one another transaction took is not moved */
+		if (!ack_one(rel, qs, c->msg_id))
+			continue;
+		if (q->dead_letter_queue[0] != '\0')
+		{
+			Oid			argtypes[1] = {JSONBOID};
+			Datum		args[1];
+
+			if (plan == NULL)
+			{
+				char	   *sql = psprintf("INSERT INTO %s.%s (payload) VALUES ($1)",
+										   quote_identifier(SPINDLE_QUEUE_SCHEMA),
+										   quote_identifier(q->dead_letter_queue));
+
+				if (SPI_connect() != SPI_OK_CONNECT)
+					elog(ERROR, "SPI_connect failed");
+				plan = SPI_prepare(sql, 1, argtypes);
+				if (plan == NULL)
+					elog(ERROR, "could not prepare the move to the dead-letter queue: %s",
+						 SPI_result_code_string(SPI_result));
+			}
+			heap_deform_tuple(c->tuple, td, values, nulls);
+			args[0] = values[QCOL_PAYLOAD - 1];
+			if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not move an event to the dead-letter queue");
+		}
+	}
+	if (plan != NULL)
+		SPI_finish();
+	res->n = kept;
+}
+
+/*
  * spindle.read(queue_name text, max_events int, visibility_timeout interval,
  *              wait interval DEFAULT '0') RETURNS SETOF spindle.message
  *
@@ -1277,9 +1338,26 @@ spindle_read(PG_FUNCTION_ARGS)
 	vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
 	wait_us = get_interval_usecs(fcinfo, 3, "wait");
 	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-					 AccessShareLock, &q);
+					 RowExclusiveLock, &q);
 	qs = spindle_queue_state(RelationGetRelid(rel), true);
 	res = consume(rel, qs, want, false, vt_us, wait_us);
+	while (q.max_reads > 0)
+	{
+		int			got = res.n;
+		ConsumeResult more;
+		int			i;
+
+		/* what moves to the dead-letter queue makes room for others */
+		move_dead_letters(rel, qs, &q, &res);
+		if (res.n == got || res.n >= want)
+			break;
+		more = consume(rel, qs, want - res.n, false, vt_us, 0);
+		if (more.n == 0)
+			break;
+		res.c = repalloc(res.c, sizeof(Candidate) * (res.n + more.n));
+		for (i = 0; i < more.n; i++)
+			res.c[res.n++] = more.c[i];
+	}
 	emit_messages(fcinfo, rel, &res);
 	table_close(rel, NoLock);
 	return (Datum) 0;
