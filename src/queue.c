@@ -141,13 +141,14 @@ typedef struct Source
 /* This backend's claims, for the transaction callbacks. */
 typedef struct ClaimRef
 {
+	dlist_node	node;
 	int			slot;			/* queue state */
 	int			index;			/* item */
 	uint32		generation;
 	SubTransactionId subid;
 } ClaimRef;
 
-static List *my_claims = NIL;	/* of ClaimRef *, in TopMemoryContext */
+static dlist_head my_claims = DLIST_STATIC_INIT(my_claims);	/* ClaimRefs */
 static List *enqueued_to = NIL; /* queue table OIDs, in TopTransactionContext */
 static bool callbacks_registered = false;
 static Oid	queue_namespace = InvalidOid;
@@ -265,21 +266,16 @@ spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets,
 static void
 end_claims(bool commit, SubTransactionId subid)
 {
-	ListCell   *lc;
-	List	   *kept = NIL;
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	dlist_mutable_iter iter;
 
-	foreach(lc, my_claims)
+	dlist_foreach_modify(iter, &my_claims)
 	{
-		ClaimRef   *ref = lfirst(lc);
+		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
 		QueueState *qs;
 		QueueItem  *item;
 
 		if (subid != InvalidSubTransactionId && ref->subid != subid)
-		{
-			kept = lappend(kept, ref);
 			continue;
-		}
 		qs = spindle_queue_state_at(ref->slot);
 		item = spindle_qitem_at(ref->index);
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
@@ -290,15 +286,13 @@ end_claims(bool commit, SubTransactionId subid)
 			{
 				/* some of its events were not ours: examine them again */
 				item->kind = QITEM_RETURNED;
-				item->owner = -1;
-				item->xid = InvalidTransactionId;
-				item->mixed = false;
 			}
 			else if (commit)
 			{
 				pg_atomic_fetch_add_u64(&qs->dequeued,
 										(uint64) (item->end - item->start));
 				spindle_qitem_free(qs, item);
+				item = NULL;
 			}
 			else
 			{
@@ -306,8 +300,12 @@ end_claims(bool commit, SubTransactionId subid)
 				item->kind = item->restore_kind;
 				if (item->kind == QITEM_LEASED)
 					qs->nleases++;
+			}
+			if (item != NULL)
+			{
 				item->restore_kind = QITEM_RETURNED;
 				item->owner = -1;
+				item->owner_lxid = InvalidLocalTransactionId;
 				item->xid = InvalidTransactionId;
 				item->mixed = false;
 			}
@@ -315,11 +313,9 @@ end_claims(bool commit, SubTransactionId subid)
 		LWLockRelease(spindle_queue_lock(qs));
 		if (!commit)
 			ConditionVariableBroadcast(&qs->cv);
+		dlist_delete(&ref->node);
 		pfree(ref);
 	}
-	list_free(my_claims);
-	my_claims = kept;
-	MemoryContextSwitchTo(old);
 }
 
 static void
@@ -342,7 +338,7 @@ queue_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (my_claims != NIL)
+			if (!dlist_is_empty(&my_claims))
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that dequeued or acknowledged queue events")));
@@ -370,15 +366,15 @@ static void
 queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg)
 {
-	ListCell   *lc;
-
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		end_claims(false, mySubid);
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
-		foreach(lc, my_claims)
+		dlist_iter	iter;
+
+		dlist_foreach(iter, &my_claims)
 		{
-			ClaimRef   *ref = lfirst(lc);
+			ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
 
 			if (ref->subid == mySubid)
 				ref->subid = parentSubid;
@@ -386,20 +382,26 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 }
 
+/*
+ * Make item (of qs, locked) a claim of this backend's (sub)transaction and
+ * remember it for the transaction callbacks.  Should the remembering fail
+ * (out of memory), the claim still ends: consumers take a claim whose
+ * owner's transaction is over as one to examine again (item_ready).
+ */
 static void
 remember_claim(QueueState *qs, QueueItem *item)
 {
-	ClaimRef   *ref = MemoryContextAlloc(TopMemoryContext, sizeof(ClaimRef));
-	MemoryContext old;
+	ClaimRef   *ref;
 
+	item->owner = MyProc->pgprocno;
+	item->owner_lxid = MyProc->lxid;
 	register_callbacks();
+	ref = MemoryContextAlloc(TopMemoryContext, sizeof(ClaimRef));
 	ref->slot = qs->slot;
 	ref->index = item->index;
 	ref->generation = item->generation;
 	ref->subid = GetCurrentSubTransactionId();
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	my_claims = lappend(my_claims, ref);
-	MemoryContextSwitchTo(old);
+	dlist_push_tail(&my_claims, &ref->node);
 }
 
 /* ---------- opening a queue ---------- */
@@ -483,6 +485,10 @@ item_ready(QueueItem *item, TimestampTz now)
 		case QITEM_PENDING:
 			return !TransactionIdIsValid(item->xid) ||
 				!TransactionIdIsInProgress(item->xid);
+		case QITEM_CLAIM:
+			/* a claim whose owner's transaction ended without ending it */
+			return item->owner >= 0 &&
+				ProcGlobal->allProcs[item->owner].lxid != item->owner_lxid;
 		default:
 			return false;
 	}
@@ -515,13 +521,12 @@ claim_from_item(QueueState *qs, QueueItem *item, int64 n, Source *src)
 		item->kind = QITEM_CLAIM;
 	}
 	claim->read_count = src->read_count;
-	claim->owner = MyProc->pgprocno;
 	claim->xid = InvalidTransactionId;
+	remember_claim(qs, claim);
 	src->item = claim;
 	src->generation = claim->generation;
 	src->start = claim->start;
 	src->end = claim->end;
-	remember_claim(qs, claim);
 	return true;
 }
 
@@ -649,10 +654,9 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			*pool_full = true;
 			break;
 		}
-		claim->owner = MyProc->pgprocno;
+		remember_claim(qs, claim);
 		qs->head = head + n;
 		LWLockRelease(spindle_queue_lock(qs));
-		remember_claim(qs, claim);
 		sources[*nsources].item = claim;
 		sources[*nsources].generation = claim->generation;
 		sources[*nsources].start = head;
