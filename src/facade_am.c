@@ -1063,7 +1063,7 @@ facade_relation_estimate_size(Relation rel, int32 *attr_widths,
 			SpindleEntry *sp = &dir->spindles[i];
 			int64		used;
 
-			if (!spindle_slots_peek(sp->segment, &used))
+			if (!spindle_slots_peek(sp->segment, sp->spindle_no, &used))
 				used = (i < dir->nspindles - 1) ? spindle_effective_capacity(sp) : 0;
 			events += used;
 		}
