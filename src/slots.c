@@ -286,11 +286,14 @@ raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
 }
 
 /*
- * Drop the entry of a full spindle whose fill time the directory has (it
- * is not needed any more), unless a reservation is still in flight.
+ * The fill time of spindle sp is recorded (spindle_catalog.filled_at): drop
+ * its entry, which is not needed any more, unless a reservation is still
+ * in flight.  Maintenance may call it once it has recorded the time;
+ * spindle_slots_full and spindle_slots_used call it when the directory
+ * has the time.
  */
-static void
-forget_recorded(const SpindleEntry *sp)
+void
+spindle_slots_recorded(const SpindleEntry *sp)
 {
 	SlotEntry  *e;
 	bool		drop;
@@ -628,7 +631,7 @@ spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 	if (sp->filled_at != 0)
 	{
 		/* recorded: its counter, if it still has one, is not needed */
-		forget_recorded(sp);
+		spindle_slots_recorded(sp);
 		*filled_at = sp->filled_at;
 		return true;
 	}
@@ -690,7 +693,7 @@ spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
 	if (present)
 	{
 		if (*is_full && sp->filled_at != 0)
-			forget_recorded(sp);
+			spindle_slots_recorded(sp);
 		/* reservations may pass the capacity; slots never do */
 		if (used > spindle_effective_capacity(sp))
 			used = spindle_effective_capacity(sp);

@@ -19,6 +19,7 @@ extern int64 spindle_slots_used(Relation facade, Relation segrel,
 								SpindleEntry *sp, bool *is_full,
 								TimestampTz *filled_at, Relation next_segrel);
 extern void spindle_slots_placed(SpindleEntry *sp);
+extern void spindle_slots_recorded(const SpindleEntry *sp);
 extern bool spindle_slots_reserved(Relation segrel);
 extern bool spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 							   TimestampTz *filled_at);
