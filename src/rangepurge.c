@@ -20,12 +20,13 @@
  * visibility checks until we return, so nobody changes those tuples in
  * between.  If the page is all-visible, the visibility map page is pinned
  * here, under that lock (heap_delete() pins it before locking; the map
- * page of an all-visible page exists, so that is at worst one read, never
- * an extension).  As in heap_delete(), PD_ALL_VISIBLE and the map bits are
- * cleared inside the critical section that changes the tuples, and the
- * record says so, so redo clears the map bits again even when the heap
- * page needs no redo: the map page is not WAL-logged on its own and may
- * reach disk before or after the heap page.
+ * page of an all-visible page exists, so that is at worst one read, or an
+ * extension of the map after pg_truncate_visibility_map(), whose lock no
+ * one holds while waiting for a heap page).  As in heap_delete(),
+ * PD_ALL_VISIBLE and the map bits are cleared inside the critical section
+ * that changes the tuples, and the record says so, so redo clears the map
+ * bits again even when the heap page needs no redo: the map page is not
+ * WAL-logged on its own and may reach disk before or after the heap page.
  *
  * Invariants: a record is written only while the resource manager is
  * registered (the library was preloaded), because a server that replays it
