@@ -133,3 +133,13 @@ CREATE VIEW spindle.worker AS
            w.spindles_dropped, w.bytes_freed, w.last_error
       FROM spindle._worker_info() w
       JOIN pg_catalog.pg_database d ON d.oid = w.database;
+
+-- Test-only until the queue API calls spindle_purge_on_page() itself: purge
+-- the events with these TIDs (as SELECT ctid returns them) with one WAL
+-- record per spindle page (src/rangepurge.c); returns how many it purged.
+CREATE FUNCTION spindle._purge_events(rel regclass, tids tid[])
+    RETURNS integer
+    AS 'MODULE_PATHNAME', 'spindle_purge_events' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle._purge_events(regclass, tid[]) IS
+    'internal, for tests: purge the events with these TIDs by the current transaction, one WAL record per spindle page; superuser only';
+REVOKE ALL ON FUNCTION spindle._purge_events(regclass, tid[]) FROM PUBLIC;

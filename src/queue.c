@@ -75,6 +75,7 @@
 #include "queue.h"
 #include "queue_ids.h"
 #include "queue_state.h"
+#include "rangepurge.h"
 #include "slotmap.h"
 #include "slots.h"
 #include "touched.h"
@@ -198,8 +199,8 @@ spindle_queue_note_insert(Relation rel)
 }
 
 /*
- * TEMPORARY until the queue catalog and range purges are merged: look a
- * queue up by name in schema spindle_q, and purge with heap_delete.
+ * TEMPORARY until the queue catalog is merged: look a queue up by name in
+ * schema spindle_q.
  */
 typedef struct SpindleQueue
 {
@@ -235,25 +236,6 @@ spindle_queue_lookup(text *name, AclMode rights, SpindleQueue *q)
 					 errmsg("permission denied for queue \"%s\"", s)));
 	q->max_reads = 0;
 	q->dead_letter_queue[0] = '\0';
-}
-
-static void
-spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets,
-					  int n, CommandId cid)
-{
-	BlockNumber blk = BufferGetBlockNumber(buf);
-	int			i;
-
-	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-	for (i = 0; i < n; i++)
-	{
-		ItemPointerData tid;
-		TM_FailureData tmfd;
-
-		ItemPointerSet(&tid, blk, offsets[i]);
-		(void) heap_delete(seg, &tid, cid, InvalidSnapshot, true, &tmfd, false);
-	}
-	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 }
 
 /* ---------- transaction callbacks ---------- */

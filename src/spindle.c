@@ -32,6 +32,7 @@
 #include "options.h"
 #include "worker.h"
 #include "publication.h"
+#include "rangepurge.h"
 #include "spindle.h"
 
 
@@ -138,6 +139,7 @@ _PG_init(void)
 		shmem_startup_hook = spindle_shmem_startup;
 		spindle_preloaded = true;
 		spindle_worker_register();
+		spindle_rangepurge_register();
 	}
 	MarkGUCPrefixReserved("spindle");
 
