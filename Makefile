@@ -15,7 +15,9 @@ OBJS = \
 	src/views.o \
 	src/ttl.o \
 	src/worker.o \
-	src/publication.o
+	src/publication.o \
+	src/queue_catalog.o \
+	src/queue_api.o
 
 EXTENSION = spindle
 DATA = sql/spindle--0.1.sql

@@ -30,6 +30,8 @@
 #include "options.h"
 #include "worker.h"
 #include "publication.h"
+#include "queue_catalog.h"
+#include "queue_api.h"
 #include "spindle.h"
 
 
@@ -119,6 +121,9 @@ _PG_init(void)
 		spindle_preloaded = true;
 		spindle_worker_register();
 	}
+	/* before the prefix is reserved: it defines spindle.max_payload_size */
+	spindle_queue_catalog_init();
+	spindle_queue_api_init();
 	MarkGUCPrefixReserved("spindle");
 
 	spindle_options_init();
