@@ -375,6 +375,29 @@ SET ROLE regress_q_admin;
 ALTER TABLE spindle_q.orders DISABLE ROW LEVEL SECURITY;
 RESET ROLE;
 
+-- ===================== a queue's table keeps its names ===================
+SET ROLE regress_q_admin;
+ALTER TABLE spindle_q.orders RENAME TO orders2;
+\echo :SQLSTATE
+ALTER TABLE spindle_q.orders RENAME COLUMN payload TO body;
+\echo :SQLSTATE
+ALTER TABLE spindle_q.orders RENAME COLUMN msg_id TO id;
+\echo :SQLSTATE
+RESET ROLE;
+ALTER TABLE spindle_q.orders SET SCHEMA public;
+\echo :SQLSTATE
+-- other changes are fine
+SET ROLE regress_q_admin;
+ALTER TABLE spindle_q.orders ALTER COLUMN visible_at SET DEFAULT now() + '1 minute';
+ALTER TABLE spindle_q.orders ALTER COLUMN visible_at SET DEFAULT now();
+ALTER TABLE spindle_q.orders SET (time_to_live = '2 days');
+RESET ROLE;
+SELECT reloptions FROM pg_class WHERE oid = 'spindle_q.orders'::regclass;
+-- and a table of spindle_q that is no queue may be renamed
+CREATE TABLE spindle_q.scratch (id int);
+ALTER TABLE spindle_q.scratch RENAME TO scratch2;
+DROP TABLE spindle_q.scratch2;
+
 -- ===================== drop_queue ========================================
 -- not the owner
 SET ROLE regress_q_admin2;

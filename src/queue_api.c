@@ -420,6 +420,7 @@ spindle_create_queue(PG_FUNCTION_ARGS)
 				 errhint("A superuser can grant it: GRANT CREATE ON SCHEMA %s TO %s.",
 						 SPINDLE_QUEUE_SCHEMA,
 						 quote_identifier(GetUserNameFromId(GetUserId(), false)))));
+	spindle_queue_lock_registry();
 	if (spindle_queue_lookup(name, &q, true))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_TABLE),

@@ -51,17 +51,22 @@
 #include <limits.h>
 
 #include "access/detoast.h"
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -475,6 +480,45 @@ spindle_queue_dead_letter_user(const char *name, char *user)
 	return found;
 }
 
+/*
+ * Serialise create_queue (until the end of the transaction), so that of two
+ * creations of one name the second sees the first and fails with 42P07.
+ */
+void
+spindle_queue_lock_registry(void)
+{
+	Oid			nsp = get_namespace_oid(SPINDLE_SCHEMA, false);
+	Oid			relid = get_relname_relid("queue_catalog", nsp);
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "spindle.queue_catalog does not exist");
+	LockRelationOid(relid, ShareRowExclusiveLock);
+}
+
+/* The queue whose table is relid, into name (NAMEDATALEN); false if none. */
+static bool
+queue_of_relation(Oid relid, char *name)
+{
+	QueueSpi	spi;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	bool		found = false;
+
+	if (!registry_exists())
+		return false;
+	qspi_begin(&spi);
+	if (qspi_run("SELECT queue_name FROM spindle.queue_catalog"
+				 " WHERE relation OPERATOR(pg_catalog.=) $1",
+				 1, types, values, NULL, true) > 0)
+	{
+		strlcpy(name, SPI_getvalue(SPI_tuptable->vals[0],
+								   SPI_tuptable->tupdesc, 1), NAMEDATALEN);
+		found = true;
+	}
+	qspi_end(&spi);
+	return found;
+}
+
 /* A relation in schema spindle_q is being dropped: delete its row. */
 static void
 forget_queue_relation(Oid relid)
@@ -753,8 +797,97 @@ queue_relcache_callback(Datum arg, Oid relid)
 }
 
 /*
+ * The version of a pg_class (attnum 0) or pg_attribute row that the
+ * current command has just written (SnapshotSelf), copied; NULL if none.
+ */
+static HeapTuple
+new_catalog_row(Oid relid, int attnum)
+{
+	Relation	catalog;
+	SysScanDesc scan;
+	ScanKeyData key[2];
+	HeapTuple	tup;
+	HeapTuple	result = NULL;
+
+	if (attnum == 0)
+	{
+		catalog = table_open(RelationRelationId, AccessShareLock);
+		ScanKeyInit(&key[0], Anum_pg_class_oid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(relid));
+		scan = systable_beginscan(catalog, ClassOidIndexId, true,
+								  SnapshotSelf, 1, key);
+	}
+	else
+	{
+		catalog = table_open(AttributeRelationId, AccessShareLock);
+		ScanKeyInit(&key[0], Anum_pg_attribute_attrelid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(relid));
+		ScanKeyInit(&key[1], Anum_pg_attribute_attnum, BTEqualStrategyNumber,
+					F_INT2EQ, Int16GetDatum((int16) attnum));
+		scan = systable_beginscan(catalog, AttributeRelidNumIndexId, true,
+								  SnapshotSelf, 2, key);
+	}
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		result = heap_copytuple(tup);
+	systable_endscan(scan);
+	table_close(catalog, AccessShareLock);
+	return result;
+}
+
+/*
+ * A table of schema spindle_q (or one of its first four columns) was just
+ * altered: refuse if that renamed or moved a queue's table, or renamed one
+ * of its columns.  A queue's table is spindle_q.<queue name>, and enqueue,
+ * the consumers and the msg_id assignment find it and its columns by name.
+ * The system cache still shows the row as it was before this command.
+ */
+static void
+check_queue_alter(Oid relid, int subId, Oid oldnsp)
+{
+	HeapTuple	newtup;
+	char		queue[NAMEDATALEN];
+	bool		renamed = false;
+
+	newtup = new_catalog_row(relid, subId);
+	if (newtup == NULL)
+		return;
+	if (subId == 0)
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(newtup);
+		char	   *oldname = get_rel_name(relid);
+
+		renamed = form->relnamespace != oldnsp ||
+			(oldname != NULL && strcmp(NameStr(form->relname), oldname) != 0);
+	}
+	else
+	{
+		Form_pg_attribute form = (Form_pg_attribute) GETSTRUCT(newtup);
+		char	   *oldname = get_attname(relid, (AttrNumber) subId, true);
+
+		renamed = oldname != NULL &&
+			strcmp(NameStr(form->attname), oldname) != 0;
+	}
+	heap_freetuple(newtup);
+	if (!renamed || !queue_of_relation(relid, queue))
+		return;
+	if (subId == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot rename or move the table of queue \"%s\"", queue),
+				 errdetail("The table of a queue is %s.<queue name>.",
+						   SPINDLE_QUEUE_SCHEMA),
+				 errhint("Create a new queue and copy the events with INSERT ... SELECT.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot rename column \"%s\" of queue \"%s\"",
+					get_attname(relid, (AttrNumber) subId, false), queue)));
+}
+
+/*
  * The object access hook: when a table of schema spindle_q is dropped, by
- * whatever command, its registry row goes too.
+ * whatever command, its registry row goes too; a queue's table and its
+ * columns keep their names.
  */
 static void
 queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
@@ -766,7 +899,12 @@ queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 
 	if (prev_object_access)
 		prev_object_access(access, classId, objectId, subId, arg);
-	if (access != OAT_DROP || classId != RelationRelationId || subId != 0)
+	if (classId != RelationRelationId ||
+		(access != OAT_DROP && access != OAT_POST_ALTER))
+		return;
+	if (access == OAT_DROP && subId != 0)
+		return;
+	if (access == OAT_POST_ALTER && subId > SPINDLE_QUEUE_ATT_PAYLOAD)
 		return;
 	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(objectId));
 	if (!HeapTupleIsValid(tup))
@@ -777,7 +915,10 @@ queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (relkind != RELKIND_RELATION ||
 		nsp != spindle_queue_namespace(true))
 		return;
-	forget_queue_relation(objectId);
+	if (access == OAT_DROP)
+		forget_queue_relation(objectId);
+	else
+		check_queue_alter(objectId, subId, nsp);
 }
 
 /* Called from _PG_init: the GUC, the caches and the hooks. */

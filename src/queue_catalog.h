@@ -53,6 +53,7 @@ extern void spindle_queue_check_payload_size(const SpindleQueue *q,
 											 Datum payload, int position);
 
 /* the registry (written as the bootstrap superuser) */
+extern void spindle_queue_lock_registry(void);
 extern void spindle_queue_register(const SpindleQueue *q);
 extern bool spindle_queue_dead_letter_user(const char *name, char *user);
 
