@@ -215,6 +215,17 @@ INSERT INTO spindle_q.orders (payload) VALUES ('{"plain": 1}')
 INSERT INTO spindle_q.orders (msg_id, payload) VALUES (12345, '{"plain": 2}'), (12345, '{"plain": 3}')
   RETURNING msg_id <> 12345 AS assigned, payload;
 SELECT count(DISTINCT msg_id) = count(*) AS unique_ids FROM spindle_q.orders;
+-- index entries get the msg_id too (a queue needs no index; one may add it)
+CREATE INDEX orders_msg_id ON spindle_q.orders (msg_id);
+SELECT spindle.enqueue('orders', '{"indexed": 1}') AS idx_id \gset
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT payload FROM spindle_q.orders WHERE msg_id = :idx_id;
+SELECT payload FROM spindle_q.orders WHERE msg_id = :idx_id;
+SELECT count(*) FROM spindle_q.orders WHERE msg_id = 12345;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP INDEX spindle_q.orders_msg_id;
 -- an UPDATE appends a new version: a new position, so a new msg_id
 UPDATE spindle_q.orders SET payload = payload || '{"updated": true}' WHERE msg_id = :now_id
   RETURNING msg_id > :now_id AS moved, payload;
