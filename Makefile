@@ -31,7 +31,8 @@ REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast ti
 	purge_expired freeze inheritance privileges hardening queue_api
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
-ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits
+ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
+	queue_checks_before_locks
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1
