@@ -160,6 +160,19 @@ SELECT (SELECT count(*) FROM spindle.queue_catalog) = registry AS registry_uncha
        (SELECT count(*) FROM pg_class WHERE relnamespace = 'spindle_q'::regnamespace) = tables
          AS tables_unchanged
   FROM counts;
+-- not in a read-only transaction
+BEGIN READ ONLY;
+SELECT spindle.create_queue('ro');
+\echo :SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT spindle.drop_queue('orders');
+\echo :SQLSTATE
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT spindle.enqueue('orders', '{}');
+\echo :SQLSTATE
+ROLLBACK;
 -- a rolled-back create_queue leaves nothing
 BEGIN;
 SELECT spindle.create_queue('ephemeral');

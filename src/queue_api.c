@@ -410,6 +410,7 @@ spindle_create_queue(PG_FUNCTION_ARGS)
 	}
 
 	/* the right to create it, then whether it exists */
+	PreventCommandIfReadOnly("create_queue()");
 	nsp = spindle_queue_namespace(false);
 	if (pg_namespace_aclcheck(nsp, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
 		ereport(ERROR,
@@ -524,6 +525,7 @@ spindle_drop_queue(PG_FUNCTION_ARGS)
 				(errmsg("queue \"%s\" does not exist, skipping", name)));
 		PG_RETURN_BOOL(false);
 	}
+	PreventCommandIfReadOnly("drop_queue()");
 	if (!pg_class_ownercheck(q.relid, GetUserId()))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
