@@ -66,6 +66,7 @@
 #include "facade.h"
 #include "maintenance.h"
 #include "worker.h"
+#include "queue_catalog.h"
 
 
 static TableAmRoutine facade_methods;
@@ -298,7 +299,8 @@ obtain_spindles(Relation facade, int64 need, int64 capacity,
  * Store `n` events of spindle sp, numbered k0.., from slots[]: form each
  * tuple with its hidden columns (k and the append time, taken here), let
  * heap place them, record them in the slot map, and give each slot its
- * virtual TID.
+ * virtual TID.  In a queue table, column 1 of each slot first gets the
+ * event's msg_id, (spindle_no << 26) | k.
  */
 static void
 store_events(Relation facade, Relation seg, SpindleEntry *sp,
@@ -310,6 +312,9 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 	/* stamped now, with the spindle open: never before its creation */
 	uint32		now = spindle_time_now();
 	int			j;
+
+	/* a queue table's events get their msg_id (queue_catalog.c) */
+	spindle_queue_assign_ids(facade, slots, n, sp->spindle_no, k0, cid);
 
 	if (n == 1)
 	{

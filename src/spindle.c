@@ -33,6 +33,8 @@
 #include "worker.h"
 #include "publication.h"
 #include "rangepurge.h"
+#include "queue_catalog.h"
+#include "queue_api.h"
 #include "spindle.h"
 
 
@@ -141,6 +143,9 @@ _PG_init(void)
 		spindle_worker_register();
 		spindle_rangepurge_register();
 	}
+	/* before the prefix is reserved: it defines spindle.max_payload_size */
+	spindle_queue_catalog_init();
+	spindle_queue_api_init();
 	MarkGUCPrefixReserved("spindle");
 
 	spindle_options_init();
