@@ -1517,7 +1517,7 @@ spindle_ack_many(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("spindle.ack()");
 	rel = open_queue(fcinfo, RowExclusiveLock, &q);
 	qs = spindle_queue_state(RelationGetRelid(rel), true);
-	InitMaterializedSRF(fcinfo, 0);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (i = 0; i < n; i++)
 	{
 		Datum		out = ids[i];
