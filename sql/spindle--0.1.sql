@@ -47,6 +47,9 @@ CREATE TABLE spindle.spindle_catalog (
                                       -- entries are gone
     PRIMARY KEY (relation, spindle_no)
 );
+-- the ranges taken, in order, for the allocation of a new spindle's range
+CREATE INDEX spindle_catalog_vbase ON spindle.spindle_catalog (relation, vbase)
+    INCLUDE (vcount);
 CREATE TABLE spindle.table_catalog (
     relation          oid PRIMARY KEY,
     spindles_dropped  bigint NOT NULL DEFAULT 0,
