@@ -7,17 +7,36 @@
  * The persistent directory is the table spindle.spindle_catalog (one row per
  * spindle, dropped_at set once dropped until its index entries are gone)
  * plus spindle.table_catalog (per-table counters).  Both are written
- * through SPI as the bootstrap superuser with a fixed search_path; what
- * every creation reads (the ranges taken, the spindle numbers, the
- * pending checks) is read by index (genam) instead.  Every read uses the
- * latest snapshot: a REPEATABLE READ transaction must still find spindles
- * created after its snapshot was taken.
+ * through SPI as the bootstrap superuser with a fixed search_path.  What
+ * runs on every creation and every directory read -- the directory itself,
+ * the ranges taken, the spindle numbers, the pending checks -- reads them
+ * by index (genam) instead, with no parse, plan or executor start, and
+ * only the rows it needs.  Every read uses the latest snapshot: a
+ * REPEATABLE READ transaction must still find spindles created after its
+ * snapshot was taken.
  *
- * The backend-local cache (SpindleDirectory) is rebuilt after a relcache
- * invalidation of the facade; creating or dropping a spindle sends one.  A
- * directory in use is pinned, so an invalidation arriving while a caller
- * holds it (any lock acquisition may deliver one) never frees it under the
- * caller; unpinned stale copies are freed at once or at transaction end.
+ * The backend-local cache (SpindleDirectory) is kept up to date by
+ * relcache invalidations.  Creating spindles invalidates the facade;
+ * dropping one drops its relation, which invalidates that relation; any
+ * other change to a live spindle's row (filled_at, capacity) invalidates
+ * the spindle's relation too.  An invalidation only marks the cached
+ * directory stale; the next acquire brings it up to date by reading what
+ * changed (see "Keeping a directory up to date" below), or reads it all
+ * again where that cannot be trusted.  A directory in use is pinned: an
+ * invalidation arriving while a caller holds it (any lock acquisition may
+ * deliver one) never changes or frees it under the caller; a stale copy
+ * still pinned is kept in a graveyard until its last release.
+ *
+ * Locks: spindle creation is serialised per table by the creation lock
+ * (spindle_lock_creation), held to the end of the creating transaction;
+ * the catalog tables are read under AccessShareLock.
+ *
+ * Invariants kept here: two spindles of a table never get overlapping
+ * ranges of virtual slots, and a range is given again only once it is in
+ * no catalog row and no pending entry (that is, once cleanup has removed
+ * its index entries and forgotten it); spindle numbers only increase; a
+ * directory is never older than the last invalidation its backend
+ * processed, and never holds two spindles with overlapping ranges.
  *
  *-------------------------------------------------------------------------
  */
@@ -74,7 +93,7 @@
 typedef struct DirCacheEntry
 {
 	Oid			facade;			/* hash key */
-	SpindleDirectory *current;	/* NULL or the valid directory */
+	SpindleDirectory *current;	/* NULL or the newest directory */
 	int64		open_spindle_no;	/* where this backend last inserted */
 } DirCacheEntry;
 
@@ -82,7 +101,18 @@ static HTAB *dir_cache = NULL;
 
 /* this transaction created spindles (and holds a creation lock) */
 static bool created_spindles = false;
+
+/*
+ * this transaction changed the catalog otherwise than by creating spindles
+ * (see refresh_directory); set by spi_run unless a creation is writing
+ */
+static bool catalog_written = false;
+static bool writing_creation = false;
+
 static List *dir_graveyard = NIL;	/* stale, still pinned directories */
+
+/* relcache invalidations this backend has processed, of any relation */
+static uint64 dir_invalidations = 0;
 
 /* ----------------------------------------------------------------
  * SPI as the bootstrap superuser
@@ -136,7 +166,9 @@ spi_end(SpiContext *ctx)
  * created after its snapshot -- except in a parallel operation, which
  * cannot take snapshots and only reads: the query's snapshot sees every
  * spindle holding an event it can see (a spindle is committed before any
- * event is inserted into it by another transaction).
+ * event is inserted into it by another transaction).  A statement that
+ * writes, but for the rows a creation adds, marks the transaction as one
+ * whose directories are read in full (see refresh_directory).
  */
 static uint64
 spi_run(const char *sql, int nargs, Oid *types, Datum *values,
@@ -151,7 +183,11 @@ spi_run(const char *sql, int nargs, Oid *types, Datum *values,
 		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
 			 SPI_result_code_string(SPI_result));
 	if (!read_only)
+	{
+		if (!writing_creation)
+			catalog_written = true;
 		CommandCounterIncrement();
+	}
 	snapshot = IsInParallelMode() ? GetActiveSnapshot() : GetLatestSnapshot();
 	rc = SPI_execute_snapshot(plan, values, nulls, snapshot,
 							  InvalidSnapshot, read_only, false, 0);
@@ -400,8 +436,68 @@ catalog_max_spindle_no(CatalogRels *cr, Oid facade, Snapshot snap)
 	return result;
 }
 
+/* The xmin of the facade's pg_class row: it changes with new storage. */
+static TransactionId
+facade_class_xmin(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	TransactionId xmin;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidTransactionId;
+	xmin = HeapTupleHeaderGetRawXmin(tup->t_data);
+	ReleaseSysCache(tup);
+	return xmin;
+}
+
 /* ----------------------------------------------------------------
  * The backend-local cache
+ *
+ * Keeping a directory up to date.  A directory D read with snapshot S
+ * holds every live spindle whose row S sees, and remembers the highest
+ * spindle number among all the rows S saw (dropped ones too).  Three
+ * kinds of change reach it:
+ *
+ * - New spindles.  They are created under the table's creation lock,
+ *   which each creator holds until its transaction has ended, and their
+ *   numbers only increase; so creators commit in the order of their
+ *   numbers, and a snapshot that sees a row numbered n sees every
+ *   committed row numbered below n.  Reading the rows numbered above D's
+ *   highest therefore finds every spindle created since D was read.  (A
+ *   creation that rolled back leaves no row; its number is never given
+ *   again.)  The creator invalidates the facade when it commits.
+ * - Dropped spindles.  A drop drops the spindle's relation, and core sends
+ *   a relcache invalidation of it at commit; the callback finds that
+ *   relation among D's spindles (D.byseg) and queues the spindle's number
+ *   for a re-read of its row, which finds it dropped (or gone).  Changes
+ *   to a live spindle's row (filled_at, capacity) invalidate the spindle's
+ *   relation likewise, so the same re-read picks them up.
+ * - Everything else is read in full again: new storage for the facade
+ *   (TRUNCATE, VACUUM FULL, CLUSTER) and ALTER TABLE change the xmin of
+ *   its pg_class row, which D remembers (a table dropped and another made
+ *   with its OID has another row too); so does a transaction that changed
+ *   the catalog otherwise than by creating spindles (its drops and
+ *   cleanups may roll back, to a savepoint too, and bring rows back that
+ *   D no longer holds), a table created in this transaction, parallel
+ *   mode, more invalidated spindles than D can queue, and a reset of the
+ *   whole cache (InvalidOid).  A transaction's own creations need no full
+ *   read: a rollback to a savepoint undoes the creation of their
+ *   relations, which invalidates them here, and the re-read finds their
+ *   rows gone; a directory that may hold rows of the transaction is freed
+ *   if the transaction does not commit.
+ *
+ * Order: refresh_directory takes every lock it needs, then processes the
+ * invalidations that have arrived, then takes the snapshot; a
+ * transaction's invalidations are sent after it became visible, so every
+ * change this backend was told of is visible to that snapshot.  The
+ * snapshot may see more (a commit whose invalidations have not arrived
+ * yet): then D may keep a spindle dropped meanwhile until its
+ * invalidation arrives, exactly as a directory read in full would be
+ * stale until then.  That is harmless unless the dropped spindle's range
+ * has since been given to a new spindle that D now holds too: every
+ * update checks that no two of D's ranges overlap, and reads in full if
+ * they do.  Any invalidation processed during the refresh (none should:
+ * nothing there takes a lock) leaves D for a full read next time.
  * ----------------------------------------------------------------
  */
 
@@ -425,28 +521,64 @@ bury_directory(SpindleDirectory *dir)
 	MemoryContextSwitchTo(old);
 }
 
-/* Relcache callback: mark the cached directory of relid (or all) stale. */
+/* Queue for a re-read the rows of dir's spindles held in relation relid. */
+static void
+note_segment_invalidation(SpindleDirectory *dir, Oid relid)
+{
+	int			lo = 0,
+				hi = dir->nspindles;
+
+	/* the first entry whose segment is relid or more */
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (dir->byseg[mid].segment < relid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < dir->nspindles && dir->byseg[lo].segment == relid; lo++)
+	{
+		if (dir->nrecheck < SPINDLE_DIR_MAX_RECHECK)
+			dir->recheck[dir->nrecheck++] =
+				dir->spindles[dir->byseg[lo].index].spindle_no;
+		else
+			dir->needs_full = true;
+		dir->stale = true;
+	}
+}
+
+/*
+ * Relcache callback: mark the cached directories that relid (InvalidOid:
+ * every relation) concerns stale.  Nothing is freed or changed but the
+ * marks: a pinned directory stays as its holders see it.
+ */
 static void
 dir_invalidate(Datum arg, Oid relid)
 {
 	HASH_SEQ_STATUS status;
 	DirCacheEntry *e;
 
+	dir_invalidations++;
 	if (dir_cache == NULL)
 		return;
 	hash_seq_init(&status, dir_cache);
 	while ((e = hash_seq_search(&status)) != NULL)
 	{
-		if (OidIsValid(relid) && e->facade != relid)
+		SpindleDirectory *dir = e->current;
+
+		if (dir == NULL)
 			continue;
-		if (e->current != NULL)
+		if (!OidIsValid(relid) || dir->updating)
 		{
-			if (e->current->pins > 0)
-				bury_directory(e->current);
-			else
-				free_directory(e->current);
-			e->current = NULL;
+			dir->stale = true;
+			dir->needs_full = true;
 		}
+		else if (relid == e->facade)
+			dir->stale = true;
+		else
+			note_segment_invalidation(dir, relid);
 	}
 }
 
@@ -457,6 +589,7 @@ dir_xact_callback(XactEvent event, void *arg)
 	ListCell   *lc;
 	HASH_SEQ_STATUS status;
 	DirCacheEntry *e;
+	bool		aborted;
 
 	/*
 	 * A prepared transaction would keep the creation lock until COMMIT
@@ -469,15 +602,17 @@ dir_xact_callback(XactEvent event, void *arg)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot PREPARE a transaction that has created spindles"),
 				 errhint("Create the table, or insert its first events, outside the prepared transaction.")));
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PARALLEL_COMMIT ||
-		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
-		created_spindles = false;
 
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
 		event != XACT_EVENT_PARALLEL_COMMIT &&
 		event != XACT_EVENT_PARALLEL_ABORT && event != XACT_EVENT_PREPARE)
 		return;
+	created_spindles = false;
+	catalog_written = false;
+	writing_creation = false;
+	/* a prepared transaction may still roll back */
+	aborted = event != XACT_EVENT_COMMIT && event != XACT_EVENT_PARALLEL_COMMIT;
+
 	if (dir_graveyard != NIL)
 	{
 		List	   *old = dir_graveyard;
@@ -491,16 +626,25 @@ dir_xact_callback(XactEvent event, void *arg)
 		return;
 	hash_seq_init(&status, dir_cache);
 	while ((e = hash_seq_search(&status)) != NULL)
-		if (e->current != NULL)
+	{
+		SpindleDirectory *dir = e->current;
+
+		if (dir == NULL)
+			continue;
+		dir->pins = 0;
+
+		/*
+		 * One that may hold rows of this transaction is wrong if it did
+		 * not commit; one whose update failed half-way is wrong anyway.
+		 */
+		if (dir->updating || (aborted && dir->has_own))
 		{
-			e->current->pins = 0;
-			/* a directory read inside an aborted transaction may be wrong */
-			if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
-			{
-				free_directory(e->current);
-				e->current = NULL;
-			}
+			free_directory(dir);
+			e->current = NULL;
 		}
+		else
+			dir->has_own = false;
+	}
 }
 
 void
@@ -517,78 +661,496 @@ spindle_directory_init(void)
 	RegisterXactCallback(dir_xact_callback, NULL);
 }
 
-/* qsort comparator: directory indexes by vbase (see load_directory) */
-static SpindleDirectory *sort_dir;
-
+/* qsort comparators */
 static int
-cmp_vbase(const void *a, const void *b)
+cmp_index_vbase(const void *a, const void *b, void *arg)
 {
-	int64		va = sort_dir->spindles[*(const int *) a].vbase;
-	int64		vb = sort_dir->spindles[*(const int *) b].vbase;
+	const SpindleEntry *sp = (const SpindleEntry *) arg;
+	int64		va = sp[*(const int *) a].vbase;
+	int64		vb = sp[*(const int *) b].vbase;
 
 	return (va > vb) - (va < vb);
 }
 
-/* Read the directory of a facade from the catalog. */
-static SpindleDirectory *
-load_directory(Relation facade)
+static int
+cmp_segref(const void *a, const void *b)
 {
-	MemoryContext cxt;
-	MemoryContext oldcxt;
-	SpindleDirectory *dir;
-	SpiContext	spi;
-	Oid			types[1] = {OIDOID};
-	Datum		values[1];
-	uint64		i;
+	const SpindleSegRef *x = (const SpindleSegRef *) a;
+	const SpindleSegRef *y = (const SpindleSegRef *) b;
+
+	if (x->segment != y->segment)
+		return x->segment < y->segment ? -1 : 1;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
+/*
+ * A new directory with room for nalloc spindles, in a memory context of
+ * its own under the current one (so that an error while it is filled
+ * frees it); install_directory moves it under TopMemoryContext.
+ */
+static SpindleDirectory *
+new_directory(Oid facade, int nalloc)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "spindle directory",
+											  ALLOCSET_SMALL_SIZES);
+	SpindleDirectory *dir = MemoryContextAllocZero(cxt, sizeof(SpindleDirectory));
+
+	dir->cxt = cxt;
+	dir->facade = facade;
+	dir->nalloc = Max(nalloc, 8);
+	dir->spindles = MemoryContextAlloc(cxt, sizeof(SpindleEntry) * dir->nalloc);
+	dir->byvbase = MemoryContextAlloc(cxt, sizeof(int) * dir->nalloc);
+	dir->byseg = MemoryContextAlloc(cxt, sizeof(SpindleSegRef) * dir->nalloc);
+	return dir;
+}
+
+/* Make room for n spindles in dir->spindles (the other arrays are rebuilt). */
+static void
+reserve_spindles(SpindleDirectory *dir, int n)
+{
+	if (n <= dir->nalloc)
+		return;
+	dir->nalloc = Max(n, dir->nalloc * 2);
+	dir->spindles = repalloc(dir->spindles, sizeof(SpindleEntry) * dir->nalloc);
+	dir->byvbase = repalloc(dir->byvbase, sizeof(int) * dir->nalloc);
+	dir->byseg = repalloc(dir->byseg, sizeof(SpindleSegRef) * dir->nalloc);
+}
+
+/* A copy of dir (which its holders keep using), unpinned. */
+static SpindleDirectory *
+copy_directory(SpindleDirectory *dir)
+{
+	SpindleDirectory *copy = new_directory(dir->facade, dir->nalloc);
+	MemoryContext cxt = copy->cxt;
+	SpindleEntry *spindles = copy->spindles;
+	int		   *byvbase = copy->byvbase;
+	SpindleSegRef *byseg = copy->byseg;
+
+	memcpy(copy, dir, sizeof(SpindleDirectory));
+	copy->cxt = cxt;
+	copy->spindles = spindles;
+	copy->byvbase = byvbase;
+	copy->byseg = byseg;
+	copy->pins = 0;
+	copy->nrecheck = 0;
+	memcpy(spindles, dir->spindles, sizeof(SpindleEntry) * dir->nspindles);
+	memcpy(byvbase, dir->byvbase, sizeof(int) * dir->nspindles);
+	memcpy(byseg, dir->byseg, sizeof(SpindleSegRef) * dir->nspindles);
+	return copy;
+}
+
+/* Does any range of dir overlap the next one in vbase order? */
+static bool
+directory_overlaps(SpindleDirectory *dir)
+{
+	int			i;
+
+	for (i = 1; i < dir->nspindles; i++)
+	{
+		SpindleEntry *prev = &dir->spindles[dir->byvbase[i - 1]];
+		SpindleEntry *cur = &dir->spindles[dir->byvbase[i]];
+
+		if (prev->vbase + prev->vcount > cur->vbase)
+			return true;
+	}
+	return false;
+}
+
+/* Read the whole directory of a facade from the catalog. */
+static SpindleDirectory *
+read_full_directory(Relation facade, CatalogRels *cr, Snapshot snap)
+{
+	SpindleDirectory *dir = new_directory(RelationGetRelid(facade), 64);
+	TupleDesc	td = RelationGetDescr(cr->heap);
+	ScanKeyData keys[3];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	int			i;
+
+	scan = begin_rows_scan(cr, dir->facade, PG_INT64_MIN, PG_INT64_MAX,
+						   snap, keys);
+	while ((tup = systable_getnext_ordered(scan, ForwardScanDirection)) != NULL)
+	{
+		SpindleEntry sp;
+		bool		dropped;
+
+		decode_row(td, tup, &sp, &dropped);
+		dir->max_spindle_no = Max(dir->max_spindle_no, sp.spindle_no);
+		if (dropped)
+			continue;
+		reserve_spindles(dir, dir->nspindles + 1);
+		dir->spindles[dir->nspindles++] = sp;
+	}
+	systable_endscan_ordered(scan);
+
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		dir->byvbase[i] = i;
+		dir->byseg[i].segment = dir->spindles[i].segment;
+		dir->byseg[i].index = i;
+	}
+	qsort_arg(dir->byvbase, dir->nspindles, sizeof(int), cmp_index_vbase,
+			  dir->spindles);
+	qsort(dir->byseg, dir->nspindles, sizeof(SpindleSegRef), cmp_segref);
+	return dir;
+}
+
+/*
+ * Apply the changes read_changes found: remove the spindles marked in
+ * removed[] (may be NULL), append the nadded ones (numbered above all of
+ * dir's), and rebuild the orderings.  Returns false if two ranges now
+ * overlap; dir is then unusable.
+ */
+static bool
+apply_changes(SpindleDirectory *dir, const bool *removed,
+			  const SpindleEntry *added, int nadded)
+{
+	int			nold = dir->nspindles;
+	int		   *newpos = palloc(sizeof(int) * Max(nold, 1));
+	int		   *addv = palloc(sizeof(int) * Max(nadded, 1));
+	SpindleSegRef *adds = palloc(sizeof(SpindleSegRef) * Max(nadded, 1));
+	int		   *byvbase;
+	SpindleSegRef *byseg;
+	int			nkept = 0;
+	int			ntotal;
+	int			i,
+				j,
+				k;
+
+	/* the spindles that stay, in place and in order, then the new ones */
+	for (i = 0; i < nold; i++)
+	{
+		if (removed != NULL && removed[i])
+		{
+			newpos[i] = -1;
+			continue;
+		}
+		newpos[i] = nkept;
+		if (nkept != i)
+			dir->spindles[nkept] = dir->spindles[i];
+		nkept++;
+	}
+	ntotal = nkept + nadded;
+	reserve_spindles(dir, ntotal);
+	if (nadded > 0)
+		memcpy(&dir->spindles[nkept], added, sizeof(SpindleEntry) * nadded);
+	for (i = 0; i < nadded; i++)
+	{
+		addv[i] = nkept + i;
+		adds[i].segment = added[i].segment;
+		adds[i].index = nkept + i;
+	}
+	qsort_arg(addv, nadded, sizeof(int), cmp_index_vbase, dir->spindles);
+	qsort(adds, nadded, sizeof(SpindleSegRef), cmp_segref);
+
+	/* each ordering: the old one without the removed, merged with the new */
+	byvbase = MemoryContextAlloc(dir->cxt, sizeof(int) * dir->nalloc);
+	for (i = 0, j = 0, k = 0; i < nold || j < nadded;)
+	{
+		int			old = -1;
+
+		while (i < nold && (old = newpos[dir->byvbase[i]]) < 0)
+			i++;
+		if (i < nold &&
+			(j >= nadded ||
+			 dir->spindles[old].vbase <= dir->spindles[addv[j]].vbase))
+		{
+			byvbase[k++] = old;
+			i++;
+		}
+		else if (j < nadded)
+			byvbase[k++] = addv[j++];
+	}
+	Assert(k == ntotal);
+
+	byseg = MemoryContextAlloc(dir->cxt, sizeof(SpindleSegRef) * dir->nalloc);
+	for (i = 0, j = 0, k = 0; i < nold || j < nadded;)
+	{
+		SpindleSegRef ref = {InvalidOid, -1};
+
+		while (i < nold && newpos[dir->byseg[i].index] < 0)
+			i++;
+		if (i < nold)
+		{
+			ref.segment = dir->byseg[i].segment;
+			ref.index = newpos[dir->byseg[i].index];
+		}
+		if (i < nold && (j >= nadded || cmp_segref(&ref, &adds[j]) <= 0))
+		{
+			byseg[k++] = ref;
+			i++;
+		}
+		else if (j < nadded)
+			byseg[k++] = adds[j++];
+	}
+	Assert(k == ntotal);
+
+	pfree(dir->byvbase);
+	pfree(dir->byseg);
+	dir->byvbase = byvbase;
+	dir->byseg = byseg;
+	dir->nspindles = ntotal;
+	pfree(newpos);
+	pfree(addv);
+	pfree(adds);
+	return !directory_overlaps(dir);
+}
+
+/*
+ * Bring dir up to date with what changed since it was read (see "Keeping a
+ * directory up to date"): the rows numbered above any it has seen, and the
+ * rows of the spindles in recheck[].  Sets *changed if its spindles did.
+ * Returns false if the result cannot be trusted: read it in full then
+ * (dir is unusable).
+ */
+static bool
+read_changes(SpindleDirectory *dir, CatalogRels *cr, Snapshot snap,
+			 const int64 *recheck, int nrecheck, bool *changed)
+{
+	TupleDesc	td = RelationGetDescr(cr->heap);
+	ScanKeyData keys[3];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	SpindleEntry *added = NULL;
+	int			nadded = 0,
+				addroom = 0;
+	bool	   *removed = NULL;
+	int64		maxno = dir->max_spindle_no;
+	int			i;
+	bool		ok;
+
+	*changed = false;
+	scan = begin_rows_scan(cr, dir->facade, dir->max_spindle_no + 1,
+						   PG_INT64_MAX, snap, keys);
+	while ((tup = systable_getnext_ordered(scan, ForwardScanDirection)) != NULL)
+	{
+		SpindleEntry sp;
+		bool		dropped;
+
+		decode_row(td, tup, &sp, &dropped);
+		maxno = Max(maxno, sp.spindle_no);
+		if (dropped)
+			continue;
+		if (nadded == addroom)
+		{
+			addroom = Max(8, addroom * 2);
+			added = added == NULL ? palloc(sizeof(SpindleEntry) * addroom) :
+				repalloc(added, sizeof(SpindleEntry) * addroom);
+		}
+		added[nadded++] = sp;
+	}
+	systable_endscan_ordered(scan);
+
+	for (i = 0; i < nrecheck; i++)
+	{
+		SpindleEntry *sp = spindle_find_spindle(dir, recheck[i]);
+		SpindleEntry row;
+		bool		dropped = true;
+		int			idx;
+
+		if (sp == NULL)
+			continue;
+		idx = (int) (sp - dir->spindles);
+		if (removed != NULL && removed[idx])
+			continue;
+		scan = begin_rows_scan(cr, dir->facade, recheck[i], recheck[i],
+							   snap, keys);
+		tup = systable_getnext_ordered(scan, ForwardScanDirection);
+		if (tup != NULL)
+			decode_row(td, tup, &row, &dropped);
+		systable_endscan_ordered(scan);
+		if (dropped)
+		{
+			if (removed == NULL)
+				removed = palloc0(sizeof(bool) * dir->nspindles);
+			removed[idx] = true;
+			*changed = true;
+			continue;
+		}
+		/* a spindle's relation and range never change while it exists */
+		if (row.segment != sp->segment || row.vbase != sp->vbase ||
+			row.vcount != sp->vcount)
+			return false;
+		sp->capacity = row.capacity;
+		sp->filled_at = row.filled_at;
+	}
+	dir->max_spindle_no = maxno;
+	if (nadded == 0 && removed == NULL)
+		return true;
+	*changed = true;
+	ok = apply_changes(dir, removed, added, nadded);
+	if (added != NULL)
+		pfree(added);
+	if (removed != NULL)
+		pfree(removed);
+	return ok;
+}
+
+/* Where this backend's next insert starts looking (see place_tuples). */
+static void
+set_open_hint(SpindleDirectory *dir, int64 open_spindle_no)
+{
+	int			lo = 0,
+				hi = dir->nspindles;
+
+	if (open_spindle_no == 0)
+		lo = dir->nspindles - 1;	/* no history: start at the newest */
+	else
+	{
+		/*
+		 * Spindles before the one this backend last inserted into are full
+		 * for good: start the next insert there, not at the oldest spindle.
+		 */
+		while (lo < hi)
+		{
+			int			mid = (lo + hi) / 2;
+
+			if (dir->spindles[mid].spindle_no < open_spindle_no)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+	}
+	dir->open_hint = Max(Min(lo, dir->nspindles - 1), 0);
+	dir->hint_checked = false;
+	dir->est_at = 0;
+}
+
+/*
+ * Free the unpinned stale directories of tables that no longer exist (no
+ * invalidation says a table was dropped rather than changed).
+ */
+static void
+sweep_dropped_tables(Oid keep)
+{
+	static LocalTransactionId swept_in = InvalidLocalTransactionId;
+	HASH_SEQ_STATUS status;
+	DirCacheEntry *e;
+	Oid			gone[16];
+	int			ngone = 0;
+	int			i;
+
+	/* once per transaction is enough */
+	if (MyProc->lxid == swept_in)
+		return;
+	swept_in = MyProc->lxid;
+	hash_seq_init(&status, dir_cache);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		if (ngone < lengthof(gone) && e->facade != keep &&
+			(e->current == NULL ||
+			 (e->current->stale && e->current->pins == 0)) &&
+			!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(e->facade)))
+			gone[ngone++] = e->facade;
+	}
+	for (i = 0; i < ngone; i++)
+	{
+		e = hash_search(dir_cache, &gone[i], HASH_FIND, NULL);
+		if (e != NULL && e->current != NULL)
+			free_directory(e->current);
+		(void) hash_search(dir_cache, &gone[i], HASH_REMOVE, NULL);
+	}
+}
+
+/*
+ * Make e's directory current: update it (or, if pinned, a copy of it)
+ * with what changed, or read it in full (see "Keeping a directory up to
+ * date").  Returns the new current directory.
+ */
+static SpindleDirectory *
+refresh_directory(Relation facade, DirCacheEntry *e)
+{
+	Oid			relid = RelationGetRelid(facade);
+	CatalogRels cr;
+	SpindleDirectory *old;
+	SpindleDirectory *dir = NULL;
+	TransactionId class_xmin;
+	int64		events_per_spindle;
+	int64	   *recheck = NULL;
+	int			nrecheck = 0;
+	uint64		invalidations;
+	bool		full;
+	bool		changed = true;
 	bool		found;
+	Snapshot	snap;
 
 	/* checked here, once per relcache version, for every reader and writer */
 	spindle_check_layout(facade);
-
-	cxt = AllocSetContextCreate(TopMemoryContext, "spindle directory",
-								ALLOCSET_SMALL_SIZES);
-	dir = MemoryContextAllocZero(cxt, sizeof(SpindleDirectory));
-	dir->cxt = cxt;
-	dir->facade = RelationGetRelid(facade);
-	dir->events_per_spindle = spindle_rel_capacity_option(dir->facade, &found);
+	events_per_spindle = spindle_rel_capacity_option(relid, &found);
 	if (!found)
-		dir->events_per_spindle = spindle_events_per_spindle;
+		events_per_spindle = spindle_events_per_spindle;
 
-	values[0] = ObjectIdGetDatum(dir->facade);
-	spi_begin(&spi);
-	spi_run("SELECT spindle_no, segment, capacity, created_at, filled_at,"
-			"       vbase, vcount"
-			"  FROM spindle.spindle_catalog"
-			" WHERE relation OPERATOR(pg_catalog.=) $1 AND dropped_at IS NULL"
-			" ORDER BY spindle_no",
-			1, types, values, NULL, true);
-	oldcxt = MemoryContextSwitchTo(cxt);
-	dir->nspindles = (int) SPI_processed;
-	dir->spindles = palloc0(sizeof(SpindleEntry) * Max(dir->nspindles, 1));
-	dir->byvbase = palloc0(sizeof(int) * Max(dir->nspindles, 1));
-	for (i = 0; i < SPI_processed; i++)
+	/* every lock first, then the invalidations, then the snapshot */
+	catalog_open(&cr);
+	AcceptInvalidationMessages();
+	class_xmin = facade_class_xmin(relid);
+	sweep_dropped_tables(relid);
+	invalidations = dir_invalidations;
+
+	old = e->current;
+	full = old == NULL || old->needs_full ||
+		old->parallel_read || !TransactionIdIsValid(class_xmin) ||
+		old->class_xmin != class_xmin || catalog_written ||
+		spindle_created_here(facade) || IsInParallelMode();
+	if (old != NULL)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	td = SPI_tuptable->tupdesc;
-		SpindleEntry *sp = &dir->spindles[i];
-		bool		isnull;
-
-		sp->spindle_no = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
-		sp->segment = DatumGetObjectId(SPI_getbinval(tup, td, 2, &isnull));
-		sp->capacity = DatumGetInt64(SPI_getbinval(tup, td, 3, &isnull));
-		sp->created_at = DatumGetTimestampTz(SPI_getbinval(tup, td, 4, &isnull));
-		sp->filled_at = DatumGetTimestampTz(SPI_getbinval(tup, td, 5, &isnull));
-		if (isnull)
-			sp->filled_at = 0;
-		sp->vbase = DatumGetInt64(SPI_getbinval(tup, td, 6, &isnull));
-		sp->vcount = DatumGetInt64(SPI_getbinval(tup, td, 7, &isnull));
-		dir->byvbase[i] = (int) i;
+		if (!full && old->nrecheck > 0)
+		{
+			nrecheck = old->nrecheck;
+			recheck = palloc(sizeof(int64) * nrecheck);
+			memcpy(recheck, old->recheck, sizeof(int64) * nrecheck);
+		}
+		/* until this is done, an error leaves it for a full read */
+		old->nrecheck = 0;
+		old->stale = true;
+		old->needs_full = true;
 	}
-	sort_dir = dir;
-	qsort(dir->byvbase, dir->nspindles, sizeof(int), cmp_vbase);
-	sort_dir = NULL;
-	MemoryContextSwitchTo(oldcxt);
-	spi_end(&spi);
+
+	snap = read_snapshot();
+	if (!full)
+	{
+		dir = old->pins > 0 ? copy_directory(old) : old;
+		dir->updating = true;
+		if (!read_changes(dir, &cr, snap, recheck, nrecheck, &changed))
+		{
+			if (dir != old)
+				free_directory(dir);
+			dir = NULL;
+		}
+	}
+	if (dir == NULL)
+	{
+		dir = read_full_directory(facade, &cr, snap);
+		changed = true;
+	}
+	UnregisterSnapshot(snap);
+	catalog_close(&cr);
+	if (recheck != NULL)
+		pfree(recheck);
+
+	dir->updating = false;
+	/* nothing above should have processed an invalidation; if one did: */
+	dir->stale = dir->needs_full = dir_invalidations != invalidations;
+	dir->class_xmin = class_xmin;
+	dir->has_own = catalog_written || created_spindles;
+	dir->parallel_read = IsInParallelMode();
+	dir->events_per_spindle = events_per_spindle;
+	if (changed)
+		set_open_hint(dir, e->open_spindle_no);
+
+	if (dir != old)
+	{
+		MemoryContextSetParent(dir->cxt, TopMemoryContext);
+		if (old != NULL)
+		{
+			if (old->pins > 0)
+				bury_directory(old);
+			else
+				free_directory(old);
+		}
+		e->current = dir;
+	}
 	return dir;
 }
 
@@ -604,6 +1166,7 @@ spindle_directory_acquire(Relation facade)
 	DirCacheEntry *e;
 	bool		found;
 	Oid			relid = RelationGetRelid(facade);
+	SpindleDirectory *dir;
 
 	spindle_check_preloaded();
 	e = hash_search(dir_cache, &relid, HASH_ENTER, &found);
@@ -612,41 +1175,18 @@ spindle_directory_acquire(Relation facade)
 		e->current = NULL;
 		e->open_spindle_no = 0;
 	}
-	if (e->current == NULL)
-	{
-		SpindleDirectory *dir = load_directory(facade);
-		int			i;
-
-		/* loading may have processed invalidations; re-find the entry */
-		e = hash_search(dir_cache, &relid, HASH_ENTER, &found);
-		if (found && e->current != NULL)
-		{
-			if (e->current->pins > 0)
-				bury_directory(e->current);
-			else
-				free_directory(e->current);
-		}
-		/*
-		 * Spindles before the one this backend last inserted into are full
-		 * for good: start the next insert there, not at the oldest spindle.
-		 */
-		if (e->open_spindle_no == 0)
-			i = dir->nspindles - 1;	/* no history: start at the newest */
-		else
-			for (i = 0; i < dir->nspindles; i++)
-				if (dir->spindles[i].spindle_no >= e->open_spindle_no)
-					break;
-		dir->open_hint = Max(Min(i, dir->nspindles - 1), 0);
-		e->current = dir;
-	}
-	e->current->pins++;
-	return e->current;
+	dir = e->current;
+	if (dir == NULL || dir->stale ||
+		(dir->parallel_read && !IsInParallelMode()))
+		dir = refresh_directory(facade, e);
+	dir->pins++;
+	return dir;
 }
 
 /*
- * Drop this backend's copy of a facade's directory, so that the next
- * acquire reads the catalog again (when an invalidation may not have
- * arrived yet, see spindle_resolve_tid).
+ * Have the next acquire of a facade's directory read the catalog for what
+ * changed, when an invalidation may not have arrived yet (see
+ * spindle_resolve_tid): it finds every spindle committed by then.
  */
 void
 spindle_directory_forget(Oid facade)
@@ -654,13 +1194,7 @@ spindle_directory_forget(Oid facade)
 	DirCacheEntry *e = hash_search(dir_cache, &facade, HASH_FIND, NULL);
 
 	if (e != NULL && e->current != NULL)
-	{
-		if (e->current->pins > 0)
-			bury_directory(e->current);
-		else
-			free_directory(e->current);
-		e->current = NULL;
-	}
+		e->current->stale = true;
 }
 
 /* Remember the spindle this backend inserted into last (see above). */
@@ -780,9 +1314,14 @@ spindle_register_table(Oid facade)
 	index_close(idx, NoLock);
 	table_close(heap, NoLock);
 	if (!known)
+	{
+		/* not a row of the directory */
+		writing_creation = true;
 		catalog_write("INSERT INTO spindle.table_catalog (relation) VALUES ($1)"
 					  " ON CONFLICT (relation) DO NOTHING",
 					  1, types, values);
+		writing_creation = false;
+	}
 }
 
 /* OIDs of every registered spindle table of this database. */
@@ -832,6 +1371,7 @@ spindle_forget_table(Oid facade)
 	catalog_write("DELETE FROM spindle.table_catalog"
 				  " WHERE relation OPERATOR(pg_catalog.=) $1",
 				  1, types, values);
+	spindle_directory_forget(facade);
 }
 
 /* The OID of schema pg_spindle, which the install script creates. */
@@ -1494,10 +2034,13 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity,
 	values[3] = Int64GetDatum(capacity);
 	values[4] = Int64GetDatum(vbase);
 	values[5] = Int64GetDatum(vcount);
+	/* a row that a directory read by what changed may take in */
+	writing_creation = true;
 	catalog_write("INSERT INTO spindle.spindle_catalog"
 				  " (relation, spindle_no, segment, capacity, vbase, vcount)"
 				  " VALUES ($1, $2, $3, $4, $5, $6)",
 				  6, types, values);
+	writing_creation = false;
 }
 
 /*
@@ -1800,20 +2343,40 @@ spindle_catalog_forget_dropped(Oid facade, int64 *spindle_nos, int n)
 	spi_end(&spi);
 }
 
-/* Record when a spindle became full, if not yet recorded. */
+/*
+ * Record when a spindle became full, if not yet recorded.  Like every
+ * change to a live spindle's row, it invalidates the spindle's relation,
+ * so that cached directories re-read the row (see "Keeping a directory up
+ * to date").
+ */
 void
 spindle_catalog_set_filled(Oid facade, int64 spindle_no, TimestampTz when)
 {
+	SpiContext	spi;
 	Oid			types[3] = {OIDOID, INT8OID, TIMESTAMPTZOID};
 	Datum		values[3];
+	Oid			segment = InvalidOid;
 
 	values[0] = ObjectIdGetDatum(facade);
 	values[1] = Int64GetDatum(spindle_no);
 	values[2] = TimestampTzGetDatum(when);
-	catalog_write("UPDATE spindle.spindle_catalog SET filled_at = $3"
-				  " WHERE relation OPERATOR(pg_catalog.=) $1"
-				  "   AND spindle_no OPERATOR(pg_catalog.=) $2 AND filled_at IS NULL",
-				  3, types, values);
+	spi_begin(&spi);
+	if (spi_run("UPDATE spindle.spindle_catalog SET filled_at = $3"
+				" WHERE relation OPERATOR(pg_catalog.=) $1"
+				"   AND spindle_no OPERATOR(pg_catalog.=) $2 AND filled_at IS NULL"
+				" RETURNING segment",
+				3, types, values, NULL, false) > 0)
+	{
+		bool		isnull;
+
+		segment = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc,
+												 1, &isnull));
+	}
+	spi_end(&spi);
+	if (OidIsValid(segment) &&
+		SearchSysCacheExists1(RELOID, ObjectIdGetDatum(segment)))
+		CacheInvalidateRelcacheByRelid(segment);
 }
 
 /*
@@ -1847,6 +2410,8 @@ spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
 					  3, types, values);
 		spindle_slots_forget(dir->spindles[i].segment);
+		/* cached directories re-read its row */
+		CacheInvalidateRelcacheByRelid(dir->spindles[i].segment);
 	}
 	spindle_directory_release(dir);
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
