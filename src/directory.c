@@ -1157,8 +1157,19 @@ refresh_directory(Relation facade, DirCacheEntry *e)
 /*
  * Return the directory of a facade, pinned: the caller must call
  * spindle_directory_release() when done (an error releases it too, at
- * transaction end).  Never returns a directory older than the last
- * invalidation this backend processed.
+ * transaction end).
+ *
+ * It first processes the invalidations that have arrived, so it never
+ * returns a directory older than an invalidation sent before the call.
+ * Waiting for the next lock acquisition to do that is not enough: a
+ * statement of a transaction that already holds its locks (a cached plan
+ * opens nothing new) would resolve TIDs with a directory that still holds
+ * spindles dropped since, whose ranges may have been given to new
+ * spindles; an index fetch would then report a new event's entry dead and
+ * the index would kill it.  A drop's invalidations are sent before its
+ * locks are released, so before cleanup can forget the range and before
+ * anyone can give it again; when nothing has arrived this costs one
+ * unlocked test.
  */
 SpindleDirectory *
 spindle_directory_acquire(Relation facade)
@@ -1169,6 +1180,7 @@ spindle_directory_acquire(Relation facade)
 	SpindleDirectory *dir;
 
 	spindle_check_preloaded();
+	AcceptInvalidationMessages();
 	e = hash_search(dir_cache, &relid, HASH_ENTER, &found);
 	if (!found)
 	{
