@@ -15,7 +15,8 @@ OBJS = \
 	src/views.o \
 	src/ttl.o \
 	src/worker.o \
-	src/publication.o
+	src/publication.o \
+	src/detach.o
 
 EXTENSION = spindle
 DATA = sql/spindle--0.1.sql

@@ -68,6 +68,7 @@
 #include "slots.h"
 #include "facade.h"
 #include "segment.h"
+#include "detach.h"
 #include "maintenance.h"
 #include "options.h"
 
@@ -666,6 +667,14 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 				total += spindle_drop_droppable(rel,
 												spindle_drops_per_transaction() - total);
 			relation_close(rel, NoLock);
+		}
+		/* a superuser's call also drops what DROP/TRUNCATE detached */
+		if (superuser())
+		{
+			int64		freed = 0;
+
+			total += spindle_drop_detached(spindle_drops_per_transaction() - total,
+										   false, &freed);
 		}
 	}
 	PG_RETURN_INT32(total);

@@ -80,6 +80,7 @@
 #include "directory.h"
 #include "slots.h"
 #include "facade.h"
+#include "detach.h"
 #include "options.h"
 #include "worker.h"
 #include "spindle.h"
@@ -855,6 +856,7 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	List	   *alter_saved = NIL;
 	bool		alter_changed = false;
 	List	   *truncated = NIL;
+	List	   *emptied = NIL;
 	List	   *attached = NIL;
 	const char *attached_to = NULL;
 	Oid			pause_db;
@@ -1031,6 +1033,16 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				truncated = truncate_targets((TruncateStmt *) parsetree);
 				break;
 			}
+		case T_DropStmt:
+		case T_DropOwnedStmt:
+			{
+				/*
+				 * The spindle tables it drops lose their spindles first,
+				 * without a lock per spindle when they are many (detach.c).
+				 */
+				emptied = spindle_prepare_drop(parsetree);
+				break;
+			}
 		case T_AlterTableMoveAllStmt:
 			{
 				/* may move spindle tables: see AT_SetTableSpace above */
@@ -1176,6 +1188,10 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				rel_has_brin_index(lfirst_oid(lc)))
 				refuse_brin(get_rel_name(lfirst_oid(lc)), attached_to);
 	}
+
+	/* the spindle tables emptied for a DROP went with it */
+	if (emptied != NIL)
+		spindle_check_dropped(emptied);
 
 	/*
 	 * Every spindle table the TRUNCATE emptied (core holds it in ACCESS
