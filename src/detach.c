@@ -510,6 +510,9 @@ spindle_prepare_drop(Node *parsetree)
 
 	if (!OidIsValid(spindle_facade_am_oid()))
 		return NIL;				/* no spindle table in this database */
+	/* core refuses it (read-only transaction, standby) before any lock */
+	if (XactReadOnly)
+		return NIL;
 
 	if (IsA(parsetree, DropStmt))
 	{

@@ -39,6 +39,8 @@ CREATE SCHEMA sch;
 CREATE TABLE ta (id int, body text) USING spindle WITH (events_per_spindle = 1);
 CREATE TABLE tb (id int, body text) USING spindle WITH (events_per_spindle = 1);
 CREATE TABLE te (id int, body text) USING spindle WITH (events_per_spindle = 1);
+CREATE TABLE tf (id int, body text) USING spindle WITH (events_per_spindle = 1);
+CREATE TABLE ts (id int, body text) USING spindle WITH (events_per_spindle = 1);
 CREATE TABLE sch.tc (id int, body text) USING spindle WITH (events_per_spindle = 1);
 CREATE TABLE td (id int, body text) USING spindle WITH (events_per_spindle = 1);
 ALTER TABLE td OWNER TO regress_drop_owner;
@@ -53,6 +55,8 @@ CREATE INDEX ON tp (id);
 INSERT INTO ta SELECT g, 'a' || g FROM generate_series(1, $nevents) g;
 INSERT INTO tb SELECT g, 'b' || g FROM generate_series(1, $nevents) g;
 INSERT INTO te SELECT g, 'e' || g FROM generate_series(1, $nevents) g;
+INSERT INTO tf SELECT g, 'f' || g FROM generate_series(1, $nevents) g;
+INSERT INTO ts SELECT g, 's' || g FROM generate_series(1, 5) g;
 INSERT INTO sch.tc SELECT g, 'c' || g FROM generate_series(1, $nevents) g;
 INSERT INTO td SELECT g, 'd' || g FROM generate_series(1, $nevents) g;
 INSERT INTO tp SELECT g, 'p' || g FROM generate_series(1, $nevents) g;
@@ -76,7 +80,7 @@ $standby->init_from_backup($node, 'b', has_streaming => 1);
 $standby->start;
 
 my %oid;
-for my $t ('ta', 'tb', 'te', 'sch.tc', 'td', 'tp1', 'tp2')
+for my $t ('ta', 'tb', 'te', 'tf', 'ts', 'sch.tc', 'td', 'tp1', 'tp2')
 {
 	$oid{$t} = $node->safe_psql('postgres', qq{SELECT '$t'::regclass::oid});
 }
@@ -117,11 +121,13 @@ SELECT count(*) FROM pg_class
  WHERE relnamespace = 'pg_spindle'::regnamespace AND relname LIKE 's' || $oid || '\\_%'});
 }
 
-# spindle relations that no table knows
+# spindle relations that no table has, and detached ones not yet dropped
 my $unknown_sql = q{
-SELECT count(*) FROM pg_class c
- WHERE c.relnamespace = 'pg_spindle'::regnamespace AND c.relkind = 'r'
-   AND c.oid NOT IN (SELECT segment FROM spindle.spindle_catalog)};
+SELECT (SELECT count(*) FROM pg_class c
+         WHERE c.relnamespace = 'pg_spindle'::regnamespace AND c.relkind = 'r'
+           AND c.oid NOT IN (SELECT segment FROM spindle.spindle_catalog
+                              WHERE relation <> 0))
+       + (SELECT count(*) FROM spindle.spindle_catalog WHERE relation = 0)};
 
 # drop_spindles() until it has nothing left to drop
 sub drain
@@ -147,8 +153,27 @@ is($before{ta}, $ta_index, 'ta: index scan agrees before');
 my $ta_spindles = catalog_rows($node, $oid{ta});
 like($ta_spindles, qr/^40[0-9]:1$/, 'ta has some 400 spindles');
 
+# ---- a read-only transaction: core's error, nothing touched -------------
+my ($ret, $out, $err) =
+  $node->psql('postgres', 'BEGIN READ ONLY; DROP TABLE ta; COMMIT');
+like($err, qr/cannot execute DROP TABLE in a read-only transaction/,
+	'DROP TABLE in a read-only transaction: core refuses it');
+is(catalog_rows($node, $oid{ta}), $ta_spindles, 'and ta keeps its spindles');
+
+# ---- a table with few spindles: TRUNCATE drops them at once ------------
+my $ts_segments = $node->safe_psql('postgres',
+	qq{SELECT string_agg(segment::text, ',') FROM spindle.spindle_catalog WHERE relation = $oid{ts}}
+);
+$node->safe_psql('postgres', 'TRUNCATE ts');
+is( $node->safe_psql(
+		'postgres', qq{SELECT count(*) FROM pg_class WHERE oid IN ($ts_segments)}),
+	'0',
+	'TRUNCATE of a table with 6 spindles drops them at once');
+is($node->safe_psql('postgres', $unknown_sql),
+	'0', 'and detaches none');
+
 # ---- TRUNCATE rolled back, and rolled back to a savepoint --------------
-my ($ret, $out, $err) = $node->psql(
+($ret, $out, $err) = $node->psql(
 	'postgres', q{
 BEGIN;
 TRUNCATE ta;
@@ -316,9 +341,22 @@ is(index_rows($standby, 'ta'), rows($node, 'ta'), 'standby: ta index agrees');
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
 	't', 'standby still in recovery');
 
-# ---- a crash right after a committed DROP TABLE -------------------------
+# ---- DROP EXTENSION: what the lock table cannot hold is refused first --
 $node->append_conf('postgresql.conf', "spindle.enable_worker = off\n");
 $node->reload;
+$node->safe_psql('postgres', 'DROP TABLE tf');
+isnt($node->safe_psql('postgres', $unknown_sql),
+	'0', 'DROP TABLE tf detached its spindles');
+($ret, $out, $err) =
+  $node->psql('postgres', 'DROP EXTENSION spindle CASCADE');
+isnt($ret, 0, 'DROP EXTENSION with 400 detached spindles is refused');
+like(
+	$err,
+	qr/ERROR:  DROP EXTENSION spindle would take \d+ locks, more than the lock table holds.*HINT:  .*max_locks_per_transaction to at least \d+/s,
+	'with the number of locks and the setting that would hold them');
+is(rows($node, 'ta'), index_rows($node, 'ta'), 'and ta is intact');
+
+# ---- a crash right after a committed DROP TABLE -------------------------
 $node->safe_psql('postgres', 'DROP TABLE te');
 $node->stop('immediate');
 $node->start;
@@ -334,6 +372,16 @@ is($node->safe_psql('postgres', $unknown_sql), '0',
 $node->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', $unknown_sql),
 	'0', 'standby after the crash: nothing left');
+
+# once they are dropped, DROP EXTENSION works
+($ret, $out, $err) =
+  $node->psql('postgres', 'DROP EXTENSION spindle CASCADE');
+is($ret, 0, 'DROP EXTENSION spindle CASCADE works now') or diag($err);
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT count(*) FROM pg_class WHERE relnamespace = 'pg_spindle'::regnamespace}),
+	'0',
+	'nothing is left in pg_spindle');
 
 my $log = slurp_file($node->logfile);
 unlike($log, qr/out of shared memory/, 'primary: no "out of shared memory"');
