@@ -260,16 +260,11 @@ is_facade(Oid relid)
 
 /*
  * Lock relid in ACCESS EXCLUSIVE mode, a partition's parent first (as
- * core's DROP TABLE and every query lock them), and, with descend, every
- * inheritor of it too (as core's cascade would); add the spindle tables
- * among them to *facades.
+ * core's DROP TABLE, heap_drop_with_catalog and every query lock them).
  */
 static void
-lock_tree(Oid relid, bool descend, List **facades)
+lock_relation(Oid relid)
 {
-	List	   *tree;
-	ListCell   *lc;
-
 	if (get_rel_relispartition(relid))
 	{
 		Oid			parent = get_partition_parent(relid, true);
@@ -278,6 +273,18 @@ lock_tree(Oid relid, bool descend, List **facades)
 			LockRelationOid(parent, AccessExclusiveLock);
 	}
 	LockRelationOid(relid, AccessExclusiveLock);
+}
+
+/*
+ * Add the spindle tables among relid (locked) and, with descend, its
+ * inheritors to *facades, locking the inheritors as core's cascade would.
+ */
+static void
+collect_tree(Oid relid, bool descend, List **facades)
+{
+	List	   *tree;
+	ListCell   *lc;
+
 	tree = descend ? find_all_inheritors(relid, AccessExclusiveLock, NULL) :
 		list_make1_oid(relid);
 	foreach(lc, tree)
@@ -333,7 +340,12 @@ drop_table_targets(DropStmt *stmt)
 		if (!pg_class_ownercheck(relid, GetUserId()) &&
 			!pg_namespace_ownercheck(nsp, GetUserId()))
 			continue;
-		lock_tree(relid, descend, &facades);
+		lock_relation(relid);
+		/* renamed or replaced meanwhile: core finds what the name means */
+		if (RangeVarGetRelid(rv, NoLock, true) != relid ||
+			!drop_candidate(relid, stmt->behavior, &nsp, &descend))
+			continue;
+		collect_tree(relid, descend, &facades);
 	}
 	return facades;
 }
@@ -370,19 +382,47 @@ relations_with(AttrNumber attnum, Oid value)
 	return result;
 }
 
-/* Lock each of candidates (relations_with()) and collect spindle tables. */
+/* Is pg_class column attnum (relnamespace or relowner) of relid value? */
+static bool
+still_with(Oid relid, AttrNumber attnum, Oid value)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		result = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
+
+		result = (attnum == Anum_pg_class_relnamespace ?
+				  form->relnamespace : form->relowner) == value;
+		ReleaseSysCache(tup);
+	}
+	return result;
+}
+
+/*
+ * Lock each relation of relations_with(attnum, value) and collect the
+ * spindle tables among them and among the inheritors the DROP reaches.
+ */
 static void
-lock_candidates(List *candidates, DropBehavior behavior, List **facades)
+lock_candidates(AttrNumber attnum, Oid value, DropBehavior behavior,
+				List **facades)
 {
 	ListCell   *lc;
 
-	foreach(lc, candidates)
+	foreach(lc, relations_with(attnum, value))
 	{
+		Oid			relid = lfirst_oid(lc);
 		Oid			nsp;
 		bool		descend;
 
-		if (drop_candidate(lfirst_oid(lc), behavior, &nsp, &descend))
-			lock_tree(lfirst_oid(lc), descend, facades);
+		if (!drop_candidate(relid, behavior, &nsp, &descend))
+			continue;
+		lock_relation(relid);
+		/* as it is now that it is locked: moved or given away, core skips it */
+		if (still_with(relid, attnum, value) &&
+			drop_candidate(relid, behavior, &nsp, &descend))
+			collect_tree(relid, descend, facades);
 	}
 }
 
@@ -407,8 +447,8 @@ drop_schema_targets(DropStmt *stmt)
 		LockDatabaseObject(NamespaceRelationId, nsp, 0, AccessExclusiveLock);
 		if (get_namespace_oid(name, true) != nsp)
 			continue;
-		lock_candidates(relations_with(Anum_pg_class_relnamespace, nsp),
-						stmt->behavior, &facades);
+		lock_candidates(Anum_pg_class_relnamespace, nsp, stmt->behavior,
+						&facades);
 	}
 	return facades;
 }
@@ -432,7 +472,7 @@ drop_owned_targets(DropOwnedStmt *stmt)
 		roles = lappend_oid(roles, role);
 	}
 	foreach(lc, roles)
-		lock_candidates(relations_with(Anum_pg_class_relowner, lfirst_oid(lc)),
+		lock_candidates(Anum_pg_class_relowner, lfirst_oid(lc),
 						stmt->behavior, &facades);
 	return facades;
 }

@@ -668,13 +668,17 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 												spindle_drops_per_transaction() - total);
 			relation_close(rel, NoLock);
 		}
-		/* a superuser's call also drops what DROP/TRUNCATE detached */
+		/*
+		 * A superuser's call also drops (within the same bound, not counted:
+		 * they belong to no table any more) what DROP TABLE and TRUNCATE
+		 * detached, which the worker drops otherwise.
+		 */
 		if (superuser())
 		{
 			int64		freed = 0;
 
-			total += spindle_drop_detached(spindle_drops_per_transaction() - total,
-										   false, &freed);
+			(void) spindle_drop_detached(spindle_drops_per_transaction() - total,
+										 false, &freed);
 		}
 	}
 	PG_RETURN_INT32(total);

@@ -129,16 +129,18 @@ SELECT (SELECT count(*) FROM pg_class c
                               WHERE relation <> 0))
        + (SELECT count(*) FROM spindle.spindle_catalog WHERE relation = 0)};
 
-# drop_spindles() until it has nothing left to drop
+# drop_spindles() (a superuser's) until no detached spindle is left
 sub drain
 {
 	for my $i (1 .. 500)
 	{
 		return
-		  if $node->safe_psql('postgres', 'SELECT spindle.drop_spindles()') eq
-		  '0';
+		  if $node->safe_psql(
+			'postgres', q{
+SELECT spindle.drop_spindles();
+SELECT count(*) FROM spindle.spindle_catalog WHERE relation = 0}) =~ /\n0$/;
 	}
-	fail('drop_spindles() never ran out of spindles to drop');
+	fail('drop_spindles() never dropped every detached spindle');
 	return;
 }
 
