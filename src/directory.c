@@ -9,7 +9,9 @@
  * plus spindle.table_catalog (per-table counters).  Both are read and
  * written through SPI as the bootstrap superuser with a fixed search_path,
  * always with the latest snapshot: a REPEATABLE READ transaction must still
- * find spindles created after its snapshot was taken.
+ * find spindles created after its snapshot was taken.  Rows with relation
+ * 0 are spindles detached from a dropped or truncated table, waiting for
+ * maintenance to drop them (detach.c); no table's directory lists them.
  *
  * The backend-local cache (SpindleDirectory) is rebuilt after a relcache
  * invalidation of the facade; creating or dropping a spindle sends one.  A

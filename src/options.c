@@ -25,16 +25,22 @@
  * spindle table and changes its columns is refused, naming the spindle
  * table, and so is a BRIN index that a partitioned parent would give it.
  * TRUNCATE gives every spindle table it empties (named, inherited, or
- * reached by CASCADE) a new open spindle.
+ * reached by CASCADE) a new open spindle.  DROP TABLE, DROP SCHEMA ...
+ * CASCADE and DROP OWNED first empty the spindle tables they will drop of
+ * their spindles, dropping or detaching them (detach.c), so that core
+ * drops each table alone, and check afterwards that it did.
  *
  * Locks and rights.  ALTER TABLE of a spindle table checks that the caller
  * owns it before taking any lock (so a role that may not alter the table
  * never queues behind, and in front of, its producers), then takes
  * ShareRowExclusiveLock on it while capacities of empty spindles change.
- * Everything else here reads the catalogs without locking and leaves the
- * locks to core; checks that must see the locked state (BRIN indexes of a
- * new or attached partition, the spindles of a truncated table) run after
- * core has run the statement, in the same transaction.
+ * The DROP statements lock the spindle tables they drop (in ACCESS
+ * EXCLUSIVE mode, after core's ownership checks, as core would) before core
+ * runs them.  Everything else here reads the catalogs without locking
+ * and leaves the locks to core; checks that must see the locked state
+ * (BRIN indexes of a new or attached partition, the spindles of a
+ * truncated table) run after core has run the statement, in the same
+ * transaction.
  *
  *-------------------------------------------------------------------------
  */
