@@ -21,7 +21,8 @@ OBJS = \
 	src/publication.o \
 	src/rangepurge.o \
 	src/queue_catalog.o \
-	src/queue_api.o
+	src/queue_api.o \
+	src/detach.o
 
 EXTENSION = spindle
 DATA = sql/spindle--0.1.sql

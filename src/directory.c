@@ -14,6 +14,9 @@
  * only the rows it needs.  Every read uses the latest snapshot: a
  * REPEATABLE READ transaction must still find spindles created after its
  * snapshot was taken.
+ * Rows with relation 0 are spindles detached from a dropped or truncated
+ * table, waiting for maintenance to drop them (detach.c); no table's
+ * directory lists them.
  *
  * The backend-local cache (SpindleDirectory) is kept up to date by
  * relcache invalidations.  Creating spindles invalidates the facade;
@@ -86,6 +89,7 @@
 #include "directory.h"
 #include "slots.h"
 #include "options.h"
+#include "detach.h"
 #include "spindle.h"
 
 
@@ -2195,8 +2199,18 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 }
 
 /*
- * Drop every spindle of the facade and forget them (TRUNCATE).  The caller
- * holds AccessExclusiveLock on the facade.
+ * Drop every spindle of the facade and forget them: TRUNCATE, and DROP
+ * TABLE (or another DROP reaching the table) before core drops the table.
+ * The caller holds AccessExclusiveLock on the facade, and its indexes and
+ * slot map go too (truncated or dropped), so no TID of an old spindle
+ * survives in them.
+ *
+ * Each spindle dropped here holds five locks until the transaction ends
+ * (see detach.c).  If the table's spindles do not fit in what this
+ * transaction may still drop, none is dropped: they are detached (their
+ * rows move to relation 0, their dependency on the table goes) for the
+ * worker to drop after the commit, and no lock is taken on them.  Either
+ * way the table has no spindle and no catalog row left when this returns.
  */
 void
 spindle_drop_all_spindles(Relation facade)
@@ -2207,40 +2221,49 @@ spindle_drop_all_spindles(Relation facade)
 	List	   *segments = NIL;
 	ListCell   *lc;
 	uint64		i;
+	bool		drop;
 
 	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
 	spi_begin(&spi);
-	spi_run("DELETE FROM spindle.spindle_catalog WHERE relation OPERATOR(pg_catalog.=) $1"
-			" RETURNING segment, dropped_at IS NULL",
-			1, types, values, NULL, false);
+	spi_run("SELECT segment FROM spindle.spindle_catalog"
+			" WHERE relation OPERATOR(pg_catalog.=) $1 AND dropped_at IS NULL",
+			1, types, values, NULL, true);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
-		bool		live = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i],
-													  SPI_tuptable->tupdesc,
-													  2, &isnull));
+		MemoryContext old = MemoryContextSwitchTo(spi.outer);
 
-		if (live)
-		{
-			MemoryContext old = MemoryContextSwitchTo(spi.outer);
-
-			segments = lappend_oid(segments,
-								   DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-																  SPI_tuptable->tupdesc,
-																  1, &isnull)));
-			MemoryContextSwitchTo(old);
-		}
+		segments = lappend_oid(segments,
+							   DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															  SPI_tuptable->tupdesc,
+															  1, &isnull)));
+		MemoryContextSwitchTo(old);
 	}
+	drop = spindle_drops_fit(list_length(segments));
+	if (!drop)
+		spi_run("UPDATE spindle.spindle_catalog"
+				"   SET relation = 0::pg_catalog.oid,"
+				"       spindle_no = OPERATOR(pg_catalog.-) segment::pg_catalog.int8"
+				" WHERE relation OPERATOR(pg_catalog.=) $1 AND dropped_at IS NULL",
+				1, types, values, NULL, false);
+	/* and the dropped ones whose index entries were still to be removed */
+	spi_run("DELETE FROM spindle.spindle_catalog WHERE relation OPERATOR(pg_catalog.=) $1",
+			1, types, values, NULL, false);
 	spi_end(&spi);
 
-	foreach(lc, segments)
+	if (drop)
 	{
-		ObjectAddress addr;
+		foreach(lc, segments)
+		{
+			ObjectAddress addr;
 
-		ObjectAddressSet(addr, RelationRelationId, lfirst_oid(lc));
-		performDeletion(&addr, DROP_RESTRICT,
-						PERFORM_DELETION_INTERNAL | PERFORM_DELETION_QUIETLY);
+			ObjectAddressSet(addr, RelationRelationId, lfirst_oid(lc));
+			performDeletion(&addr, DROP_RESTRICT,
+							PERFORM_DELETION_INTERNAL | PERFORM_DELETION_QUIETLY);
+		}
 	}
+	else
+		spindle_detach_segments(RelationGetRelid(facade), segments);
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
 	CommandCounterIncrement();
 }

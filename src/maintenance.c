@@ -68,6 +68,7 @@
 #include "slots.h"
 #include "facade.h"
 #include "segment.h"
+#include "detach.h"
 #include "maintenance.h"
 #include "options.h"
 #include "touched.h"
@@ -717,6 +718,18 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 				total += spindle_drop_droppable(rel,
 												spindle_drops_per_transaction() - total);
 			relation_close(rel, NoLock);
+		}
+		/*
+		 * A superuser's call also drops (within the same bound, not counted:
+		 * they belong to no table any more) what DROP TABLE and TRUNCATE
+		 * detached, which the worker drops otherwise.
+		 */
+		if (superuser())
+		{
+			int64		freed = 0;
+
+			(void) spindle_drop_detached(spindle_drops_per_transaction() - total,
+										 false, &freed);
 		}
 	}
 	PG_RETURN_INT32(total);

@@ -25,16 +25,22 @@
  * spindle table and changes its columns is refused, naming the spindle
  * table, and so is a BRIN index that a partitioned parent would give it.
  * TRUNCATE gives every spindle table it empties (named, inherited, or
- * reached by CASCADE) a new open spindle.
+ * reached by CASCADE) a new open spindle.  DROP TABLE, DROP SCHEMA ...
+ * CASCADE and DROP OWNED first empty the spindle tables they will drop of
+ * their spindles, dropping or detaching them (detach.c), so that core
+ * drops each table alone, and check afterwards that it did.
  *
  * Locks and rights.  ALTER TABLE of a spindle table checks that the caller
  * owns it before taking any lock (so a role that may not alter the table
  * never queues behind, and in front of, its producers), then takes
  * ShareRowExclusiveLock on it while capacities of empty spindles change.
- * Everything else here reads the catalogs without locking and leaves the
- * locks to core; checks that must see the locked state (BRIN indexes of a
- * new or attached partition, the spindles of a truncated table) run after
- * core has run the statement, in the same transaction.
+ * The DROP statements lock the spindle tables they drop (in ACCESS
+ * EXCLUSIVE mode, after core's ownership checks, as core would) before core
+ * runs them.  Everything else here reads the catalogs without locking
+ * and leaves the locks to core; checks that must see the locked state
+ * (BRIN indexes of a new or attached partition, the spindles of a
+ * truncated table) run after core has run the statement, in the same
+ * transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -80,6 +86,7 @@
 #include "directory.h"
 #include "slots.h"
 #include "facade.h"
+#include "detach.h"
 #include "options.h"
 #include "worker.h"
 #include "spindle.h"
@@ -855,6 +862,7 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	List	   *alter_saved = NIL;
 	bool		alter_changed = false;
 	List	   *truncated = NIL;
+	List	   *emptied = NIL;
 	List	   *attached = NIL;
 	const char *attached_to = NULL;
 	Oid			pause_db;
@@ -1031,6 +1039,16 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				truncated = truncate_targets((TruncateStmt *) parsetree);
 				break;
 			}
+		case T_DropStmt:
+		case T_DropOwnedStmt:
+			{
+				/*
+				 * The spindle tables it drops lose their spindles first,
+				 * without a lock per spindle when they are many (detach.c).
+				 */
+				emptied = spindle_prepare_drop(parsetree);
+				break;
+			}
 		case T_AlterTableMoveAllStmt:
 			{
 				/* may move spindle tables: see AT_SetTableSpace above */
@@ -1176,6 +1194,10 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				rel_has_brin_index(lfirst_oid(lc)))
 				refuse_brin(get_rel_name(lfirst_oid(lc)), attached_to);
 	}
+
+	/* the spindle tables emptied for a DROP went with it */
+	if (emptied != NIL)
+		spindle_check_dropped(emptied);
 
 	/*
 	 * Every spindle table the TRUNCATE emptied (core holds it in ACCESS

@@ -74,6 +74,7 @@
 
 #include "directory.h"
 #include "slots.h"
+#include "detach.h"
 #include "maintenance.h"
 #include "options.h"
 #include "ttl.h"
@@ -557,6 +558,8 @@ worker_round(MemoryContext roundcxt)
 		}
 		run_step(relid, step_ready, &dropped, &freed);
 	}
+	/* the spindles DROP TABLE and TRUNCATE detached from their tables */
+	spindle_worker_drop_detached(&dropped, &freed);
 	pgstat_report_stat(true);
 
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
