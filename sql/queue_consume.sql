@@ -160,6 +160,38 @@ SET ROLE regress_q_consumer;
 SELECT count(*) >= 0 AS consumer_may FROM spindle.dequeue('cq', 1);
 RESET ROLE;
 
+-- review findings: one read() never returns an event twice; read and
+-- set_visibility are refused in read-only transactions; a queue created
+-- or truncated in the transaction cannot be consumed in it; consumers
+-- are refused when row-level security would filter the queue
+SELECT spindle.create_queue('once');
+SELECT spindle.enqueue('once', '{"n": 1}') > 0 AS enqueued;
+SELECT payload->>'n' AS n, read_count FROM spindle.read('once', 5, '0');
+BEGIN READ ONLY;
+SELECT * FROM spindle.read('once', 1, '1 s');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT spindle.set_visibility('once', 1, '0');
+ROLLBACK;
+BEGIN;
+TRUNCATE spindle_q.once;
+SELECT * FROM spindle.dequeue('once', 10);
+ROLLBACK;
+BEGIN;
+SELECT spindle.create_queue('young');
+SELECT * FROM spindle.dequeue('young');
+ROLLBACK;
+SELECT count(*) AS after_rollbacks FROM spindle.dequeue('once', 10);
+CREATE ROLE regress_q_rls;
+GRANT SELECT, DELETE ON spindle_q.once TO regress_q_rls;
+ALTER TABLE spindle_q.once ENABLE ROW LEVEL SECURITY;
+CREATE POLICY none_for_you ON spindle_q.once USING (false);
+SET ROLE regress_q_rls;
+SELECT * FROM spindle.dequeue('once');
+RESET ROLE;
+SELECT spindle.drop_queue('once');
+DROP ROLE regress_q_rls;
+
 SELECT spindle.drop_queue('cq');
 SELECT spindle.drop_queue('leases');
 DROP ROLE regress_q_reader, regress_q_consumer;

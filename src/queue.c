@@ -67,6 +67,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/timestamp.h"
 
 #include "directory.h"
@@ -99,8 +100,6 @@ plus_usecs(TimestampTz t, int64 us)
 	return t + us;
 }
 
-/* an unplaced slot of a full spindle older than this is given up */
-#define UNPLACED_GRACE_MS 60000
 
 /* What examining a claimed event found. */
 typedef enum EvOutcome
@@ -264,13 +263,36 @@ wake_enqueued(void)
 	}
 }
 
+/* Whether this backend holds a claim (some refs may be of former claims). */
+static bool
+holds_claims(void)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &my_claims)
+	{
+		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
+		QueueState *qs = spindle_queue_state_at(ref->slot);
+		QueueItem  *item = spindle_qitem_at(ref->index);
+		bool		held;
+
+		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+		held = item->generation == ref->generation &&
+			item->kind == QITEM_CLAIM && item->owner == MyProc->pgprocno;
+		LWLockRelease(spindle_queue_lock(qs));
+		if (held)
+			return true;
+	}
+	return false;
+}
+
 static void
 queue_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (!dlist_is_empty(&my_claims))
+			if (holds_claims())
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that dequeued or acknowledged queue events")));
@@ -349,7 +371,23 @@ open_queue(FunctionCallInfo fcinfo, LOCKMODE lockmode, SpindleQueue *q)
 	TupleDesc	td;
 
 	spindle_queue_open_arg(fcinfo, 0, ACL_SELECT | ACL_DELETE, q);
+	/* consumers see every event: a policy must not hide some of them */
+	if (check_enable_rls(q->relid, InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot consume queue \"%s\": row-level security applies to the current user",
+						q->name),
+				 errdetail("dequeue, read, ack and set_visibility are not filtered by row-level security policies."),
+				 errhint("Consume as a role that bypasses row-level security (the owner, unless FORCE ROW LEVEL SECURITY is set), or disable row-level security on the queue's table.")));
 	rel = table_open(q->relid, lockmode);
+	/* the shared state must only ever know committed spindles */
+	if (rel->rd_createSubid != InvalidSubTransactionId ||
+		rel->rd_newRelfilenodeSubid != InvalidSubTransactionId)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot consume queue \"%s\" in the transaction that created or truncated it",
+						q->name),
+				 errhint("Commit the CREATE or TRUNCATE first.")));
 	td = RelationGetDescr(rel);
 	if (td->natts < QCOL_PAYLOAD ||
 		TupleDescAttr(td, QCOL_MSG_ID - 1)->atttypid != INT8OID ||
@@ -413,7 +451,8 @@ item_ready(QueueItem *item, TimestampTz now)
 			return true;
 		case QITEM_DELAYED:
 		case QITEM_LEASED:
-			return item->due <= now;
+			/* strictly: a lease granted by this call is not due in it */
+			return item->due < now;
 		case QITEM_PENDING:
 			return !TransactionIdIsValid(item->xid) ||
 				!TransactionIdIsInProgress(item->xid);
@@ -485,19 +524,35 @@ head_spindle(Relation facade, SpindleDirectory *dir, int64 head,
 	for (i = 0; i < dir->nspindles; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
-		Relation	seg;
 		TimestampTz filled_at;
-		bool		full;
 
 		if (sp->spindle_no < no)
 			continue;
-		seg = spindle_open_segment(facade, sp, AccessShareLock);
-		if (seg == NULL)
-			continue;
 		hs->spindle_no = sp->spindle_no;
-		hs->used = spindle_slots_used(facade, seg, sp, &full, &filled_at, NULL);
-		hs->full = full || spindle_slots_full(facade, dir, i, &filled_at);
-		relation_close(seg, AccessShareLock);
+
+		/*
+		 * Full first, then how many slots: a spindle found full hands out
+		 * no more, so all its slots are taken (a slot that never got its
+		 * event is found gone); one not found full may fill meanwhile,
+		 * and then its events past the count wait for the next call.
+		 */
+		hs->full = spindle_slots_full(facade, dir, i, &filled_at);
+		if (hs->full)
+			hs->used = spindle_effective_capacity(sp);
+		else if (!spindle_slots_peek(sp->segment, sp->spindle_no, &hs->used))
+		{
+			Relation	seg = spindle_open_segment(facade, sp, AccessShareLock);
+			bool		full;
+
+			if (seg == NULL)
+			{
+				hs->spindle_no = 0;
+				continue;
+			}
+			hs->used = spindle_slots_used(facade, seg, sp, &full, &filled_at,
+										  NULL);
+			relation_close(seg, AccessShareLock);
+		}
 		return;
 	}
 }
@@ -676,6 +731,12 @@ classify(Relation seg, Buffer buf, ItemPointer ptid, int64 k, TupleDesc td,
 }
 
 static int
+spindle_index(SpindleDirectory *dir, SpindleEntry *sp)
+{
+	return (int) (sp - dir->spindles);
+}
+
+static int
 cmp_candidate_location(const void *a, const void *b)
 {
 	const Candidate *x = a;
@@ -726,18 +787,24 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 	for (i = 0; i < n; i++)
 	{
 		SpindleEntry *sp = spindle_find_spindle(dir, spindle_msgid_spindle(c[i].msg_id));
+		bool		inflight;
+		TimestampTz filled;
 		int64		k = spindle_msgid_k(c[i].msg_id);
 
 		c[i].located = false;
 		c[i].outcome = EV_GONE;
 		if (sp == NULL || k >= sp->vcount)
 			continue;
+		/* asked before the map: see spindle_slots_inflight */
+		inflight = spindle_slots_inflight(sp->segment, sp->spindle_no);
 		if (!spindle_slotmap_get(facade, sp->vbase + k, &c[i].ptid))
 		{
-			/* reserved, not placed: soon, unless it never will be */
-			if (sp->filled_at == 0 ||
-				!TimestampDifferenceExceeds(sp->filled_at, now,
-											UNPLACED_GRACE_MS))
+			/*
+			 * Reserved, not placed: soon, if a reservation is in flight or
+			 * the spindle still takes them; never, otherwise.
+			 */
+			if (inflight ||
+				!spindle_slots_full(facade, dir, spindle_index(dir, sp), &filled))
 				c[i].outcome = EV_RETRY;
 			continue;
 		}
@@ -857,6 +924,39 @@ same_run(const Candidate *a, const Candidate *b, bool lease)
 }
 
 /*
+ * Join the run [first, last] of kind to an item of qs (locked) other than
+ * self that ends just before it and says the same (the same awaited xid;
+ * due times within a second, keeping the later): a run of delayed events
+ * passed one dequeue at a time then takes one item, not one per call.
+ */
+static bool
+extend_item(QueueState *qs, QueueItem *self, QueueItemKind kind,
+			const Candidate *first, const Candidate *last)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		if (item == self || item->kind != kind || item->end != first->msg_id ||
+			spindle_msgid_spindle(item->start) != spindle_msgid_spindle(first->msg_id))
+			continue;
+		if (kind == QITEM_PENDING && !TransactionIdEquals(item->xid, first->xid))
+			continue;
+		if (kind == QITEM_DELAYED &&
+			(Abs(item->due - first->due) >= USECS_PER_SEC ||
+			 Abs(item->due - last->due) >= USECS_PER_SEC))
+			continue;
+		item->end = last->msg_id + 1;
+		if (kind == QITEM_DELAYED)
+			item->due = Max(item->due, Max(first->due, last->due));
+		return true;
+	}
+	return false;
+}
+
+/*
  * Replace each source's claim by what its candidates turned out to be.
  * Candidates are sorted by source, then msg_id; delivered ones become this
  * backend's claims (dequeue: purged by xid) or leases until lease_due
@@ -916,12 +1016,25 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 				i = j + 1;
 				continue;
 			}
-			if (last)
+			if ((kind == QITEM_DELAYED || kind == QITEM_PENDING) &&
+				extend_item(qs, item, kind, &c[i], &c[j]))
+			{
+				/* joined to the run just before it */
+				if (last)
+					spindle_qitem_free(qs, item);
+				else
+					item->start = c[j + 1].msg_id;
+				i = j + 1;
+				continue;
+			}
+			if (last && (kind != QITEM_LEASED || spindle_qitem_lease_room()))
 			{
 				/* the last run takes the claim's own item */
 				run = item;
 				item->start = c[i].msg_id;
 			}
+			else if (last)
+				run = NULL;		/* no lease left: examined again */
 			else
 				run = spindle_qitem_alloc(qs, kind, c[i].msg_id,
 										  c[j].msg_id + 1);
@@ -983,7 +1096,7 @@ typedef struct ConsumeResult
  */
 static ConsumeResult
 consume_once(Relation facade, QueueState *qs, int want, bool purge,
-			 TimestampTz lease_due, bool *pool_full)
+			 TimestampTz lease_due, TimestampTz ready_at, bool *pool_full)
 {
 	ConsumeResult res = {NULL, 0};
 	SpindleDirectory *dir;
@@ -999,7 +1112,7 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	dir = spindle_directory_acquire(facade);
 	sources = palloc(sizeof(Source) * max_sources);
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
-					  now, pool_full);
+					  ready_at, pool_full);
 	if (got == 0)
 	{
 		spindle_directory_release(dir);
@@ -1066,6 +1179,9 @@ static void
 consume_now(Relation facade, QueueState *qs, int want, bool purge,
 			int64 lease_us, ConsumeResult *out, bool *pool_full)
 {
+	/* items are ready if due before this call: not the leases it grants */
+	TimestampTz ready_at = GetCurrentTimestamp();
+
 	while (out->n < want)
 	{
 		int64		head_before = qs->head;
@@ -1076,7 +1192,7 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 		CHECK_FOR_INTERRUPTS();
 		res = consume_once(facade, qs, want - out->n, purge,
 						   plus_usecs(GetCurrentTimestamp(), lease_us),
-						   pool_full);
+						   ready_at, pool_full);
 		for (i = 0; i < res.n; i++)
 			if (res.c[i].outcome == EV_DELIVER)
 			{
@@ -1272,6 +1388,7 @@ spindle_read(PG_FUNCTION_ARGS)
 	want = get_max_events(fcinfo, 1);
 	vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
 	wait_us = get_interval_usecs(fcinfo, 3, "wait");
+	PreventCommandIfReadOnly("spindle.read()");
 	rel = open_queue(fcinfo, RowExclusiveLock, &q);
 	qs = spindle_queue_state(RelationGetRelid(rel), true);
 	res = consume(rel, qs, want, false, vt_us, wait_us);
@@ -1362,8 +1479,9 @@ no_room_for_item(void)
 	ereport(ERROR,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("no room in shared memory for more leases or claims of queue events"),
-			 errdetail("spindle.max_leases is %d.", spindle_max_leases),
-			 errhint("Acknowledge leased events, or raise spindle.max_leases and restart the server.")));
+			 errdetail("spindle.max_leases (%d) bounds the leases of all queues; each queue also has %d items for its claims and its runs of delayed or pending events.",
+					   spindle_max_leases, 256),
+			 errhint("Acknowledge leased events, end long transactions that hold enqueued events, or raise spindle.max_leases and restart the server.")));
 }
 
 /*
@@ -1384,21 +1502,21 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 
 	if (msg_id < 0)
 		return false;
+	/* read before the state lock: it may read the catalog */
+	dir = spindle_directory_acquire(facade);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
-		SpindleDirectory *d = spindle_directory_acquire(facade);
-
-		qs->head = spindle_msgid_make(d->nspindles > 0 ?
-									  d->spindles[0].spindle_no : 1, 0);
+		qs->head = spindle_msgid_make(dir->nspindles > 0 ?
+									  dir->spindles[0].spindle_no : 1, 0);
 		qs->valid = true;
-		spindle_directory_release(d);
 	}
 	item = find_item(qs, msg_id);
 	if (item == NULL && msg_id < qs->head)
 	{
 		/* behind the head and in no item: purged for good */
 		LWLockRelease(spindle_queue_lock(qs));
+		spindle_directory_release(dir);
 		return false;
 	}
 	if (item != NULL)
@@ -1406,6 +1524,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 		if (item->kind == QITEM_CLAIM)
 		{
 			LWLockRelease(spindle_queue_lock(qs));
+			spindle_directory_release(dir);
 			return false;		/* being consumed by a transaction */
 		}
 		if ((item = carve(qs, item, msg_id)) == NULL)
@@ -1428,7 +1547,6 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	/* the event itself decides */
 	memset(&c, 0, sizeof(c));
 	c.msg_id = msg_id;
-	dir = spindle_directory_acquire(facade);
 	locate(facade, dir, &c, 1, now);
 	if (c.located)
 		examine(facade, dir, &c, 1, DT_NOEND - 1, true, NULL);
@@ -1550,6 +1668,7 @@ spindle_set_visibility(PG_FUNCTION_ARGS)
 	QueueItem  *item;
 	bool		found = false;
 
+	PreventCommandIfReadOnly("spindle.set_visibility()");
 	rel = open_queue(fcinfo, AccessShareLock, &q);
 	qs = spindle_queue_state(RelationGetRelid(rel), true);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
@@ -1565,7 +1684,8 @@ spindle_set_visibility(PG_FUNCTION_ARGS)
 		found = true;
 	}
 	LWLockRelease(spindle_queue_lock(qs));
-	if (found && vt_us == 0)
+	/* waiters may sleep until the lease's old end: let them look again */
+	if (found)
 		ConditionVariableBroadcast(&qs->cv);
 	table_close(rel, NoLock);
 	PG_RETURN_BOOL(found);

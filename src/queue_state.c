@@ -43,8 +43,10 @@
 
 /* items each queue may use besides leases */
 #define SPINDLE_ITEMS_PER_QUEUE 256
+/* ... of which delayed, pending and returned runs leave this many to claims */
+#define SPINDLE_ITEMS_FOR_CLAIMS 32
 
-int			spindle_max_queues = 64;
+int			spindle_max_queues = 256;
 int			spindle_max_leases = 10000;
 
 typedef struct QueueShared
@@ -290,19 +292,16 @@ QueueItem *
 spindle_qitem_alloc(QueueState *qs, QueueItemKind kind, int64 start, int64 end)
 {
 	QueueItem  *item = NULL;
-	int			leases = 0;
-	int			i;
 
 	if (kind == QITEM_LEASED)
 	{
-		/* leases of all queues may not eat the other queues' reserve */
-		for (i = 0; i < spindle_max_queues; i++)
-			leases += qshared->states[i].nleases;
-		if (leases >= spindle_max_leases)
+		if (!spindle_qitem_lease_room())
 			return NULL;
 	}
-	else if (qs->nitems - qs->nleases >= SPINDLE_ITEMS_PER_QUEUE)
-		return NULL;
+	else if (qs->nitems - qs->nleases >=
+			 (kind == QITEM_CLAIM ? SPINDLE_ITEMS_PER_QUEUE :
+			  SPINDLE_ITEMS_PER_QUEUE - SPINDLE_ITEMS_FOR_CLAIMS))
+		return NULL;			/* the last ones are kept for claims */
 
 	SpinLockAcquire(&qshared->pool_mutex);
 	if (!dlist_is_empty(&qshared->free_items))
@@ -331,6 +330,21 @@ spindle_qitem_alloc(QueueState *qs, QueueItemKind kind, int64 start, int64 end)
 	if (kind == QITEM_LEASED)
 		qs->nleases++;
 	return item;
+}
+
+/*
+ * Whether one more lease fits in spindle.max_leases (all queues together);
+ * the caller holds a state lock, the count may be a little stale.
+ */
+bool
+spindle_qitem_lease_room(void)
+{
+	int			leases = 0;
+	int			i;
+
+	for (i = 0; i < spindle_max_queues; i++)
+		leases += qshared->states[i].nleases;
+	return leases < spindle_max_leases;
 }
 
 /* Give an item of qs (whose lock the caller holds) back to the pool. */

@@ -722,6 +722,27 @@ spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
  * The slots spindle spindle_no (relation segment) has handed out, if it
  * has a counter: for the planner's estimate, which must not open spindles.
  */
+/*
+ * Whether slots of the spindle were handed out and not yet placed and
+ * mapped: false if it has no counter (a spindle known full takes no
+ * reservation).  A consumer reading a slot map entry that is still empty
+ * asks this first: no reservation in flight before means none after, for
+ * a full spindle.
+ */
+bool
+spindle_slots_inflight(Oid segment, int64 spindle_no)
+{
+	SlotEntry  *e;
+	bool		inflight;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(segment);
+	inflight = e != NULL && e->spindle_no == spindle_no &&
+		pg_atomic_read_u32(&e->inflight) > 0;
+	LWLockRelease(slot_shared->lock);
+	return inflight;
+}
+
 bool
 spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used)
 {

@@ -23,6 +23,7 @@ extern void spindle_slots_recorded(const SpindleEntry *sp);
 extern bool spindle_slots_reserved(Relation segrel);
 extern bool spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 							   TimestampTz *filled_at);
+extern bool spindle_slots_inflight(Oid segment, int64 spindle_no);
 extern bool spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used);
 extern int64 spindle_slots_full_below(Oid facade);
 extern void spindle_slots_forget(Oid segment);

@@ -125,7 +125,7 @@ _PG_init(void)
 								"Number of queues whose consumer state shared memory holds at once.",
 								"A queue takes one when it is first consumed.",
 								&spindle_max_queues,
-								64, 1, 10000,
+								256, 1, 10000,
 								PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
 		DefineCustomIntVariable("spindle.max_leases",
