@@ -141,18 +141,20 @@ typedef struct Source
 /* This backend's claims, for the transaction callbacks. */
 typedef struct ClaimRef
 {
+	dlist_node	node;
 	int			slot;			/* queue state */
 	int			index;			/* item */
 	uint32		generation;
 	SubTransactionId subid;
 } ClaimRef;
 
-static List *my_claims = NIL;	/* of ClaimRef *, in TopMemoryContext */
+static dlist_head my_claims = DLIST_STATIC_INIT(my_claims);	/* ClaimRefs */
 static List *enqueued_to = NIL; /* queue table OIDs, in TopTransactionContext */
 static bool callbacks_registered = false;
 static Oid	queue_namespace = InvalidOid;
 
 static void no_room_for_item(void);
+static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
 static void queue_xact_callback(XactEvent event, void *arg);
 static void queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
@@ -201,10 +203,10 @@ spindle_queue_note_insert(Relation rel)
  */
 typedef struct SpindleQueue
 {
-	Oid			relid;
 	char		name[NAMEDATALEN];
+	Oid			relid;
 	int32		max_reads;
-	Oid			dlq_relid;
+	char		dead_letter_queue[NAMEDATALEN];
 } SpindleQueue;
 
 static void
@@ -232,7 +234,7 @@ spindle_queue_lookup(text *name, AclMode rights, SpindleQueue *q)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for queue \"%s\"", s)));
 	q->max_reads = 0;
-	q->dlq_relid = InvalidOid;
+	q->dead_letter_queue[0] = '\0';
 }
 
 static void
@@ -264,21 +266,16 @@ spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets,
 static void
 end_claims(bool commit, SubTransactionId subid)
 {
-	ListCell   *lc;
-	List	   *kept = NIL;
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	dlist_mutable_iter iter;
 
-	foreach(lc, my_claims)
+	dlist_foreach_modify(iter, &my_claims)
 	{
-		ClaimRef   *ref = lfirst(lc);
+		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
 		QueueState *qs;
 		QueueItem  *item;
 
 		if (subid != InvalidSubTransactionId && ref->subid != subid)
-		{
-			kept = lappend(kept, ref);
 			continue;
-		}
 		qs = spindle_queue_state_at(ref->slot);
 		item = spindle_qitem_at(ref->index);
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
@@ -289,15 +286,13 @@ end_claims(bool commit, SubTransactionId subid)
 			{
 				/* some of its events were not ours: examine them again */
 				item->kind = QITEM_RETURNED;
-				item->owner = -1;
-				item->xid = InvalidTransactionId;
-				item->mixed = false;
 			}
 			else if (commit)
 			{
 				pg_atomic_fetch_add_u64(&qs->dequeued,
 										(uint64) (item->end - item->start));
 				spindle_qitem_free(qs, item);
+				item = NULL;
 			}
 			else
 			{
@@ -305,8 +300,12 @@ end_claims(bool commit, SubTransactionId subid)
 				item->kind = item->restore_kind;
 				if (item->kind == QITEM_LEASED)
 					qs->nleases++;
+			}
+			if (item != NULL)
+			{
 				item->restore_kind = QITEM_RETURNED;
 				item->owner = -1;
+				item->owner_lxid = InvalidLocalTransactionId;
 				item->xid = InvalidTransactionId;
 				item->mixed = false;
 			}
@@ -314,11 +313,9 @@ end_claims(bool commit, SubTransactionId subid)
 		LWLockRelease(spindle_queue_lock(qs));
 		if (!commit)
 			ConditionVariableBroadcast(&qs->cv);
+		dlist_delete(&ref->node);
 		pfree(ref);
 	}
-	list_free(my_claims);
-	my_claims = kept;
-	MemoryContextSwitchTo(old);
 }
 
 static void
@@ -341,7 +338,7 @@ queue_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (my_claims != NIL)
+			if (!dlist_is_empty(&my_claims))
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that dequeued or acknowledged queue events")));
@@ -369,15 +366,15 @@ static void
 queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg)
 {
-	ListCell   *lc;
-
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		end_claims(false, mySubid);
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
-		foreach(lc, my_claims)
+		dlist_iter	iter;
+
+		dlist_foreach(iter, &my_claims)
 		{
-			ClaimRef   *ref = lfirst(lc);
+			ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
 
 			if (ref->subid == mySubid)
 				ref->subid = parentSubid;
@@ -385,20 +382,26 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 }
 
+/*
+ * Make item (of qs, locked) a claim of this backend's (sub)transaction and
+ * remember it for the transaction callbacks.  Should the remembering fail
+ * (out of memory), the claim still ends: consumers take a claim whose
+ * owner's transaction is over as one to examine again (item_ready).
+ */
 static void
 remember_claim(QueueState *qs, QueueItem *item)
 {
-	ClaimRef   *ref = MemoryContextAlloc(TopMemoryContext, sizeof(ClaimRef));
-	MemoryContext old;
+	ClaimRef   *ref;
 
+	item->owner = MyProc->pgprocno;
+	item->owner_lxid = MyProc->lxid;
 	register_callbacks();
+	ref = MemoryContextAlloc(TopMemoryContext, sizeof(ClaimRef));
 	ref->slot = qs->slot;
 	ref->index = item->index;
 	ref->generation = item->generation;
 	ref->subid = GetCurrentSubTransactionId();
-	old = MemoryContextSwitchTo(TopMemoryContext);
-	my_claims = lappend(my_claims, ref);
-	MemoryContextSwitchTo(old);
+	dlist_push_tail(&my_claims, &ref->node);
 }
 
 /* ---------- opening a queue ---------- */
@@ -482,6 +485,10 @@ item_ready(QueueItem *item, TimestampTz now)
 		case QITEM_PENDING:
 			return !TransactionIdIsValid(item->xid) ||
 				!TransactionIdIsInProgress(item->xid);
+		case QITEM_CLAIM:
+			/* a claim whose owner's transaction ended without ending it */
+			return item->owner >= 0 &&
+				ProcGlobal->allProcs[item->owner].lxid != item->owner_lxid;
 		default:
 			return false;
 	}
@@ -514,13 +521,12 @@ claim_from_item(QueueState *qs, QueueItem *item, int64 n, Source *src)
 		item->kind = QITEM_CLAIM;
 	}
 	claim->read_count = src->read_count;
-	claim->owner = MyProc->pgprocno;
 	claim->xid = InvalidTransactionId;
+	remember_claim(qs, claim);
 	src->item = claim;
 	src->generation = claim->generation;
 	src->start = claim->start;
 	src->end = claim->end;
-	remember_claim(qs, claim);
 	return true;
 }
 
@@ -648,10 +654,9 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			*pool_full = true;
 			break;
 		}
-		claim->owner = MyProc->pgprocno;
+		remember_claim(qs, claim);
 		qs->head = head + n;
 		LWLockRelease(spindle_queue_lock(qs));
-		remember_claim(qs, claim);
 		sources[*nsources].item = claim;
 		sources[*nsources].generation = claim->generation;
 		sources[*nsources].start = head;
@@ -1255,6 +1260,66 @@ spindle_dequeue(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Events read more than max_reads times go to the queue's dead-letter
+ * queue instead of being delivered: enqueued there and purged here, in
+ * the caller's transaction (both or neither).  Without a dead-letter
+ * queue they are purged.  The caller's rights on the dead-letter queue
+ * apply (INSERT).  Leaves the others in res.
+ */
+static void
+move_dead_letters(Relation rel, QueueState *qs, SpindleQueue *q,
+				  ConsumeResult *res)
+{
+	TupleDesc	td = RelationGetDescr(rel);
+	Datum	   *values = palloc(sizeof(Datum) * td->natts);
+	bool	   *nulls = palloc(sizeof(bool) * td->natts);
+	SPIPlanPtr	plan = NULL;
+	int			kept = 0;
+	int			i;
+
+	for (i = 0; i < res->n; i++)
+	{
+		Candidate  *c = &res->c[i];
+
+		if (c->read_count < q->max_reads)
+		{
+			res->c[kept++] = *c;
+			continue;
+		}
+		PreventCommandIfReadOnly("spindle.read() of an event past max_reads");
+		/* purged here first: one another transaction took is not moved */
+		if (!ack_one(rel, qs, c->msg_id))
+			continue;
+		if (q->dead_letter_queue[0] != '\0')
+		{
+			Oid			argtypes[1] = {JSONBOID};
+			Datum		args[1];
+
+			if (plan == NULL)
+			{
+				char	   *sql = psprintf("INSERT INTO %s.%s (payload) VALUES ($1)",
+										   quote_identifier(SPINDLE_QUEUE_SCHEMA),
+										   quote_identifier(q->dead_letter_queue));
+
+				if (SPI_connect() != SPI_OK_CONNECT)
+					elog(ERROR, "SPI_connect failed");
+				plan = SPI_prepare(sql, 1, argtypes);
+				if (plan == NULL)
+					elog(ERROR, "could not prepare the move to the dead-letter queue: %s",
+						 SPI_result_code_string(SPI_result));
+			}
+			heap_deform_tuple(c->tuple, td, values, nulls);
+			args[0] = values[QCOL_PAYLOAD - 1];
+			if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not move an event to the dead-letter queue");
+		}
+	}
+	if (plan != NULL)
+		SPI_finish();
+	res->n = kept;
+}
+
+/*
  * spindle.read(queue_name text, max_events int, visibility_timeout interval,
  *              wait interval DEFAULT '0') RETURNS SETOF spindle.message
  *
@@ -1277,9 +1342,26 @@ spindle_read(PG_FUNCTION_ARGS)
 	vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
 	wait_us = get_interval_usecs(fcinfo, 3, "wait");
 	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-					 AccessShareLock, &q);
+					 RowExclusiveLock, &q);
 	qs = spindle_queue_state(RelationGetRelid(rel), true);
 	res = consume(rel, qs, want, false, vt_us, wait_us);
+	while (q.max_reads > 0)
+	{
+		int			got = res.n;
+		ConsumeResult more;
+		int			i;
+
+		/* what moves to the dead-letter queue makes room for others */
+		move_dead_letters(rel, qs, &q, &res);
+		if (res.n == got || res.n >= want)
+			break;
+		more = consume(rel, qs, want - res.n, false, vt_us, 0);
+		if (more.n == 0)
+			break;
+		res.c = repalloc(res.c, sizeof(Candidate) * (res.n + more.n));
+		for (i = 0; i < more.n; i++)
+			res.c[res.n++] = more.c[i];
+	}
 	emit_messages(fcinfo, rel, &res);
 	table_close(rel, NoLock);
 	return (Datum) 0;

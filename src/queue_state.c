@@ -35,6 +35,7 @@
 
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 
@@ -320,6 +321,7 @@ spindle_qitem_alloc(QueueState *qs, QueueItemKind kind, int64 start, int64 end)
 	item->end = end;
 	item->xid = InvalidTransactionId;
 	item->owner = -1;
+	item->owner_lxid = InvalidLocalTransactionId;
 	item->mixed = false;
 	item->restore_kind = QITEM_RETURNED;
 	item->due = 0;

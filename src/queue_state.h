@@ -39,7 +39,8 @@ typedef struct QueueItem
 	int64		start;			/* msg_ids [start, end) */
 	int64		end;
 	TransactionId xid;			/* CLAIM: the claimer; PENDING: awaited */
-	int			owner;			/* CLAIM: pgprocno of the claimer */
+	int			owner;			/* CLAIM: pgprocno of the claimer ... */
+	LocalTransactionId owner_lxid;	/* ... and its transaction */
 	bool		mixed;			/* CLAIM: holds events it did not purge */
 	uint8		restore_kind;	/* CLAIM by ack: what it was, for an abort */
 	TimestampTz due;			/* DELAYED, LEASED */
