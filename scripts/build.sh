@@ -18,18 +18,26 @@ else
 fi
 
 cd "$ROOT"
-echo "build.sh: make PG_CONFIG=$PG_CONFIG (in $ROOT)"
-if ! make -j"$(nproc)" PG_CONFIG="$PG_CONFIG"; then
+# One line per step; the compiler's output goes to a log, shown on failure.
+LOG=$(mktemp "${TMPDIR:-/tmp}/spindle-build.XXXXXX.log")
+echo "build.sh: compiling spindle (make PG_CONFIG=$PG_CONFIG, log in $LOG)"
+if ! make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >"$LOG" 2>&1; then
+    cat "$LOG" >&2
     echo >&2
     echo "************************************************************" >&2
     echo "build.sh: BUILD FAILED (compiler or make error, see above)" >&2
     echo "************************************************************" >&2
     exit 1
 fi
+if grep -q "warning:" "$LOG"; then
+    grep "warning:" "$LOG" >&2
+fi
 
-echo "build.sh: make install"
-if ! "${SUDO[@]}" make PG_CONFIG="$PG_CONFIG" install; then
+echo "build.sh: installing (make install)"
+if ! "${SUDO[@]}" make PG_CONFIG="$PG_CONFIG" install >>"$LOG" 2>&1; then
+    cat "$LOG" >&2
     echo "build.sh: INSTALL FAILED (make install, see above)" >&2
     exit 1
 fi
+rm -f "$LOG"
 echo "build.sh: spindle built and installed into $("$PG_CONFIG" --pkglibdir)"

@@ -1,6 +1,7 @@
 -- spindle demo: run by scripts/demo.sh on a throwaway cluster that has
 -- shared_preload_libraries = 'spindle' and spindle.enable_worker = off, so
--- that the spindles are dropped at step 7 and not at a random moment.
+-- that the spindles are dropped at step 7 and not at a random moment (the
+-- worker is turned on at step 16).
 
 \set QUIET on
 \pset footer off
@@ -37,7 +38,7 @@ SELECT spindle_no, state, capacity, events, purged_events, size_bytes
 FROM spindle.spindles WHERE relation = 'events'::regclass ORDER BY 1;
 
 \echo
-\echo '== 7. Drop every droppable spindle now and return how many were dropped (the background worker, off until step 11, does the same every spindle.naptime).'
+\echo '== 7. Drop every droppable spindle now and return how many were dropped (the background worker, off until step 16, does the same every spindle.naptime).'
 SELECT spindle.drop_spindles('events');
 
 \echo
@@ -54,7 +55,43 @@ SELECT * FROM spindle.tables;
 SELECT count(*) AS events, min(id), max(id) FROM events;
 
 \echo
-\echo '== 11. Give the table a time to live of 1 second and turn the background worker on: it purges expired events and drops the spindles they filled, by itself.'
+\echo '== 11. A queue: a spindle table with an API. Events read more than twice go to a dead-letter queue.'
+SELECT spindle.create_queue('orders_dead');
+SELECT spindle.create_queue('orders', events_per_spindle => 4,
+                            max_reads => 2, dead_letter_queue => 'orders_dead');
+SELECT spindle.enqueue_batch('orders',
+       ARRAY(SELECT jsonb_build_object('order', g) FROM generate_series(1, 10) g)) AS msg_id;
+
+\echo
+\echo '== 12. A transactional dequeue: rolled back, its events come back first; committed, they are gone.'
+BEGIN;
+SELECT msg_id, payload FROM spindle.dequeue('orders', 3);
+ROLLBACK;
+BEGIN;
+SELECT msg_id, payload FROM spindle.dequeue('orders', 3);
+COMMIT;
+
+\echo
+\echo '== 13. read leases events for a while (at least once); ack removes one, set_visibility hands one back for a retry.'
+SELECT msg_id, read_count, payload FROM spindle.read('orders', 2, '30 seconds');
+SELECT spindle.ack('orders', (SELECT min(msg_id) FROM spindle_q.orders)) AS acked;
+SELECT spindle.set_visibility('orders', (SELECT min(msg_id) FROM spindle_q.orders), '0') AS retry_now;
+SELECT msg_id, read_count, payload FROM spindle.read('orders', 1, '0 seconds');
+
+\echo
+\echo '== 14. A third read of that event moves it to the dead-letter queue, and read delivers the next event instead.'
+SELECT msg_id, read_count, payload FROM spindle.read('orders', 1, '30 seconds');
+SELECT msg_id, payload FROM spindle_q.orders_dead;
+
+\echo
+\echo '== 15. Consume the rest; the queue''s full, purged spindles drop.'
+SELECT count(*) AS dequeued FROM spindle.dequeue('orders', 100);
+SELECT spindle.drop_spindles('spindle_q.orders') AS dropped;
+SELECT spindle_no, state, capacity, events, purged_events
+FROM spindle.spindles WHERE relation = 'spindle_q.orders'::regclass ORDER BY 1;
+
+\echo
+\echo '== 16. Give the table a time to live of 1 second and turn the background worker on: it purges expired events and drops the spindles they filled, by itself.'
 ALTER TABLE events SET (time_to_live = '1 second');
 ALTER SYSTEM SET spindle.enable_worker = on;
 SELECT pg_reload_conf();

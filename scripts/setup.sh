@@ -35,8 +35,14 @@ else
     exit 1
 fi
 
+# apt's output goes to a log, shown if a step fails
+LOG=$(mktemp "${TMPDIR:-/tmp}/spindle-setup.XXXXXX.log")
+echo "setup.sh: apt-get update (log in $LOG)"
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update >"$LOG" 2>&1 ||
+    { cat "$LOG" >&2; echo "setup.sh: apt-get update FAILED" >&2; exit 1; }
 echo "setup.sh: installing ${missing[*]}"
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y --no-install-recommends "${missing[@]}"
+    apt-get install -y --no-install-recommends "${missing[@]}" >>"$LOG" 2>&1 ||
+    { cat "$LOG" >&2; echo "setup.sh: apt-get install FAILED" >&2; exit 1; }
+rm -f "$LOG"
 echo "setup.sh: done"

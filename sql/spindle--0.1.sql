@@ -133,3 +133,111 @@ CREATE VIEW spindle.worker AS
            w.spindles_dropped, w.bytes_freed, w.last_error
       FROM spindle._worker_info() w
       JOIN pg_catalog.pg_database d ON d.oid = w.database;
+
+-- Test-only until the queue API calls spindle_purge_on_page() itself: purge
+-- the events with these TIDs (as SELECT ctid returns them) with one WAL
+-- record per spindle page (src/rangepurge.c); returns how many it purged.
+CREATE FUNCTION spindle._purge_events(rel regclass, tids tid[])
+    RETURNS integer
+    AS 'MODULE_PATHNAME', 'spindle_purge_events' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle._purge_events(regclass, tid[]) IS
+    'internal, for tests: purge the events with these TIDs by the current transaction, one WAL record per spindle page; superuser only';
+REVOKE ALL ON FUNCTION spindle._purge_events(regclass, tid[]) FROM PUBLIC;
+
+-- ===================== Queues =====================
+-- A queue "orders" is the spindle table spindle_q.orders (owned by the role
+-- that created it, with the privileges its owner grants) plus one row of
+-- spindle.queue_catalog.  Everyone may use the schema; only its owner may
+-- create in it: create_queue needs CREATE on it
+-- (GRANT CREATE ON SCHEMA spindle_q TO role).
+CREATE SCHEMA spindle_q;
+COMMENT ON SCHEMA spindle_q IS 'the tables of the queues (spindle.create_queue)';
+GRANT USAGE ON SCHEMA spindle_q TO PUBLIC;
+
+-- The registry: written only by the extension's C code (create_queue, and
+-- the drop of a queue's table however it happens).  Dumped by pg_dump;
+-- relation is a regclass, which a dump writes as the table's name and a
+-- restore reads back as the restored table's OID.
+CREATE TABLE spindle.queue_catalog (
+    queue_name        text PRIMARY KEY,
+    relation          regclass NOT NULL UNIQUE,   -- spindle_q.<queue_name>
+    max_reads         integer CHECK (max_reads > 0),  -- NULL: no limit
+    dead_letter_queue text CHECK (dead_letter_queue <> queue_name),
+    created_at        timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('spindle.queue_catalog', '');
+REVOKE ALL ON spindle.queue_catalog FROM PUBLIC;
+
+-- What consumers receive.
+CREATE TYPE spindle.message AS (
+    msg_id      bigint,
+    enqueued_at timestamptz,
+    read_count  integer,
+    payload     jsonb
+);
+
+CREATE FUNCTION spindle.create_queue(queue_name text,
+    events_per_spindle integer DEFAULT NULL,
+    time_to_live interval DEFAULT NULL,
+    max_reads integer DEFAULT NULL,
+    dead_letter_queue text DEFAULT NULL)
+    RETURNS regclass
+    AS 'MODULE_PATHNAME', 'spindle_create_queue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.create_queue(text, integer, interval, integer, text) IS
+    'create queue spindle_q.<queue_name>, owned by the caller; needs CREATE on schema spindle_q';
+
+CREATE FUNCTION spindle.drop_queue(queue_name text,
+    if_exists boolean DEFAULT false)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'spindle_drop_queue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.drop_queue(text, boolean) IS
+    'drop a queue and its events; needs its owner; false only for a missing queue with if_exists';
+
+CREATE FUNCTION spindle.enqueue(queue_name text, payload jsonb,
+    delay interval DEFAULT '0')
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'spindle_enqueue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.enqueue(text, jsonb, interval) IS
+    'append one event, deliverable from now() + delay; returns its msg_id; needs INSERT on the queue';
+
+CREATE FUNCTION spindle.enqueue_batch(queue_name text, payloads jsonb[],
+    delay interval DEFAULT '0')
+    RETURNS SETOF bigint
+    AS 'MODULE_PATHNAME', 'spindle_enqueue_batch' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.enqueue_batch(text, jsonb[], interval) IS
+    'append the payloads in array order in one statement; returns their msg_ids in that order; needs INSERT on the queue';
+
+-- Consumers (src/queue.c).  dequeue, read, ack and set_visibility need
+-- SELECT and DELETE on the queue's table; none is SECURITY DEFINER.
+CREATE FUNCTION spindle.dequeue(queue_name text, max_events integer DEFAULT 1,
+    wait interval DEFAULT '0')
+    RETURNS SETOF spindle.message
+    AS 'MODULE_PATHNAME', 'spindle_dequeue' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.dequeue(text, integer, interval) IS
+    'take up to max_events events, purged when the transaction commits, back if it rolls back; waits up to wait for the first';
+
+CREATE FUNCTION spindle.read(queue_name text, max_events integer,
+    visibility_timeout interval, wait interval DEFAULT '0')
+    RETURNS SETOF spindle.message
+    AS 'MODULE_PATHNAME', 'spindle_read' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.read(text, integer, interval, interval) IS
+    'lease up to max_events events for visibility_timeout (delivered again after, read_count + 1, until acknowledged)';
+
+CREATE FUNCTION spindle.ack(queue_name text, msg_id bigint)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'spindle_ack' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.ack(text, bigint) IS
+    'purge an event in this transaction; false if it is already purged or being purged';
+
+CREATE FUNCTION spindle.ack(queue_name text, msg_ids bigint[])
+    RETURNS SETOF bigint
+    AS 'MODULE_PATHNAME', 'spindle_ack_many' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.ack(text, bigint[]) IS
+    'acknowledge each id; returns those it purged';
+
+CREATE FUNCTION spindle.set_visibility(queue_name text, msg_id bigint,
+    visibility_timeout interval)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'spindle_set_visibility' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.set_visibility(text, bigint, interval) IS
+    'end a lease at now + visibility_timeout (''0'': hand the event back now); false if not leased';

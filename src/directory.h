@@ -42,6 +42,8 @@ typedef struct SpindleDirectory
 	bool		hint_checked;	/* open_hint verified against the counters */
 	double		est_events;		/* planner's estimate (facade_am.c) ... */
 	TimestampTz est_at;			/* ... and when it was computed, or 0 */
+	int			est_full;		/* leading spindles known full ... */
+	double		est_full_events;	/* ... and their events (facade_am.c) */
 } SpindleDirectory;
 
 /*

@@ -66,6 +66,7 @@
 #include "facade.h"
 #include "maintenance.h"
 #include "worker.h"
+#include "queue_catalog.h"
 
 
 static TableAmRoutine facade_methods;
@@ -298,7 +299,8 @@ obtain_spindles(Relation facade, int64 need, int64 capacity,
  * Store `n` events of spindle sp, numbered k0.., from slots[]: form each
  * tuple with its hidden columns (k and the append time, taken here), let
  * heap place them, record them in the slot map, and give each slot its
- * virtual TID.
+ * virtual TID.  In a queue table, column 1 of each slot first gets the
+ * event's msg_id, (spindle_no << 26) | k.
  */
 static void
 store_events(Relation facade, Relation seg, SpindleEntry *sp,
@@ -310,6 +312,9 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 	/* stamped now, with the spindle open: never before its creation */
 	uint32		now = spindle_time_now();
 	int			j;
+
+	/* a queue table's events get their msg_id (queue_catalog.c) */
+	spindle_queue_assign_ids(facade, slots, n, sp->spindle_no, k0, cid);
 
 	if (n == 1)
 	{
@@ -1042,9 +1047,72 @@ facade_relation_toast_am(Relation rel)
 }
 
 /*
+ * The events the spindles of dir have handed out, purged ones included,
+ * for the planner.  Spindles fill in order, so the spindles known full are
+ * the first ones: those below the table's full mark (slots.c), or before
+ * the newest one whose fill time the directory has, or before this
+ * backend's checked insert hint.  Each holds its capacity; the count of
+ * them and the sum of their capacities grow with the directory's
+ * knowledge (dir->est_full), so each call adds only what it newly knows.
+ * The others (the open and ready spindles, unless the table's full mark
+ * is unknown, as after a restart) are asked for their counter; a spindle
+ * without one counts as full unless it is the last.
+ */
+static double
+estimate_events(Relation rel, SpindleDirectory *dir)
+{
+	int			n = dir->nspindles;
+	int			known = dir->est_full;
+	int64		full_below = spindle_slots_full_below(RelationGetRelid(rel));
+	double		events;
+	int			i;
+
+	if (dir->hint_checked)
+		known = Max(known, dir->open_hint);
+	if (full_below > 0 && known < n &&
+		dir->spindles[known].spindle_no < full_below)
+	{
+		/* the first spindle at or above the mark (ordered by number) */
+		int			lo = known + 1,
+					hi = n;
+
+		while (lo < hi)
+		{
+			int			mid = lo + (hi - lo) / 2;
+
+			if (dir->spindles[mid].spindle_no < full_below)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		known = lo;
+	}
+	for (i = n - 1; i >= known; i--)
+		if (dir->spindles[i].filled_at != 0)
+		{
+			known = i + 1;
+			break;
+		}
+	for (i = dir->est_full; i < known; i++)
+		dir->est_full_events += spindle_effective_capacity(&dir->spindles[i]);
+	dir->est_full = known;
+
+	events = dir->est_full_events;
+	for (i = known; i < n; i++)
+	{
+		SpindleEntry *sp = &dir->spindles[i];
+		int64		used;
+
+		if (!spindle_slots_peek(sp->segment, sp->spindle_no, &used))
+			used = (i < n - 1) ? spindle_effective_capacity(sp) : 0;
+		events += used;
+	}
+	return events;
+}
+
+/*
  * Size estimate for the planner, without opening a spindle: the events the
- * spindles have handed out, from the shared counters (a spindle without a
- * counter counts as full unless it is the last), summed at most once a
+ * spindles have handed out (estimate_events), computed at most once a
  * second by each backend.  Purged events that are not yet dropped count
  * too: the estimate is an upper bound.  Pages from the tuple width.
  */
@@ -1055,24 +1123,15 @@ facade_relation_estimate_size(Relation rel, int32 *attr_widths,
 {
 	SpindleDirectory *dir = spindle_directory_acquire(rel);
 	TimestampTz now = GetCurrentTimestamp();
-	double		events = 0;
+	double		events;
 	int32		width;
-	int			i;
 
-	/* summed at most once a second per backend: planning stays cheap */
+	/* computed at most once a second per backend */
 	if (dir->est_at != 0 && !TimestampDifferenceExceeds(dir->est_at, now, 1000))
 		events = dir->est_events;
 	else
 	{
-		for (i = 0; i < dir->nspindles; i++)
-		{
-			SpindleEntry *sp = &dir->spindles[i];
-			int64		used;
-
-			if (!spindle_slots_peek(sp->segment, &used))
-				used = (i < dir->nspindles - 1) ? spindle_effective_capacity(sp) : 0;
-			events += used;
-		}
+		events = estimate_events(rel, dir);
 		dir->est_events = events;
 		dir->est_at = now;
 	}

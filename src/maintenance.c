@@ -343,6 +343,8 @@ spindle_known_full(Relation facade, SpindleDirectory *dir, int i)
 		spindle_catalog_set_filled(RelationGetRelid(facade), sp->spindle_no,
 								   filled_at);
 		sp->filled_at = filled_at;
+		/* recorded: its counter is no longer needed */
+		spindle_slots_recorded(sp);
 	}
 	return true;
 }

@@ -73,8 +73,10 @@
 #include "facade.h"
 #include "layout.h"
 #include "queue.h"
+#include "queue_catalog.h"
 #include "queue_ids.h"
 #include "queue_state.h"
+#include "rangepurge.h"
 #include "slotmap.h"
 #include "slots.h"
 #include "touched.h"
@@ -86,10 +88,10 @@ PG_FUNCTION_INFO_V1(spindle_ack_many);
 PG_FUNCTION_INFO_V1(spindle_set_visibility);
 
 /* the columns of a queue table */
-#define QCOL_MSG_ID		1
-#define QCOL_ENQUEUED	2
-#define QCOL_VISIBLE	3
-#define QCOL_PAYLOAD	4
+#define QCOL_MSG_ID		SPINDLE_QUEUE_ATT_MSG_ID
+#define QCOL_ENQUEUED	SPINDLE_QUEUE_ATT_ENQUEUED_AT
+#define QCOL_VISIBLE	SPINDLE_QUEUE_ATT_VISIBLE_AT
+#define QCOL_PAYLOAD	SPINDLE_QUEUE_ATT_PAYLOAD
 
 static inline TimestampTz
 plus_usecs(TimestampTz t, int64 us)
@@ -151,7 +153,6 @@ typedef struct ClaimRef
 static dlist_head my_claims = DLIST_STATIC_INIT(my_claims);	/* ClaimRefs */
 static List *enqueued_to = NIL; /* queue table OIDs, in TopTransactionContext */
 static bool callbacks_registered = false;
-static Oid	queue_namespace = InvalidOid;
 
 static void no_room_for_item(void);
 static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
@@ -169,16 +170,6 @@ register_callbacks(void)
 	callbacks_registered = true;
 }
 
-/* Whether relid is a table of schema spindle_q, where queues live. */
-bool
-spindle_is_queue_table(Relation rel)
-{
-	if (!OidIsValid(queue_namespace))
-		queue_namespace = get_namespace_oid(SPINDLE_QUEUE_SCHEMA, true);
-	return OidIsValid(queue_namespace) &&
-		RelationGetNamespace(rel) == queue_namespace;
-}
-
 /*
  * An insert into a queue table: wake its consumers when the transaction
  * commits.  Called by the access method for every insert.
@@ -189,71 +180,12 @@ spindle_queue_note_insert(Relation rel)
 	MemoryContext old;
 	Oid			relid = RelationGetRelid(rel);
 
-	if (!spindle_is_queue_table(rel) || list_member_oid(enqueued_to, relid))
+	if (!spindle_relation_is_queue(rel) || list_member_oid(enqueued_to, relid))
 		return;
 	register_callbacks();
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	enqueued_to = lappend_oid(enqueued_to, relid);
 	MemoryContextSwitchTo(old);
-}
-
-/*
- * TEMPORARY until the queue catalog and range purges are merged: look a
- * queue up by name in schema spindle_q, and purge with heap_delete.
- */
-typedef struct SpindleQueue
-{
-	char		name[NAMEDATALEN];
-	Oid			relid;
-	int32		max_reads;
-	char		dead_letter_queue[NAMEDATALEN];
-} SpindleQueue;
-
-static void
-spindle_queue_lookup(text *name, AclMode rights, SpindleQueue *q)
-{
-	char	   *s;
-	Oid			nsp = get_namespace_oid(SPINDLE_QUEUE_SCHEMA, false);
-	AclMode		m;
-
-	if (name == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("queue name must not be NULL")));
-	s = text_to_cstring(name);
-	q->relid = get_relname_relid(s, nsp);
-	if (!OidIsValid(q->relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("queue \"%s\" does not exist", s)));
-	strlcpy(q->name, s, NAMEDATALEN);
-	for (m = ACL_SELECT; m <= ACL_DELETE; m <<= 1)
-		if ((rights & m) &&
-			pg_class_aclcheck(q->relid, GetUserId(), m) != ACLCHECK_OK)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for queue \"%s\"", s)));
-	q->max_reads = 0;
-	q->dead_letter_queue[0] = '\0';
-}
-
-static void
-spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets,
-					  int n, CommandId cid)
-{
-	BlockNumber blk = BufferGetBlockNumber(buf);
-	int			i;
-
-	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-	for (i = 0; i < n; i++)
-	{
-		ItemPointerData tid;
-		TM_FailureData tmfd;
-
-		ItemPointerSet(&tid, blk, offsets[i]);
-		(void) heap_delete(seg, &tid, cid, InvalidSnapshot, true, &tmfd, false);
-	}
-	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 }
 
 /* ---------- transaction callbacks ---------- */
@@ -411,12 +343,12 @@ remember_claim(QueueState *qs, QueueItem *item)
  * DELETE on it), checked before the table is locked.
  */
 static Relation
-open_queue(text *name, LOCKMODE lockmode, SpindleQueue *q)
+open_queue(FunctionCallInfo fcinfo, LOCKMODE lockmode, SpindleQueue *q)
 {
 	Relation	rel;
 	TupleDesc	td;
 
-	spindle_queue_lookup(name, ACL_SELECT | ACL_DELETE, q);
+	spindle_queue_open_arg(fcinfo, 0, ACL_SELECT | ACL_DELETE, q);
 	rel = table_open(q->relid, lockmode);
 	td = RelationGetDescr(rel);
 	if (td->natts < QCOL_PAYLOAD ||
@@ -1250,8 +1182,7 @@ spindle_dequeue(PG_FUNCTION_ARGS)
 	want = get_max_events(fcinfo, 1);
 	wait_us = get_interval_usecs(fcinfo, 2, "wait");
 	PreventCommandIfReadOnly("spindle.dequeue()");
-	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-					 RowExclusiveLock, &q);
+	rel = open_queue(fcinfo, RowExclusiveLock, &q);
 	qs = spindle_queue_state(RelationGetRelid(rel), true);
 	res = consume(rel, qs, want, true, 0, wait_us);
 	emit_messages(fcinfo, rel, &res);
@@ -1341,8 +1272,7 @@ spindle_read(PG_FUNCTION_ARGS)
 	want = get_max_events(fcinfo, 1);
 	vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
 	wait_us = get_interval_usecs(fcinfo, 3, "wait");
-	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-					 RowExclusiveLock, &q);
+	rel = open_queue(fcinfo, RowExclusiveLock, &q);
 	qs = spindle_queue_state(RelationGetRelid(rel), true);
 	res = consume(rel, qs, want, false, vt_us, wait_us);
 	while (q.max_reads > 0)
@@ -1547,8 +1477,7 @@ spindle_ack(PG_FUNCTION_ARGS)
 	bool		done;
 
 	PreventCommandIfReadOnly("spindle.ack()");
-	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-					 RowExclusiveLock, &q);
+	rel = open_queue(fcinfo, RowExclusiveLock, &q);
 	done = ack_one(rel, spindle_queue_state(RelationGetRelid(rel), true),
 				   msg_id);
 	table_close(rel, NoLock);
@@ -1586,10 +1515,9 @@ spindle_ack_many(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("msg_ids must not contain NULL (element %d)", i + 1)));
 	PreventCommandIfReadOnly("spindle.ack()");
-	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-					 RowExclusiveLock, &q);
+	rel = open_queue(fcinfo, RowExclusiveLock, &q);
 	qs = spindle_queue_state(RelationGetRelid(rel), true);
-	InitMaterializedSRF(fcinfo, 0);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (i = 0; i < n; i++)
 	{
 		Datum		out = ids[i];
@@ -1622,8 +1550,7 @@ spindle_set_visibility(PG_FUNCTION_ARGS)
 	QueueItem  *item;
 	bool		found = false;
 
-	rel = open_queue(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-					 AccessShareLock, &q);
+	rel = open_queue(fcinfo, AccessShareLock, &q);
 	qs = spindle_queue_state(RelationGetRelid(rel), true);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	item = find_item(qs, msg_id);

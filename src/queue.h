@@ -10,9 +10,6 @@
 
 #include "utils/rel.h"
 
-#define SPINDLE_QUEUE_SCHEMA "spindle_q"
-
-extern bool spindle_is_queue_table(Relation rel);
 extern void spindle_queue_note_insert(Relation rel);
 
 #endif							/* SPINDLE_QUEUE_H */

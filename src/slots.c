@@ -20,14 +20,35 @@
  * A spindle is also full as soon as a later spindle has events, so a
  * spindle is never reopened after a restart.
  *
+ * A full spindle needs no counter.  Spindles fill in order (an insert moves
+ * on to a spindle only once every spindle before it is full), and a full
+ * spindle stays full, so a spindle is *known full* when its fill time is in
+ * the directory (spindle_catalog.filled_at) or its number lies below its
+ * table's *full mark*: one more than the number of the newest spindle seen
+ * full, kept per table in a second shared hash.  The mark is raised when an
+ * insert fills a spindle or a count finds one full, only for a spindle and
+ * a table that no rollback can take away without a DROP (neither created
+ * nor given new storage by the current transaction) and never in recovery;
+ * it is cleared when the spindle that raised it is dropped (every dropped
+ * spindle goes through spindle_slots_forget, also when its table is
+ * dropped or truncated), so a table whose OID is reused never inherits a
+ * mark.  Known-full spindles are answered without an entry and are never
+ * counted again, so the counters hold the open and ready spindles, plus
+ * full ones until their fill time is in the directory: an entry is the
+ * only record of when its spindle filled until maintenance writes it down.
+ *
  * The hash table has a fixed size (spindle.max_open_spindles).  Entries of
- * full spindles are evicted when it is full; entries of spindles created by
- * a transaction that rolls back are removed at its end, those of a dropped
- * database when DROP DATABASE ends.
+ * full spindles are evicted when it is full (they are not needed again:
+ * their spindles are below the full mark), or dropped once their fill time
+ * is recorded; entries of spindles created by a transaction that rolls
+ * back are removed at its end, those of a dropped database (and its full
+ * marks) when DROP DATABASE ends.  The full marks have as many entries; a
+ * table that finds no room has none, and its spindles are counted as before.
  *
  * Locks: SlotsLock (shared for lookups and counter updates, exclusive for
- * insert/delete of entries) protects the hash table; no LWLock is held
- * while an entry is built from disk.  Counters and flags are atomics.
+ * insert/delete of entries and for raising a full mark) protects both hash
+ * tables; no LWLock is held while an entry is built from disk.  Counters
+ * and flags are atomics.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +56,7 @@
 
 #include "access/relation.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
@@ -68,6 +90,14 @@ typedef struct SlotEntry
 	pg_atomic_uint64 filled_at; /* TimestampTz when it became full */
 } SlotEntry;
 
+/* A table's full mark: every spindle numbered below full_below is full. */
+typedef struct FullMark
+{
+	SlotKey		key;			/* the database and the table (facade) */
+	int64		full_below;
+	Oid			raiser;			/* the spindle that raised it */
+} FullMark;
+
 typedef struct SlotShared
 {
 	LWLock	   *lock;
@@ -75,6 +105,15 @@ typedef struct SlotShared
 
 static SlotShared *slot_shared = NULL;
 static HTAB *slot_hash = NULL;
+static HTAB *mark_hash = NULL;
+
+/* what ensure_entry() found */
+typedef enum SlotState
+{
+	SLOTS_GONE,					/* the spindle no longer exists */
+	SLOTS_FULL,					/* known full: no entry needed */
+	SLOTS_COUNTER				/* it has an entry */
+} SlotState;
 
 /* entries this transaction built for spindles it created (see header) */
 static List *new_entries = NIL;
@@ -115,8 +154,10 @@ int			spindle_max_spindles = 4096;
 static Size
 slots_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(SlotShared)),
-					hash_estimate_size(spindle_max_spindles, sizeof(SlotEntry)));
+	return add_size(add_size(MAXALIGN(sizeof(SlotShared)),
+							 hash_estimate_size(spindle_max_spindles,
+												sizeof(SlotEntry))),
+					hash_estimate_size(spindle_max_spindles, sizeof(FullMark)));
 }
 
 /* Called from the shmem_request_hook. */
@@ -147,6 +188,11 @@ spindle_slots_shmem_startup(void)
 	slot_hash = ShmemInitHash("spindle slot counters",
 							  spindle_max_spindles, spindle_max_spindles,
 							  &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	info.keysize = sizeof(SlotKey);
+	info.entrysize = sizeof(FullMark);
+	mark_hash = ShmemInitHash("spindle full marks",
+							  spindle_max_spindles, spindle_max_spindles,
+							  &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -163,6 +209,108 @@ lookup(Oid segment)
 	key.dbid = MyDatabaseId;
 	key.segment = segment;
 	return hash_search(slot_hash, &key, HASH_FIND, NULL);
+}
+
+/* The full mark of a facade, 0 if none.  The caller holds SlotsLock. */
+static int64
+full_below_locked(Oid facade)
+{
+	SlotKey		key;
+	FullMark   *m;
+
+	key.dbid = MyDatabaseId;
+	key.segment = facade;
+	m = hash_search(mark_hash, &key, HASH_FIND, NULL);
+	return m != NULL ? m->full_below : 0;
+}
+
+/*
+ * Is spindle sp of the facade known full, from the directory or the full
+ * mark?  The caller holds SlotsLock.
+ */
+static bool
+known_full_locked(Oid facade, const SpindleEntry *sp)
+{
+	return sp->filled_at != 0 || sp->spindle_no < full_below_locked(facade);
+}
+
+/*
+ * Spindles numbered below the returned number are full (0: none known).
+ * For the planner's estimate.
+ */
+int64
+spindle_slots_full_below(Oid facade)
+{
+	int64		full_below;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	full_below = full_below_locked(facade);
+	LWLockRelease(slot_shared->lock);
+	return full_below;
+}
+
+/*
+ * Record that spindle sp (open as seg) is full: raise its table's full
+ * mark to cover it.  Not for a spindle or table that a rollback can take
+ * away without a drop (spindle_slots_forget clears the mark when its
+ * raiser is dropped; a rollback would leave it behind for a later table
+ * with the same OID, or, for TRUNCATE, for spindles that come back), nor
+ * in recovery (a standby sees no drop).  Returns whether the mark covers
+ * it.  Takes SlotsLock; no other LWLock may be held.
+ */
+static bool
+raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
+{
+	SlotKey		key;
+	FullMark   *m;
+	bool		found;
+	bool		covered;
+
+	if (RecoveryInProgress() ||
+		facade->rd_createSubid != InvalidSubTransactionId ||
+		facade->rd_firstRelfilenodeSubid != InvalidSubTransactionId ||
+		seg->rd_createSubid != InvalidSubTransactionId)
+		return false;
+	key.dbid = MyDatabaseId;
+	key.segment = RelationGetRelid(facade);
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	m = hash_search(mark_hash, &key, HASH_ENTER_NULL, &found);
+	if (m != NULL && (!found || m->full_below <= sp->spindle_no))
+	{
+		m->full_below = sp->spindle_no + 1;
+		m->raiser = sp->segment;
+	}
+	covered = m != NULL;
+	LWLockRelease(slot_shared->lock);
+	return covered;
+}
+
+/*
+ * The fill time of spindle sp is recorded (spindle_catalog.filled_at): drop
+ * its entry, which is not needed any more, unless a reservation is still
+ * in flight.  Maintenance may call it once it has recorded the time;
+ * spindle_slots_full and spindle_slots_used call it when the directory
+ * has the time.
+ */
+void
+spindle_slots_recorded(const SpindleEntry *sp)
+{
+	SlotEntry  *e;
+	bool		drop;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(sp->segment);
+	drop = e != NULL && e->spindle_no == sp->spindle_no &&
+		pg_atomic_read_u32(&e->full) && pg_atomic_read_u32(&e->inflight) == 0;
+	LWLockRelease(slot_shared->lock);
+	if (!drop)
+		return;
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	e = lookup(sp->segment);
+	if (e != NULL && e->spindle_no == sp->spindle_no &&
+		pg_atomic_read_u32(&e->full) && pg_atomic_read_u32(&e->inflight) == 0)
+		hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
+	LWLockRelease(slot_shared->lock);
 }
 
 /*
@@ -253,42 +401,53 @@ register_callbacks(void)
 	}
 }
 
-static void
+/* Mark an entry full; true if it was not yet. */
+static bool
 mark_full(SlotEntry *e)
 {
-	if (pg_atomic_exchange_u32(&e->full, 1) == 0)
-		pg_atomic_write_u64(&e->filled_at, (uint64) GetCurrentTimestamp());
+	if (pg_atomic_exchange_u32(&e->full, 1) != 0)
+		return false;
+	pg_atomic_write_u64(&e->filled_at, (uint64) GetCurrentTimestamp());
+	return true;
 }
 
 /*
- * Remove entries of full spindles to make room (a full spindle's entry is
- * rebuilt from disk if it is needed again), but never one with a
- * reservation still in flight: its k is not on disk yet, and a rebuilt
- * counter would hand it out again.  (A reservation whose insert fails
+ * Remove entries of full spindles to make room (a full spindle is below its
+ * table's full mark, else it is counted again if it is needed), but never
+ * one with a reservation still in flight: its k is not on disk yet, and a
+ * rebuilt counter would hand it out again.  (A reservation whose insert fails
  * before placing its tuple is given back when its transaction aborts.)
- * The caller holds SlotsLock exclusively.
+ * The caller holds SlotsLock exclusively.  Returns how many it removed.
  */
-static void
+static int
 evict_full_entries(void)
 {
 	HASH_SEQ_STATUS status;
 	SlotEntry  *e;
+	int			evicted = 0;
 
 	hash_seq_init(&status, slot_hash);
 	while ((e = hash_seq_search(&status)) != NULL)
 		if (pg_atomic_read_u32(&e->full) &&
 			pg_atomic_read_u32(&e->inflight) == 0)
+		{
 			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
+			evicted++;
+		}
+	return evicted;
 }
 
 /*
  * Make sure spindle i of dir has an entry, building it from the spindle's
- * pages if needed; false if the spindle no longer exists.  Opens the
- * spindle (and the next one) with AccessShareLock, outside any LWLock: two
- * backends may count at once, the first to enter its entry wins, and no
- * slot can be handed out before an entry exists.
+ * pages if needed, unless it is known full: SLOTS_FULL if it is (from the
+ * directory or the full mark, or found so by the count), SLOTS_GONE if the
+ * spindle no longer exists.  Opens the spindle (and the next one) with
+ * AccessShareLock, outside any LWLock: two backends may count at once, the
+ * first to enter its entry wins, and no slot can be handed out before an
+ * entry exists.  A spindle found full gets no entry if the full mark can
+ * cover it.
  */
-static bool
+static SlotState
 ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 {
 	SpindleEntry sp = dir->spindles[i];
@@ -297,26 +456,42 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 	Relation	seg;
 	Relation	nextseg = NULL;
 	bool		present;
+	bool		known_full;
 	SlotKey		key;
 	bool		found;
 	int64		used;
 	bool		full;
+	int			evicted = -1;
 
 	LWLockAcquire(slot_shared->lock, LW_SHARED);
 	e = lookup(sp.segment);
 	present = e != NULL && e->spindle_no == sp.spindle_no;
+	known_full = known_full_locked(RelationGetRelid(facade), &sp);
 	LWLockRelease(slot_shared->lock);
 	if (present)
-		return true;
+		return SLOTS_COUNTER;
+	if (known_full)
+		return SLOTS_FULL;
 
 	seg = try_relation_open(sp.segment, AccessShareLock);
 	if (seg == NULL)
-		return false;			/* dropped meanwhile */
+		return SLOTS_GONE;		/* dropped meanwhile */
 	if (OidIsValid(next))
 		nextseg = try_relation_open(next, AccessShareLock);
 	used = count_slots(facade, seg, &sp);
 	full = used >= spindle_effective_capacity(&sp) ||
 		(nextseg != NULL && RelationGetNumberOfBlocks(nextseg) > 0);
+	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
+		 (long long) sp.spindle_no, RelationGetRelationName(facade),
+		 (long long) used, full ? ", full" : "");
+	if (full && raise_full_mark(facade, seg, &sp))
+	{
+		/* known full from now on: no counter needed */
+		if (nextseg != NULL)
+			relation_close(nextseg, AccessShareLock);
+		relation_close(seg, AccessShareLock);
+		return SLOTS_FULL;
+	}
 
 	key.dbid = MyDatabaseId;
 	key.segment = sp.segment;
@@ -333,7 +508,7 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 		e = hash_search(slot_hash, &key, HASH_ENTER_NULL, &found);
 		if (e == NULL)
 		{
-			evict_full_entries();
+			evicted = evict_full_entries();
 			e = hash_search(slot_hash, &key, HASH_ENTER_NULL, &found);
 		}
 		if (e == NULL)
@@ -353,7 +528,7 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 		pg_atomic_init_u32(&e->full, 0);
 		pg_atomic_init_u64(&e->filled_at, 0);
 		if (full)
-			mark_full(e);
+			(void) mark_full(e);
 		if (seg->rd_createSubid != InvalidSubTransactionId)
 		{
 			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
@@ -364,11 +539,14 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 		}
 	}
 	LWLockRelease(slot_shared->lock);
+	if (evicted >= 0)
+		elog(DEBUG1, "spindle: evicted %d slot counters of full spindles",
+			 evicted);
 
 	if (nextseg != NULL)
 		relation_close(nextseg, AccessShareLock);
 	relation_close(seg, AccessShareLock);
-	return true;
+	return SLOTS_COUNTER;
 }
 
 /*
@@ -389,14 +567,15 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 		SlotEntry  *e;
 		int			got;
 		uint64		n;
+		bool		filled = false;
 
-		if (!ensure_entry(facade, dir, i))
-			return 0;
+		if (ensure_entry(facade, dir, i) != SLOTS_COUNTER)
+			return 0;			/* full or gone */
 		LWLockAcquire(slot_shared->lock, LW_SHARED);
 		e = lookup(sp->segment);
 		if (e == NULL || e->spindle_no != sp->spindle_no)
 		{
-			/* evicted between the two steps: build it again */
+			/* evicted between the two steps: look again */
 			LWLockRelease(slot_shared->lock);
 			continue;
 		}
@@ -412,7 +591,7 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 		else
 			got = (int) Min((uint64) nwanted, (uint64) e->capacity - n);
 		if (n + nwanted >= (uint64) e->capacity)
-			mark_full(e);
+			filled = mark_full(e);
 		if (got == 0)
 			pg_atomic_fetch_sub_u32(&e->inflight, 1);
 		LWLockRelease(slot_shared->lock);
@@ -422,16 +601,25 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 			unplaced_segment = sp->segment;
 			unplaced_spindle_no = sp->spindle_no;
 		}
+		if (filled)
+		{
+			/* the caller holds the spindle locked */
+			Relation	seg = relation_open(sp->segment, NoLock);
+
+			(void) raise_full_mark(facade, seg, sp);
+			relation_close(seg, NoLock);
+		}
 		*first = (int64) n;
 		return got;
 	}
 }
 
 /*
- * Is spindle i of dir full?  Builds its counter if it has none (counting
- * its pages once); *filled_at is when it became full, if known (never
- * earlier than the truth: after a restart, the moment it was found full).
- * A spindle that no longer exists counts as full (it was dropped full).
+ * Is spindle i of dir full?  Builds its counter if it has none and is not
+ * known full (counting its pages once); *filled_at is when it became full,
+ * if known (never earlier than the truth: the directory's, its counter's,
+ * else the moment it is found full).  A spindle that no longer exists
+ * counts as full (it was dropped full).
  */
 bool
 spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
@@ -440,13 +628,28 @@ spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 	SpindleEntry *sp = &dir->spindles[i];
 
 	*filled_at = 0;
+	if (sp->filled_at != 0)
+	{
+		/* recorded: its counter, if it still has one, is not needed */
+		spindle_slots_recorded(sp);
+		*filled_at = sp->filled_at;
+		return true;
+	}
 	for (;;)
 	{
 		SlotEntry  *e;
 		bool		full;
 
-		if (!ensure_entry(facade, dir, i))
-			return true;
+		switch (ensure_entry(facade, dir, i))
+		{
+			case SLOTS_GONE:
+				return true;
+			case SLOTS_FULL:
+				*filled_at = GetCurrentTimestamp();
+				return true;
+			case SLOTS_COUNTER:
+				break;
+		}
 		LWLockAcquire(slot_shared->lock, LW_SHARED);
 		e = lookup(sp->segment);
 		if (e == NULL || e->spindle_no != sp->spindle_no)
@@ -464,6 +667,7 @@ spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 /*
  * Slots used by a spindle and whether it is full, without building an
  * entry (for the views).  next_segrel is the following spindle or NULL.
+ * A known-full spindle without a counter used its whole capacity.
  */
 int64
 spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
@@ -472,6 +676,7 @@ spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
 	SlotEntry  *e;
 	int64		used = 0;
 	bool		present;
+	bool		known_full;
 
 	*filled_at = 0;
 	LWLockAcquire(slot_shared->lock, LW_SHARED);
@@ -483,9 +688,12 @@ spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
 		*is_full = pg_atomic_read_u32(&e->full) != 0;
 		*filled_at = (TimestampTz) pg_atomic_read_u64(&e->filled_at);
 	}
+	known_full = known_full_locked(RelationGetRelid(facade), sp);
 	LWLockRelease(slot_shared->lock);
 	if (present)
 	{
+		if (*is_full && sp->filled_at != 0)
+			spindle_slots_recorded(sp);
 		/* reservations may pass the capacity; slots never do */
 		if (used > spindle_effective_capacity(sp))
 			used = spindle_effective_capacity(sp);
@@ -494,25 +702,35 @@ spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
 			used = Min(used, count_slots(facade, segrel, sp));
 		return used;
 	}
+	if (known_full)
+	{
+		*is_full = true;
+		return spindle_effective_capacity(sp);
+	}
 	used = count_slots(facade, segrel, sp);
 	*is_full = used >= spindle_effective_capacity(sp) ||
 		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
+	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
+		 (long long) sp->spindle_no, RelationGetRelationName(facade),
+		 (long long) used, *is_full ? ", full" : "");
+	if (*is_full)
+		(void) raise_full_mark(facade, segrel, sp);
 	return used;
 }
 
 /*
- * The slots a spindle has handed out, if shared memory knows: for the
- * planner's estimate, which must not open spindles.
+ * The slots spindle spindle_no (relation segment) has handed out, if it
+ * has a counter: for the planner's estimate, which must not open spindles.
  */
 bool
-spindle_slots_peek(Oid segment, int64 *used)
+spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used)
 {
 	SlotEntry  *e;
 	bool		present;
 
 	LWLockAcquire(slot_shared->lock, LW_SHARED);
 	e = lookup(segment);
-	present = e != NULL;
+	present = e != NULL && e->spindle_no == spindle_no;
 	if (present)
 		*used = Min((int64) pg_atomic_read_u64(&e->used), e->capacity);
 	LWLockRelease(slot_shared->lock);
@@ -552,11 +770,17 @@ spindle_slots_reserved(Relation segrel)
 	return reserved;
 }
 
-/* Forget a spindle's counter (dropped, or capacity changed while empty). */
+/*
+ * Forget a spindle's counter (dropped, or capacity changed while empty, or
+ * created by a transaction that rolled back), and its table's full mark if
+ * this spindle raised it.
+ */
 void
 spindle_slots_forget(Oid segment)
 {
 	SlotKey		key;
+	HASH_SEQ_STATUS status;
+	FullMark   *m;
 
 	if (slot_hash == NULL)
 		return;
@@ -564,19 +788,26 @@ spindle_slots_forget(Oid segment)
 	key.segment = segment;
 	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
 	hash_search(slot_hash, &key, HASH_REMOVE, NULL);
+	/* a full mark must not outlive the spindle that raised it (header) */
+	hash_seq_init(&status, mark_hash);
+	while ((m = hash_seq_search(&status)) != NULL)
+		if (m->key.dbid == MyDatabaseId && m->raiser == segment)
+			hash_search(mark_hash, &m->key, HASH_REMOVE, NULL);
 	LWLockRelease(slot_shared->lock);
 }
 
 /*
- * Forget every counter of a database (DROP DATABASE and the other commands
- * that need it to themselves: nobody is connected to it, so nothing is in
- * flight; a counter of a database that survives is rebuilt from disk).
+ * Forget every counter and full mark of a database (DROP DATABASE and the
+ * other commands that need it to themselves: nobody is connected to it, so
+ * nothing is in flight; a counter of a database that survives is rebuilt
+ * from disk).
  */
 void
 spindle_slots_forget_database(Oid dboid)
 {
 	HASH_SEQ_STATUS status;
 	SlotEntry  *e;
+	FullMark   *m;
 
 	if (slot_hash == NULL)
 		return;
@@ -585,5 +816,9 @@ spindle_slots_forget_database(Oid dboid)
 	while ((e = hash_seq_search(&status)) != NULL)
 		if (e->key.dbid == dboid)
 			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
+	hash_seq_init(&status, mark_hash);
+	while ((m = hash_seq_search(&status)) != NULL)
+		if (m->key.dbid == dboid)
+			hash_search(mark_hash, &m->key, HASH_REMOVE, NULL);
 	LWLockRelease(slot_shared->lock);
 }

@@ -19,10 +19,12 @@ extern int64 spindle_slots_used(Relation facade, Relation segrel,
 								SpindleEntry *sp, bool *is_full,
 								TimestampTz *filled_at, Relation next_segrel);
 extern void spindle_slots_placed(SpindleEntry *sp);
+extern void spindle_slots_recorded(const SpindleEntry *sp);
 extern bool spindle_slots_reserved(Relation segrel);
 extern bool spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 							   TimestampTz *filled_at);
-extern bool spindle_slots_peek(Oid segment, int64 *used);
+extern bool spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used);
+extern int64 spindle_slots_full_below(Oid facade);
 extern void spindle_slots_forget(Oid segment);
 extern void spindle_slots_forget_database(Oid dboid);
 

@@ -32,6 +32,9 @@
 #include "options.h"
 #include "worker.h"
 #include "publication.h"
+#include "rangepurge.h"
+#include "queue_catalog.h"
+#include "queue_api.h"
 #include "spindle.h"
 
 
@@ -138,7 +141,11 @@ _PG_init(void)
 		shmem_startup_hook = spindle_shmem_startup;
 		spindle_preloaded = true;
 		spindle_worker_register();
+		spindle_rangepurge_register();
 	}
+	/* before the prefix is reserved: it defines spindle.max_payload_size */
+	spindle_queue_catalog_init();
+	spindle_queue_api_init();
 	MarkGUCPrefixReserved("spindle");
 
 	spindle_options_init();
