@@ -231,6 +231,26 @@ note sprintf('read waiter returned %.1f ms after set_visibility(..., 0)',
 is($w->{out}, '6|4', 'the waiting read gets the handed-back event');
 cmp_ok($lat, '<', 0.3, "within 100 ms (< 300 ms) of set_visibility(..., '0')");
 
+# ---- a rolled-back dequeue hands its event to a waiter ---------------------
+$node->safe_psql('postgres',
+	q{SELECT spindle.create_queue('w7'); SELECT spindle.enqueue('w7', '{"n": 7}');});
+$producer->query_safe('BEGIN');
+is($producer->query_safe(q{SELECT payload->>'n' FROM spindle.dequeue('w7', 1)}),
+	'7', 'an open transaction dequeued the only event');
+$w = start_query($waiter,
+	q{SELECT payload->>'n' FROM spindle.dequeue('w7', 1, wait => '10 s')});
+wait_until_sleeping($waiter_pid, 'rolled-back dequeue');
+# an enqueue committed to another queue does not end the wait
+$node->safe_psql('postgres', q{SELECT spindle.enqueue('w1', '{"n": "other"}')});
+ok(!finished_within($w, 0.3), 'a commit to another queue delivers nothing');
+$c = start_query($producer, 'ROLLBACK');
+finish_queries(15, $c, $w);
+$lat = $w->{done} - $c->{done};
+note sprintf('dequeue waiter returned %.1f ms after the other dequeue rolled back',
+	1000 * $lat);
+is($w->{out}, '7', 'the waiter gets the event of the rolled-back dequeue');
+cmp_ok($lat, '<', 0.3, 'within 100 ms (< 300 ms) of the rollback');
+
 # ---- pg_cancel_backend ends a wait at once --------------------------------
 $node->safe_psql('postgres', q{SELECT spindle.create_queue('w5')});
 $w = start_query($waiter,
