@@ -50,6 +50,9 @@ CREATE TABLE spindle.spindle_catalog (
 -- dropped spindles waiting for cleanup: every maintenance pass looks them up
 CREATE INDEX spindle_catalog_dropped ON spindle.spindle_catalog (relation)
     WHERE dropped_at IS NOT NULL;
+-- the ranges taken, in order, for the allocation of a new spindle's range
+CREATE INDEX spindle_catalog_vbase ON spindle.spindle_catalog (relation, vbase)
+    INCLUDE (vcount);
 CREATE TABLE spindle.table_catalog (
     relation          oid PRIMARY KEY,
     spindles_dropped  bigint NOT NULL DEFAULT 0,

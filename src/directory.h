@@ -24,6 +24,16 @@ typedef struct SpindleEntry
 	TimestampTz filled_at;		/* 0 if not recorded */
 } SpindleEntry;
 
+/* A spindle's relation and its place in the directory (directory.c). */
+typedef struct SpindleSegRef
+{
+	Oid			segment;
+	int			index;			/* into SpindleDirectory.spindles */
+} SpindleSegRef;
+
+/* Spindles whose catalog rows a directory re-reads before its next use */
+#define SPINDLE_DIR_MAX_RECHECK 256
+
 /*
  * The directory of one facade, cached per backend (directory.c).  Callers
  * pin it (spindle_directory_acquire) and release it; a pinned directory
@@ -44,6 +54,19 @@ typedef struct SpindleDirectory
 	TimestampTz est_at;			/* ... and when it was computed, or 0 */
 	int			est_full;		/* leading spindles known full ... */
 	double		est_full_events;	/* ... and their events (facade_am.c) */
+
+	/* the rest is private to directory.c: how it is kept up to date */
+	int			nalloc;			/* room in spindles[] */
+	SpindleSegRef *byseg;		/* one per spindle, ordered by segment */
+	int64		max_spindle_no; /* highest number among the rows read */
+	TransactionId class_xmin;	/* of the facade's pg_class row, when read */
+	bool		stale;			/* an invalidation arrived since */
+	bool		needs_full;		/* ... that only a full read answers */
+	bool		has_own;		/* may hold this transaction's own rows */
+	bool		parallel_read;	/* read with a parallel query's snapshot */
+	bool		updating;		/* being brought up to date right now */
+	int			nrecheck;
+	int64		recheck[SPINDLE_DIR_MAX_RECHECK];	/* spindle numbers */
 } SpindleDirectory;
 
 /*
