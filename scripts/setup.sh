@@ -10,6 +10,7 @@ PACKAGES=(
     build-essential
     libipc-run-perl
     perl
+    python3-psycopg
 )
 
 missing=()
