@@ -180,3 +180,16 @@ DROP TABLE ru;
 
 DROP TABLE r_before, r_segments;
 
+-- VACUUM FULL or CLUSTER reaching a spindle itself (as a database-wide
+-- VACUUM FULL does) is refused: it would move events the table maps by
+-- position.  The table keeps every event.
+CREATE TABLE rv (id int) USING spindle WITH (events_per_spindle = 4);
+INSERT INTO rv SELECT generate_series(1, 6);
+\set VERBOSITY sqlstate
+\set ECHO none
+SELECT format('VACUUM FULL %s', segment::regclass) FROM spindle.spindle_catalog
+ WHERE relation = 'rv'::regclass ORDER BY spindle_no LIMIT 1 \gexec
+\set ECHO all
+\set VERBOSITY default
+SELECT count(*), sum(id) FROM rv;
+DROP TABLE rv;

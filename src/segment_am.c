@@ -196,6 +196,30 @@ segment_relation_vacuum(Relation rel, struct VacuumParams *params,
 	spindle_segment_vacuum(rel, params, bstrategy);
 }
 
+/*
+ * A rewrite (VACUUM FULL or CLUSTER reaching a spindle itself, as a
+ * database-wide VACUUM FULL does) would move its events to new TIDs that
+ * the table's slot map does not know: every read would then fail.  The
+ * table's own VACUUM FULL never rewrites its spindles.
+ */
+static void
+segment_relation_copy_for_cluster(Relation OldTable, Relation NewTable,
+								  Relation OldIndex, bool use_sort,
+								  TransactionId OldestXmin,
+								  TransactionId *xid_cutoff,
+								  MultiXactId *multi_cutoff,
+								  double *num_tuples,
+								  double *tups_vacuumed,
+								  double *tups_recently_dead)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("spindle \"%s\" cannot be rewritten",
+					RelationGetRelationName(OldTable)),
+			 errdetail("A spindle's events must keep their place: its table maps them by position."),
+			 errhint("Run VACUUM FULL or CLUSTER on tables by name; a spindle table's own VACUUM FULL does not rewrite its spindles.")));
+}
+
 const TableAmRoutine *
 spindle_segment_routine(void)
 {
@@ -204,6 +228,7 @@ spindle_segment_routine(void)
 		segment_methods = *GetHeapamTableAmRoutine();
 		segment_methods.relation_vacuum = segment_relation_vacuum;
 		segment_methods.relation_toast_am = segment_relation_toast_am;
+		segment_methods.relation_copy_for_cluster = segment_relation_copy_for_cluster;
 		segment_methods_ready = true;
 	}
 	return &segment_methods;
