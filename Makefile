@@ -4,6 +4,7 @@ MODULE_big = spindle
 OBJS = \
 	src/spindle.o \
 	src/options.o \
+	src/catalog_spi.o \
 	src/directory.o \
 	src/slotmap.o \
 	src/layout.o \

@@ -85,6 +85,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "catalog_spi.h"
 #include "directory.h"
 #include "maintenance.h"
 #include "options.h"
@@ -175,37 +176,6 @@ spindle_detach_segments(Oid facade, List *segments)
  * anything of its own under them; the latest snapshot.
  * ----------------------------------------------------------------
  */
-typedef struct DetachSpi
-{
-	Oid			saved_userid;
-	int			saved_sec_context;
-	int			guc_nestlevel;
-	MemoryContext outer;
-} DetachSpi;
-
-static void
-spi_open(DetachSpi *s)
-{
-	s->outer = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	GetUserIdAndSecContext(&s->saved_userid, &s->saved_sec_context);
-	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
-						   s->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	s->guc_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
-}
-
-static void
-spi_close(DetachSpi *s)
-{
-	AtEOXact_GUC(true, s->guc_nestlevel);
-	SetUserIdAndSecContext(s->saved_userid, s->saved_sec_context);
-	SPI_finish();
-}
 
 static uint64
 spi_exec(const char *sql, int nargs, Oid *types, Datum *values, bool read_only)
@@ -490,7 +460,7 @@ prepare_drop_extension(DropStmt *stmt)
 	Oid			ext = get_extension_oid("spindle", true);
 	bool		ours = false;
 	ListCell   *lc;
-	DetachSpi	spi;
+	SpindleSpi	spi;
 	int64		detached = 0,
 				all = 0,
 				needed,
@@ -504,7 +474,7 @@ prepare_drop_extension(DropStmt *stmt)
 		!pg_extension_ownercheck(ext, GetUserId()) || !catalog_present())
 		return;
 
-	spi_open(&spi);
+	spindle_spi_begin(&spi);
 	spi_exec("SELECT pg_catalog.count(*) FILTER (WHERE relation OPERATOR(pg_catalog.=) 0::pg_catalog.oid),"
 			 "       pg_catalog.count(*)"
 			 "  FROM spindle.spindle_catalog WHERE dropped_at IS NULL",
@@ -513,7 +483,7 @@ prepare_drop_extension(DropStmt *stmt)
 										   SPI_tuptable->tupdesc, 1, &isnull));
 	all = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 									  SPI_tuptable->tupdesc, 2, &isnull));
-	spi_close(&spi);
+	spindle_spi_end(&spi);
 
 	needed = LOCKS_PER_DROP * (stmt->behavior == DROP_CASCADE ? all : detached);
 	room = (int64) max_locks_per_xact * (MaxBackends + max_prepared_xacts);
@@ -638,16 +608,16 @@ depends_on_a_table(Oid segment)
 static void
 forget_detached(Oid segment)
 {
-	DetachSpi	spi;
+	SpindleSpi	spi;
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(-(int64) segment)};
 
-	spi_open(&spi);
+	spindle_spi_begin(&spi);
 	spi_exec("DELETE FROM spindle.spindle_catalog"
 			 " WHERE relation OPERATOR(pg_catalog.=) 0::pg_catalog.oid"
 			 "   AND spindle_no OPERATOR(pg_catalog.=) $1",
 			 1, types, values, false);
-	spi_close(&spi);
+	spindle_spi_end(&spi);
 }
 
 /* Drop one detached spindle; the caller holds its AccessExclusiveLock. */
@@ -675,7 +645,7 @@ spindle_drop_detached(int max_drops, bool wait, int64 *bytes_freed)
 {
 	Oid			nsp = get_namespace_oid(SPINDLE_STORAGE_SCHEMA, true);
 	Oid			am = get_am_oid("spindle_segment", true);
-	DetachSpi	spi;
+	SpindleSpi	spi;
 	Oid			types[1] = {INT4OID};
 	Datum		values[1];
 	List	   *segments = NIL;
@@ -688,7 +658,7 @@ spindle_drop_detached(int max_drops, bool wait, int64 *bytes_freed)
 		return 0;
 
 	values[0] = Int32GetDatum(max_drops);
-	spi_open(&spi);
+	spindle_spi_begin(&spi);
 	spi_exec("SELECT segment FROM spindle.spindle_catalog"
 			 " WHERE relation OPERATOR(pg_catalog.=) 0::pg_catalog.oid"
 			 " ORDER BY spindle_no DESC LIMIT $1",
@@ -704,7 +674,7 @@ spindle_drop_detached(int max_drops, bool wait, int64 *bytes_freed)
 		segments = lappend_oid(segments, segment);
 		MemoryContextSwitchTo(old);
 	}
-	spi_close(&spi);
+	spindle_spi_end(&spi);
 
 	foreach(lc, segments)
 	{

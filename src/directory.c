@@ -86,6 +86,7 @@
 
 #include "layout.h"
 #include "slotmap.h"
+#include "catalog_spi.h"
 #include "directory.h"
 #include "slots.h"
 #include "options.h"
@@ -125,13 +126,6 @@ static uint64 dir_invalidations = 0;
  * caller's search_path cannot redirect them (they run as superuser).
  * ----------------------------------------------------------------
  */
-typedef struct SpiContext
-{
-	Oid			saved_userid;
-	int			saved_sec_context;
-	int			guc_nestlevel;
-	MemoryContext outer;		/* results that outlive SPI_finish go here */
-} SpiContext;
 
 /*
  * Run the statements below as the bootstrap superuser, with a search_path
@@ -140,30 +134,6 @@ typedef struct SpiContext
  * schema-qualified too), and SECURITY_RESTRICTED_OPERATION keeps them from
  * changing anything but what they say.
  */
-static void
-spi_begin(SpiContext *ctx)
-{
-	ctx->outer = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	GetUserIdAndSecContext(&ctx->saved_userid, &ctx->saved_sec_context);
-	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
-						   ctx->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	ctx->guc_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
-}
-
-static void
-spi_end(SpiContext *ctx)
-{
-	AtEOXact_GUC(true, ctx->guc_nestlevel);
-	SetUserIdAndSecContext(ctx->saved_userid, ctx->saved_sec_context);
-	SPI_finish();
-}
-
 /*
  * Run one statement; returns SPI_processed.  It reads with the latest
  * snapshot, so that a REPEATABLE READ transaction still finds spindles
@@ -205,11 +175,11 @@ spi_run(const char *sql, int nargs, Oid *types, Datum *values,
 static void
 catalog_write(const char *sql, int nargs, Oid *types, Datum *values)
 {
-	SpiContext	spi;
+	SpindleSpi	spi;
 
-	spi_begin(&spi);
+	spindle_spi_begin(&spi);
 	spi_run(sql, nargs, types, values, NULL, false);
-	spi_end(&spi);
+	spindle_spi_end(&spi);
 }
 
 /* ----------------------------------------------------------------
@@ -1344,11 +1314,11 @@ spindle_register_table(Oid facade)
 List *
 spindle_catalog_tables(void)
 {
-	SpiContext	spi;
+	SpindleSpi	spi;
 	List	   *result = NIL;
 	uint64		i;
 
-	spi_begin(&spi);
+	spindle_spi_begin(&spi);
 	spi_run("SELECT relation FROM spindle.table_catalog ORDER BY relation",
 			0, NULL, NULL, NULL, true);
 	for (i = 0; i < SPI_processed; i++)
@@ -1362,7 +1332,7 @@ spindle_catalog_tables(void)
 		result = lappend_oid(result, relid);
 		MemoryContextSwitchTo(old);
 	}
-	spi_end(&spi);
+	spindle_spi_end(&spi);
 	return result;
 }
 
@@ -2215,7 +2185,7 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 void
 spindle_drop_all_spindles(Relation facade)
 {
-	SpiContext	spi;
+	SpindleSpi	spi;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1];
 	List	   *segments = NIL;
@@ -2224,7 +2194,7 @@ spindle_drop_all_spindles(Relation facade)
 	bool		drop;
 
 	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
-	spi_begin(&spi);
+	spindle_spi_begin(&spi);
 	spi_run("SELECT segment FROM spindle.spindle_catalog"
 			" WHERE relation OPERATOR(pg_catalog.=) $1 AND dropped_at IS NULL",
 			1, types, values, NULL, true);
@@ -2249,7 +2219,7 @@ spindle_drop_all_spindles(Relation facade)
 	/* and the dropped ones whose index entries were still to be removed */
 	spi_run("DELETE FROM spindle.spindle_catalog WHERE relation OPERATOR(pg_catalog.=) $1",
 			1, types, values, NULL, false);
-	spi_end(&spi);
+	spindle_spi_end(&spi);
 
 	if (drop)
 	{
@@ -2302,7 +2272,7 @@ spindle_catalog_mark_dropped(Oid facade, int64 spindle_no, int64 bytes_freed)
 int
 spindle_catalog_dropped(Oid facade, SpindleRange **out)
 {
-	SpiContext	spi;
+	SpindleSpi	spi;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1];
 	SpindleRange *result;
@@ -2310,7 +2280,7 @@ spindle_catalog_dropped(Oid facade, SpindleRange **out)
 	int			n;
 
 	values[0] = ObjectIdGetDatum(facade);
-	spi_begin(&spi);
+	spindle_spi_begin(&spi);
 	spi_run("SELECT spindle_no, vbase, vcount FROM spindle.spindle_catalog"
 			" WHERE relation OPERATOR(pg_catalog.=) $1"
 			"   AND dropped_at IS NOT NULL"
@@ -2329,7 +2299,7 @@ spindle_catalog_dropped(Oid facade, SpindleRange **out)
 		result[i].vcount = DatumGetInt64(SPI_getbinval(tup, td, 3, &isnull));
 	}
 	n = (int) SPI_processed;
-	spi_end(&spi);
+	spindle_spi_end(&spi);
 	*out = result;
 	return n;
 }
@@ -2359,13 +2329,13 @@ spindle_catalog_has_spindle(Oid facade, int64 spindle_no, int n)
 void
 spindle_catalog_forget_dropped(Oid facade, int64 *spindle_nos, int n)
 {
-	SpiContext	spi;
+	SpindleSpi	spi;
 	Oid			types[2] = {OIDOID, INT8OID};
 	Datum		values[2];
 	int			i;
 
 	values[0] = ObjectIdGetDatum(facade);
-	spi_begin(&spi);
+	spindle_spi_begin(&spi);
 	for (i = 0; i < n; i++)
 	{
 		values[1] = Int64GetDatum(spindle_nos[i]);
@@ -2375,7 +2345,7 @@ spindle_catalog_forget_dropped(Oid facade, int64 *spindle_nos, int n)
 				"   AND dropped_at IS NOT NULL",
 				2, types, values, NULL, false);
 	}
-	spi_end(&spi);
+	spindle_spi_end(&spi);
 }
 
 /*
@@ -2387,7 +2357,7 @@ spindle_catalog_forget_dropped(Oid facade, int64 *spindle_nos, int n)
 void
 spindle_catalog_set_filled(Oid facade, int64 spindle_no, TimestampTz when)
 {
-	SpiContext	spi;
+	SpindleSpi	spi;
 	Oid			types[3] = {OIDOID, INT8OID, TIMESTAMPTZOID};
 	Datum		values[3];
 	Oid			segment = InvalidOid;
@@ -2395,7 +2365,7 @@ spindle_catalog_set_filled(Oid facade, int64 spindle_no, TimestampTz when)
 	values[0] = ObjectIdGetDatum(facade);
 	values[1] = Int64GetDatum(spindle_no);
 	values[2] = TimestampTzGetDatum(when);
-	spi_begin(&spi);
+	spindle_spi_begin(&spi);
 	if (spi_run("UPDATE spindle.spindle_catalog SET filled_at = $3"
 				" WHERE relation OPERATOR(pg_catalog.=) $1"
 				"   AND spindle_no OPERATOR(pg_catalog.=) $2 AND filled_at IS NULL"
@@ -2408,7 +2378,7 @@ spindle_catalog_set_filled(Oid facade, int64 spindle_no, TimestampTz when)
 												 SPI_tuptable->tupdesc,
 												 1, &isnull));
 	}
-	spi_end(&spi);
+	spindle_spi_end(&spi);
 	if (OidIsValid(segment) &&
 		SearchSysCacheExists1(RELOID, ObjectIdGetDatum(segment)))
 		CacheInvalidateRelcacheByRelid(segment);

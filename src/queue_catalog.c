@@ -62,6 +62,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
+#include "catalog_spi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -121,37 +122,6 @@ static object_access_hook_type prev_object_access = NULL;
  * but what they say.
  * ----------------------------------------------------------------
  */
-typedef struct QueueSpi
-{
-	Oid			saved_userid;
-	int			saved_sec_context;
-	int			guc_nestlevel;
-	MemoryContext outer;
-} QueueSpi;
-
-static void
-qspi_begin(QueueSpi *ctx)
-{
-	ctx->outer = CurrentMemoryContext;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	GetUserIdAndSecContext(&ctx->saved_userid, &ctx->saved_sec_context);
-	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
-						   ctx->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	ctx->guc_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-							 true, 0, false);
-}
-
-static void
-qspi_end(QueueSpi *ctx)
-{
-	AtEOXact_GUC(true, ctx->guc_nestlevel);
-	SetUserIdAndSecContext(ctx->saved_userid, ctx->saved_sec_context);
-	SPI_finish();
-}
 
 /* Run one statement with the latest snapshot; returns SPI_processed. */
 static uint64
@@ -258,13 +228,13 @@ spindle_queue_namespace(bool missing_ok)
 static bool
 read_registry(const char *name, SpindleQueue *q)
 {
-	QueueSpi	spi;
+	SpindleSpi	spi;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	bool		found = false;
 
 	values[0] = CStringGetTextDatum(name);
-	qspi_begin(&spi);
+	spindle_spi_begin(&spi);
 	if (qspi_run("SELECT relation, max_reads, dead_letter_queue"
 				 "  FROM spindle.queue_catalog"
 				 " WHERE queue_name OPERATOR(pg_catalog.=) $1",
@@ -286,7 +256,7 @@ read_registry(const char *name, SpindleQueue *q)
 								   NAMEDATALEN);
 		found = true;
 	}
-	qspi_end(&spi);
+	spindle_spi_end(&spi);
 	return found;
 }
 
@@ -428,7 +398,7 @@ spindle_queue_check_payload_size(const SpindleQueue *q, Datum payload,
 void
 spindle_queue_register(const SpindleQueue *q)
 {
-	QueueSpi	spi;
+	SpindleSpi	spi;
 	Oid			types[4] = {TEXTOID, REGCLASSOID, INT4OID, TEXTOID};
 	Datum		values[4];
 	char		nulls[4] = {' ', ' ', ' ', ' '};
@@ -441,12 +411,12 @@ spindle_queue_register(const SpindleQueue *q)
 	values[3] = CStringGetTextDatum(q->dead_letter_queue);
 	if (q->dead_letter_queue[0] == '\0')
 		nulls[3] = 'n';
-	qspi_begin(&spi);
+	spindle_spi_begin(&spi);
 	qspi_run("INSERT INTO spindle.queue_catalog"
 			 " (queue_name, relation, max_reads, dead_letter_queue)"
 			 " VALUES ($1, $2, $3, $4)",
 			 4, types, values, nulls, false);
-	qspi_end(&spi);
+	spindle_spi_end(&spi);
 	/* forget anything cached about the relation (is it a queue?) */
 	CacheInvalidateRelcacheByRelid(q->relid);
 }
@@ -458,13 +428,13 @@ spindle_queue_register(const SpindleQueue *q)
 bool
 spindle_queue_dead_letter_user(const char *name, char *user)
 {
-	QueueSpi	spi;
+	SpindleSpi	spi;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	bool		found = false;
 
 	values[0] = CStringGetTextDatum(name);
-	qspi_begin(&spi);
+	spindle_spi_begin(&spi);
 	if (qspi_run("SELECT queue_name FROM spindle.queue_catalog"
 				 " WHERE dead_letter_queue OPERATOR(pg_catalog.=) $1"
 				 "   AND queue_name OPERATOR(pg_catalog.<>) $1"
@@ -477,7 +447,7 @@ spindle_queue_dead_letter_user(const char *name, char *user)
 		strlcpy(user, u, NAMEDATALEN);
 		found = true;
 	}
-	qspi_end(&spi);
+	spindle_spi_end(&spi);
 	return found;
 }
 
@@ -500,14 +470,14 @@ spindle_queue_lock_registry(void)
 static bool
 queue_of_relation(Oid relid, char *name)
 {
-	QueueSpi	spi;
+	SpindleSpi	spi;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(relid)};
 	bool		found = false;
 
 	if (!registry_exists())
 		return false;
-	qspi_begin(&spi);
+	spindle_spi_begin(&spi);
 	if (qspi_run("SELECT queue_name FROM spindle.queue_catalog"
 				 " WHERE relation OPERATOR(pg_catalog.=) $1",
 				 1, types, values, NULL, true) > 0)
@@ -516,7 +486,7 @@ queue_of_relation(Oid relid, char *name)
 								   SPI_tuptable->tupdesc, 1), NAMEDATALEN);
 		found = true;
 	}
-	qspi_end(&spi);
+	spindle_spi_end(&spi);
 	return found;
 }
 
@@ -524,18 +494,18 @@ queue_of_relation(Oid relid, char *name)
 static void
 forget_queue_relation(Oid relid)
 {
-	QueueSpi	spi;
+	SpindleSpi	spi;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(relid)};
 
 	if (!registry_exists())
 		return;
-	qspi_begin(&spi);
+	spindle_spi_begin(&spi);
 	if (qspi_run("DELETE FROM spindle.queue_catalog"
 				 " WHERE relation OPERATOR(pg_catalog.=) $1",
 				 1, types, values, NULL, false) > 0)
 		registry_rows_deleted = true;
-	qspi_end(&spi);
+	spindle_spi_end(&spi);
 }
 
 /*
@@ -547,13 +517,13 @@ forget_queue_relation(Oid relid)
 static void
 check_dead_letter_queues(void)
 {
-	QueueSpi	spi;
+	SpindleSpi	spi;
 	char	   *user = NULL;
 	char	   *dlq = NULL;
 
 	if (!registry_exists())
 		return;
-	qspi_begin(&spi);
+	spindle_spi_begin(&spi);
 	if (qspi_run("SELECT q.queue_name, q.dead_letter_queue"
 				 "  FROM spindle.queue_catalog q"
 				 " WHERE q.dead_letter_queue IS NOT NULL"
@@ -568,7 +538,7 @@ check_dead_letter_queues(void)
 		dlq = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		MemoryContextSwitchTo(old);
 	}
-	qspi_end(&spi);
+	spindle_spi_end(&spi);
 	if (user != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),

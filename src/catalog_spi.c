@@ -1,0 +1,46 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog_spi.c
+ *	  Connect SPI to run statements on spindle's own catalog tables
+ *	  (spindle.spindle_catalog, table_catalog, queue_catalog) as the
+ *	  bootstrap superuser, with a search_path of pg_catalog only.
+ *
+ * The caller's search_path must not be able to put a function or operator
+ * of its own under a name the statements use (every name is
+ * schema-qualified too), and SECURITY_RESTRICTED_OPERATION keeps them from
+ * changing anything but what they say.  Takes no lock itself.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_authid.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+#include "catalog_spi.h"
+
+void
+spindle_spi_begin(SpindleSpi *ctx)
+{
+	ctx->outer = CurrentMemoryContext;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	GetUserIdAndSecContext(&ctx->saved_userid, &ctx->saved_sec_context);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+						   ctx->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	ctx->guc_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+}
+
+void
+spindle_spi_end(SpindleSpi *ctx)
+{
+	AtEOXact_GUC(true, ctx->guc_nestlevel);
+	SetUserIdAndSecContext(ctx->saved_userid, ctx->saved_sec_context);
+	SPI_finish();
+}

@@ -1,0 +1,25 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog_spi.h
+ *	  SPI on spindle's own catalog tables as the bootstrap superuser
+ *	  (catalog_spi.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SPINDLE_CATALOG_SPI_H
+#define SPINDLE_CATALOG_SPI_H
+
+#include "utils/memutils.h"
+
+typedef struct SpindleSpi
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+	int			guc_nestlevel;
+	MemoryContext outer;		/* results that outlive SPI_finish go here */
+} SpindleSpi;
+
+extern void spindle_spi_begin(SpindleSpi *ctx);
+extern void spindle_spi_end(SpindleSpi *ctx);
+
+#endif							/* SPINDLE_CATALOG_SPI_H */
