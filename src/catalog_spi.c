@@ -17,7 +17,9 @@
 #include "catalog/pg_authid.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "access/xact.h"
 #include "utils/guc.h"
+#include "utils/snapmgr.h"
 
 #include "catalog_spi.h"
 
@@ -43,4 +45,31 @@ spindle_spi_end(SpindleSpi *ctx)
 	AtEOXact_GUC(true, ctx->guc_nestlevel);
 	SetUserIdAndSecContext(ctx->saved_userid, ctx->saved_sec_context);
 	SPI_finish();
+}
+
+/*
+ * Run one statement with the latest snapshot (a REPEATABLE READ
+ * transaction must still see the catalog as it is now); a statement that
+ * writes first sees the transaction's earlier changes.  Returns
+ * SPI_processed.  Call between spindle_spi_begin and spindle_spi_end.
+ */
+uint64
+spindle_spi_exec(const char *sql, int nargs, Oid *types, Datum *values,
+				 const char *nulls, bool read_only)
+{
+	SPIPlanPtr	plan;
+	int			rc;
+
+	plan = SPI_prepare(sql, nargs, types);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	if (!read_only)
+		CommandCounterIncrement();
+	rc = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
+							  InvalidSnapshot, read_only, false, 0);
+	if (rc < 0)
+		elog(ERROR, "SPI failed for \"%s\": %s", sql,
+			 SPI_result_code_string(rc));
+	return SPI_processed;
 }

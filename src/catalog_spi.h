@@ -21,5 +21,7 @@ typedef struct SpindleSpi
 
 extern void spindle_spi_begin(SpindleSpi *ctx);
 extern void spindle_spi_end(SpindleSpi *ctx);
+extern uint64 spindle_spi_exec(const char *sql, int nargs, Oid *types,
+							   Datum *values, const char *nulls, bool read_only);
 
 #endif							/* SPINDLE_CATALOG_SPI_H */

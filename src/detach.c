@@ -169,32 +169,10 @@ spindle_detach_segments(Oid facade, List *segments)
 }
 
 /* ----------------------------------------------------------------
- * SPI on spindle's catalog, as the bootstrap superuser
- *
- * As in directory.c: a search_path of pg_catalog only and every name and
- * operator schema-qualified, so that the caller's search_path cannot put
- * anything of its own under them; the latest snapshot.
+ * SPI on spindle's catalog, as the bootstrap superuser (catalog_spi.c):
+ * every name and operator schema-qualified, the latest snapshot.
  * ----------------------------------------------------------------
  */
-
-static uint64
-spi_exec(const char *sql, int nargs, Oid *types, Datum *values, bool read_only)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
-	int			rc;
-
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
-			 SPI_result_code_string(SPI_result));
-	if (!read_only)
-		CommandCounterIncrement();
-	rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
-							  InvalidSnapshot, read_only, false, 0);
-	if (rc < 0)
-		elog(ERROR, "SPI failed for \"%s\": %s", sql,
-			 SPI_result_code_string(rc));
-	return SPI_processed;
-}
 
 /* Does spindle's catalog exist (not during DROP EXTENSION)? */
 static bool
@@ -475,10 +453,10 @@ prepare_drop_extension(DropStmt *stmt)
 		return;
 
 	spindle_spi_begin(&spi);
-	spi_exec("SELECT pg_catalog.count(*) FILTER (WHERE relation OPERATOR(pg_catalog.=) 0::pg_catalog.oid),"
-			 "       pg_catalog.count(*)"
-			 "  FROM spindle.spindle_catalog WHERE dropped_at IS NULL",
-			 0, NULL, NULL, true);
+	spindle_spi_exec("SELECT pg_catalog.count(*) FILTER (WHERE relation OPERATOR(pg_catalog.=) 0::pg_catalog.oid),"
+					 "       pg_catalog.count(*)"
+					 "  FROM spindle.spindle_catalog WHERE dropped_at IS NULL",
+					 0, NULL, NULL, NULL, true);
 	detached = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 										   SPI_tuptable->tupdesc, 1, &isnull));
 	all = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
@@ -613,10 +591,10 @@ forget_detached(Oid segment)
 	Datum		values[1] = {Int64GetDatum(-(int64) segment)};
 
 	spindle_spi_begin(&spi);
-	spi_exec("DELETE FROM spindle.spindle_catalog"
-			 " WHERE relation OPERATOR(pg_catalog.=) 0::pg_catalog.oid"
-			 "   AND spindle_no OPERATOR(pg_catalog.=) $1",
-			 1, types, values, false);
+	spindle_spi_exec("DELETE FROM spindle.spindle_catalog"
+					 " WHERE relation OPERATOR(pg_catalog.=) 0::pg_catalog.oid"
+					 "   AND spindle_no OPERATOR(pg_catalog.=) $1",
+					 1, types, values, NULL, false);
 	spindle_spi_end(&spi);
 }
 
@@ -659,10 +637,10 @@ spindle_drop_detached(int max_drops, bool wait, int64 *bytes_freed)
 
 	values[0] = Int32GetDatum(max_drops);
 	spindle_spi_begin(&spi);
-	spi_exec("SELECT segment FROM spindle.spindle_catalog"
-			 " WHERE relation OPERATOR(pg_catalog.=) 0::pg_catalog.oid"
-			 " ORDER BY spindle_no DESC LIMIT $1",
-			 1, types, values, true);
+	spindle_spi_exec("SELECT segment FROM spindle.spindle_catalog"
+					 " WHERE relation OPERATOR(pg_catalog.=) 0::pg_catalog.oid"
+					 " ORDER BY spindle_no DESC LIMIT $1",
+					 1, types, values, NULL, true);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;

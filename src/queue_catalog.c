@@ -123,28 +123,6 @@ static object_access_hook_type prev_object_access = NULL;
  * ----------------------------------------------------------------
  */
 
-/* Run one statement with the latest snapshot; returns SPI_processed. */
-static uint64
-qspi_run(const char *sql, int nargs, Oid *types, Datum *values,
-		 const char *nulls, bool read_only)
-{
-	SPIPlanPtr	plan;
-	int			rc;
-
-	plan = SPI_prepare(sql, nargs, types);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
-			 SPI_result_code_string(SPI_result));
-	if (!read_only)
-		CommandCounterIncrement();
-	rc = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
-							  InvalidSnapshot, read_only, false, 0);
-	if (rc < 0)
-		elog(ERROR, "SPI failed for \"%s\": %s", sql,
-			 SPI_result_code_string(rc));
-	return SPI_processed;
-}
-
 /* Does spindle.queue_catalog exist (not during DROP EXTENSION's end)? */
 static bool
 registry_exists(void)
@@ -235,10 +213,10 @@ read_registry(const char *name, SpindleQueue *q)
 
 	values[0] = CStringGetTextDatum(name);
 	spindle_spi_begin(&spi);
-	if (qspi_run("SELECT relation, max_reads, dead_letter_queue"
-				 "  FROM spindle.queue_catalog"
-				 " WHERE queue_name OPERATOR(pg_catalog.=) $1",
-				 1, types, values, NULL, true) > 0)
+	if (spindle_spi_exec("SELECT relation, max_reads, dead_letter_queue"
+						 "  FROM spindle.queue_catalog"
+						 " WHERE queue_name OPERATOR(pg_catalog.=) $1",
+						 1, types, values, NULL, true) > 0)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];
 		TupleDesc	td = SPI_tuptable->tupdesc;
@@ -412,10 +390,10 @@ spindle_queue_register(const SpindleQueue *q)
 	if (q->dead_letter_queue[0] == '\0')
 		nulls[3] = 'n';
 	spindle_spi_begin(&spi);
-	qspi_run("INSERT INTO spindle.queue_catalog"
-			 " (queue_name, relation, max_reads, dead_letter_queue)"
-			 " VALUES ($1, $2, $3, $4)",
-			 4, types, values, nulls, false);
+	spindle_spi_exec("INSERT INTO spindle.queue_catalog"
+					 " (queue_name, relation, max_reads, dead_letter_queue)"
+					 " VALUES ($1, $2, $3, $4)",
+					 4, types, values, nulls, false);
 	spindle_spi_end(&spi);
 	/* forget anything cached about the relation (is it a queue?) */
 	CacheInvalidateRelcacheByRelid(q->relid);
@@ -435,11 +413,11 @@ spindle_queue_dead_letter_user(const char *name, char *user)
 
 	values[0] = CStringGetTextDatum(name);
 	spindle_spi_begin(&spi);
-	if (qspi_run("SELECT queue_name FROM spindle.queue_catalog"
-				 " WHERE dead_letter_queue OPERATOR(pg_catalog.=) $1"
-				 "   AND queue_name OPERATOR(pg_catalog.<>) $1"
-				 " ORDER BY queue_name LIMIT 1",
-				 1, types, values, NULL, true) > 0)
+	if (spindle_spi_exec("SELECT queue_name FROM spindle.queue_catalog"
+						 " WHERE dead_letter_queue OPERATOR(pg_catalog.=) $1"
+						 "   AND queue_name OPERATOR(pg_catalog.<>) $1"
+						 " ORDER BY queue_name LIMIT 1",
+						 1, types, values, NULL, true) > 0)
 	{
 		char	   *u = SPI_getvalue(SPI_tuptable->vals[0],
 									 SPI_tuptable->tupdesc, 1);
@@ -478,9 +456,9 @@ queue_of_relation(Oid relid, char *name)
 	if (!registry_exists())
 		return false;
 	spindle_spi_begin(&spi);
-	if (qspi_run("SELECT queue_name FROM spindle.queue_catalog"
-				 " WHERE relation OPERATOR(pg_catalog.=) $1",
-				 1, types, values, NULL, true) > 0)
+	if (spindle_spi_exec("SELECT queue_name FROM spindle.queue_catalog"
+						 " WHERE relation OPERATOR(pg_catalog.=) $1",
+						 1, types, values, NULL, true) > 0)
 	{
 		strlcpy(name, SPI_getvalue(SPI_tuptable->vals[0],
 								   SPI_tuptable->tupdesc, 1), NAMEDATALEN);
@@ -501,9 +479,9 @@ forget_queue_relation(Oid relid)
 	if (!registry_exists())
 		return;
 	spindle_spi_begin(&spi);
-	if (qspi_run("DELETE FROM spindle.queue_catalog"
-				 " WHERE relation OPERATOR(pg_catalog.=) $1",
-				 1, types, values, NULL, false) > 0)
+	if (spindle_spi_exec("DELETE FROM spindle.queue_catalog"
+						 " WHERE relation OPERATOR(pg_catalog.=) $1",
+						 1, types, values, NULL, false) > 0)
 		registry_rows_deleted = true;
 	spindle_spi_end(&spi);
 }
@@ -524,13 +502,13 @@ check_dead_letter_queues(void)
 	if (!registry_exists())
 		return;
 	spindle_spi_begin(&spi);
-	if (qspi_run("SELECT q.queue_name, q.dead_letter_queue"
-				 "  FROM spindle.queue_catalog q"
-				 " WHERE q.dead_letter_queue IS NOT NULL"
-				 "   AND NOT EXISTS (SELECT FROM spindle.queue_catalog d"
-				 "   WHERE d.queue_name OPERATOR(pg_catalog.=) q.dead_letter_queue)"
-				 " ORDER BY q.queue_name LIMIT 1",
-				 0, NULL, NULL, NULL, true) > 0)
+	if (spindle_spi_exec("SELECT q.queue_name, q.dead_letter_queue"
+						 "  FROM spindle.queue_catalog q"
+						 " WHERE q.dead_letter_queue IS NOT NULL"
+						 "   AND NOT EXISTS (SELECT FROM spindle.queue_catalog d"
+						 "   WHERE d.queue_name OPERATOR(pg_catalog.=) q.dead_letter_queue)"
+						 " ORDER BY q.queue_name LIMIT 1",
+						 0, NULL, NULL, NULL, true) > 0)
 	{
 		MemoryContext old = MemoryContextSwitchTo(spi.outer);
 
