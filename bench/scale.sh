@@ -21,8 +21,12 @@
 #                                 droppable spindle (pgbench -T)
 #   drop_spindles, drops one      after deleting the oldest spindle's 10
 #                                 events
-#   drop_spindles, retires one    the next call, which bulk-deletes that
-#                                 spindle's index entries
+#   retire, per spindle retired   the call that removes dropped spindles'
+#                                 index entries (one pass over the index,
+#                                 once a tenth of the table is dropped),
+#                                 divided by the spindles it retires
+#   retire, the whole pass        that call (O(index), as heap's index
+#                                 vacuum: expected to grow)
 #   VACUUM t                      (pgbench -T)
 #   worker round                  spindle.worker.last_run deltas minus
 #                                 spindle.naptime (100ms for the run),
@@ -184,7 +188,34 @@ fetch() {      # fetch DB X [pgbench options]: random live ids of X
     bench "$db" -f "$tmp/fetch_$x.sql" -T "$SECS" -D lo="$lo" -D hi="$hi" "$@"
 }
 
-names=(insert_new insert_open insert_conn plan fetch fetch_prep drop_none drop_one retire_one vacuum worker)
+# Retiring: dropped spindles' index entries are removed in one pass over
+# the index once their slots are a tenth of the live ones' (maintenance.c,
+# retire_due).  Drop a tenth of the table, time the call that retires them,
+# and count it per spindle retired; then append as many events again.
+retire_round() {
+    local db=$1 live before after n ms i retired=0
+    live=$(q $db "SELECT count(*) FROM t")
+    consume $db $((live / 10 + 10))
+    for ((i = 0; i < 20 && retired == 0; i++)); do
+        before=$(waiting $db)
+        read -r n ms <<<"$(timed $db "SELECT 1;
+SELECT spindle.drop_spindles('t');")"
+        after=$(waiting $db)
+        if ((before + n > after)); then
+            retired=$((before + n - after))
+            rec retire_one $db "$(echo "$ms / $retired" | bc -l)"
+            rec retire_pass $db "$ms"
+        fi
+    done
+    ((retired > 0)) || echo "  warning: $db: no call retired the dropped spindles"
+    q $db "INSERT INTO t (body) SELECT '$PAYLOAD' FROM generate_series(1, $((live / 10 + 10)))" >/dev/null
+}
+waiting() {    # dropped spindles whose index entries are still to be removed
+    q $1 "SELECT count(*) FROM spindle.spindle_catalog
+           WHERE relation = 't'::regclass AND dropped_at IS NOT NULL"
+}
+
+names=(insert_new insert_open insert_conn plan fetch fetch_prep drop_none drop_one retire_one retire_pass vacuum worker)
 declare -A label=(
     [insert_new]="insert, new spindle every 10"
     [insert_open]="insert into the open spindle"
@@ -194,7 +225,8 @@ declare -A label=(
     [fetch_prep]="index fetch, prepared"
     [drop_none]="drop_spindles, nothing to do"
     [drop_one]="drop_spindles, drops one"
-    [retire_one]="drop_spindles, retires one"
+    [retire_one]="retire, per spindle retired"
+    [retire_pass]="retire, the whole pass"
     [vacuum]="VACUUM"
     [worker]="worker round"
 )
@@ -208,12 +240,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
         q $db "SELECT spindle.drop_spindles('t')" >/dev/null     # retires them
         # in a session that called drop_spindles once: warm caches
         timed $db "SELECT spindle.drop_spindles('t'); DELETE FROM t WHERE id IN (SELECT id FROM t ORDER BY id LIMIT 10);
-SELECT spindle.drop_spindles('t');
 SELECT spindle.drop_spindles('t');" > "$tmp/timed"
-        { read -r n ms; read -r _ ms2; } < "$tmp/timed"
+        { read -r n ms; } < "$tmp/timed"
         [[ $n == 1 ]] || echo "  warning: $db: drop_spindles dropped $n spindles, not 1"
         rec drop_one $db "$ms"
-        rec retire_one $db "$ms2"
+        retire_round $db
         rec drop_none $db "$(bench $db -f "$tmp/drop.sql" -T "$SECS")"
         for x in t h; do
             rec vacuum $db.$x "$(bench $db -f "$tmp/vacuum_$x.sql" -T "$SECS")"
@@ -224,7 +255,7 @@ SELECT spindle.drop_spindles('t');" > "$tmp/timed"
     done
     echo "  round $r/$ROUNDS done"
 done
-for m in insert_new drop_none drop_one retire_one; do
+for m in insert_new drop_none drop_one retire_one retire_pass; do
     for db in $DB10 $DB10K; do mv "$tmp/$m.$db" "$tmp/$m.$db.t"; done
 done
 

@@ -56,7 +56,10 @@ CREATE INDEX spindle_catalog_vbase ON spindle.spindle_catalog (relation, vbase)
 CREATE TABLE spindle.table_catalog (
     relation          oid PRIMARY KEY,
     spindles_dropped  bigint NOT NULL DEFAULT 0,
-    bytes_freed       bigint NOT NULL DEFAULT 0
+    bytes_freed       bigint NOT NULL DEFAULT 0,
+    -- virtual slots of dropped spindles whose index entries are still to
+    -- be removed (maintenance retires them in batches)
+    retire_slots      bigint NOT NULL DEFAULT 0
 );
 REVOKE ALL ON spindle.spindle_catalog, spindle.table_catalog FROM PUBLIC;
 

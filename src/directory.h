@@ -54,6 +54,7 @@ typedef struct SpindleDirectory
 	TimestampTz est_at;			/* ... and when it was computed, or 0 */
 	int			est_full;		/* leading spindles known full ... */
 	double		est_full_events;	/* ... and their events (facade_am.c) */
+	bool		partial;		/* only the newest spindles: for inserts */
 
 	/* the rest is private to directory.c: how it is kept up to date */
 	int			nalloc;			/* room in spindles[] */
@@ -90,6 +91,7 @@ typedef struct SpindleRange
 
 extern void spindle_directory_init(void);
 extern SpindleDirectory *spindle_directory_acquire(Relation facade);
+extern SpindleDirectory *spindle_directory_acquire_tail(Relation facade);
 extern void spindle_directory_release(SpindleDirectory *dir);
 extern void spindle_directory_forget(Oid facade);
 extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);
@@ -102,11 +104,13 @@ extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
 extern void spindle_register_table(Oid facade);
 extern void spindle_forget_table(Oid facade);
 extern void spindle_drop_all_spindles(Relation facade);
-extern void spindle_catalog_mark_dropped(Oid facade, int64 spindle_no,
+extern void spindle_catalog_mark_dropped(Oid facade, const SpindleEntry *sp,
 										 int64 bytes_freed);
+extern int64 spindle_catalog_retire_slots(Oid facade);
 extern int	spindle_catalog_dropped(Oid facade, SpindleRange **out);
 extern bool spindle_catalog_has_spindle(Oid facade, int64 spindle_no, int n);
-extern void spindle_catalog_forget_dropped(Oid facade, int64 *spindle_nos, int n);
+extern void spindle_catalog_forget_dropped(Oid facade, const SpindleRange *ranges,
+										   int n);
 extern void spindle_catalog_set_filled(Oid facade, int64 spindle_no,
 									   TimestampTz when);
 extern void spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity);

@@ -268,7 +268,7 @@ obtain_spindles(Relation facade, int64 need, int64 capacity,
 		!CheckRelationLockedByMe(facade, AccessExclusiveLock, false) &&
 		!spindle_creation_locked_by_me(RelationGetRelid(facade)))
 	{
-		dir = spindle_directory_acquire(facade);
+		dir = spindle_directory_acquire_tail(facade);
 		before = dir->nspindles > 0 ?
 			dir->spindles[dir->nspindles - 1].spindle_no : 0;
 		spindle_directory_release(dir);
@@ -277,7 +277,7 @@ obtain_spindles(Relation facade, int64 need, int64 capacity,
 			bool		made;
 
 			AcceptInvalidationMessages();
-			dir = spindle_directory_acquire(facade);
+			dir = spindle_directory_acquire_tail(facade);
 			made = dir->nspindles > 0 &&
 				dir->spindles[dir->nspindles - 1].spindle_no > before;
 			spindle_directory_release(dir);
@@ -391,7 +391,7 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 				 errdetail("Changing the columns of a spindle table would rewrite it into new storage."),
 				 errhint("Create a new spindle table and copy the events with INSERT ... SELECT.")));
 	CheckForSerializableConflictIn(facade, NULL, InvalidBlockNumber);
-	dir = spindle_directory_acquire(facade);
+	dir = spindle_directory_acquire_tail(facade);
 	while (done < nslots)
 	{
 		Relation	seg = NULL;
@@ -445,7 +445,7 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 				obtain_spindles(facade, nslots - done, capacity, bistate);
 			else
 				AcceptInvalidationMessages();
-			dir = spindle_directory_acquire(facade);
+			dir = spindle_directory_acquire_tail(facade);
 			continue;
 		}
 		sp = &dir->spindles[i];
@@ -999,14 +999,14 @@ facade_relation_copy_for_cluster(Relation OldTable, Relation NewTable,
 /*
  * VACUUM of a spindle table: remove the index entries of spindles whose
  * drop has committed (and of rolled-back creations) and give their TID
- * ranges back, and let each spindle's own vacuum (segment_am.c) do what it
+ * ranges back, however few they are, and let each spindle's own vacuum (segment_am.c) do what it
  * may.  The caller holds ShareUpdateExclusiveLock on the facade.
  */
 static void
 facade_relation_vacuum(Relation rel, struct VacuumParams *params,
 					   BufferAccessStrategy bstrategy)
 {
-	spindle_cleanup_dropped(rel);
+	spindle_cleanup_dropped(rel, true);
 	spindle_vacuum_spindles(rel, params, bstrategy);
 }
 

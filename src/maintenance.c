@@ -386,8 +386,7 @@ drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
 	ObjectAddressSet(addr, RelationRelationId, sp->segment);
 	performDeletion(&addr, DROP_RESTRICT,
 					PERFORM_DELETION_INTERNAL | PERFORM_DELETION_QUIETLY);
-	spindle_catalog_mark_dropped(RelationGetRelid(facade), sp->spindle_no,
-								 bytes);
+	spindle_catalog_mark_dropped(RelationGetRelid(facade), sp, bytes);
 	return bytes;
 }
 
@@ -417,7 +416,7 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 		return 0;
 
 	/* first retire the index entries of spindles dropped before */
-	spindle_cleanup_dropped(facade);
+	spindle_cleanup_dropped(facade, false);
 
 	/* then learn which spindles deletes touched since the last call */
 	spindle_touched_sync();
@@ -575,6 +574,33 @@ bulk_delete_ranges(Relation facade, RetiredRanges *r)
 }
 
 /*
+ * Are the dropped spindles whose index entries are still to be removed
+ * worth a pass over every index now?  A pass costs the size of the indexes
+ * whatever it removes, as heap's index vacuum does, so it waits (as
+ * autovacuum waits for a share of dead tuples) until the slots to retire
+ * are a tenth of those of the table's live spindles: each dropped slot
+ * then costs a bounded share of a pass, however many spindles the table
+ * has.  It does not wait once half of the table's virtual slots are taken
+ * (the ranges are needed back), nor when nothing is live.
+ */
+static bool
+retire_due(Relation facade)
+{
+	int64		pending = spindle_catalog_retire_slots(RelationGetRelid(facade));
+	int64		live = 0;
+	SpindleDirectory *dir;
+	int			i;
+
+	if (pending <= 0)
+		return false;
+	dir = spindle_directory_acquire(facade);
+	for (i = 0; i < dir->nspindles; i++)
+		live += dir->spindles[i].vcount;
+	spindle_directory_release(dir);
+	return pending * 10 >= live || (pending + live) * 2 >= SPINDLE_VSLOTS;
+}
+
+/*
  * Give back the TID ranges nobody can use any more: those of spindles whose
  * drop has committed, and those of spindle creations that rolled back
  * (pending ranges whose creator ended without a catalog row).  Their index
@@ -582,31 +608,26 @@ bulk_delete_ranges(Relation facade, RetiredRanges *r)
  * ranges are retired, then their slot map entries are zeroed, then the
  * ranges are forgotten, so a TID never comes to mean another event while
  * an index holds it.  Pending ranges of committed creations are forgotten
- * too (the catalog has them).  The caller holds ShareUpdateExclusiveLock on
- * the facade (which also keeps VACUUM of the facade from bulk-deleting the
- * same indexes at once).
+ * too (the catalog has them).  Dropped spindles wait for retire_due()
+ * unless force (VACUUM) or a rolled-back creation needs a pass anyway.
+ * The caller holds ShareUpdateExclusiveLock on the facade (which also
+ * keeps VACUUM of the facade from bulk-deleting the same indexes at once).
  */
 void
-spindle_cleanup_dropped(Relation facade)
+spindle_cleanup_dropped(Relation facade, bool force)
 {
 	Oid			relid = RelationGetRelid(facade);
-	SpindleRange *dropped;
-	int			ndropped = spindle_catalog_dropped(relid, &dropped);
+	SpindleRange *dropped = NULL;
+	int			ndropped = 0;
 	SpindlePending pending[SPINDLE_MAX_PENDING];
 	int			npending = spindle_pending_read(facade, pending);
 	int64	   *finished = palloc(sizeof(int64) * Max(npending, 1));
-	int64	   *dropped_nos = palloc(sizeof(int64) * Max(ndropped, 1));
 	int			nfinished = 0;
+	SpindleRange *rolled_back = palloc(sizeof(SpindleRange) * Max(npending, 1));
+	int			nrolled_back = 0;
 	RetiredRanges r;
 	int			i;
 
-	r.ranges = palloc(sizeof(SpindleRange) * (ndropped + npending + 1));
-	r.n = 0;
-	for (i = 0; i < ndropped; i++)
-	{
-		r.ranges[r.n++] = dropped[i];
-		dropped_nos[i] = dropped[i].spindle_no;
-	}
 	for (i = 0; i < npending; i++)
 	{
 		/* in progress first: then the catalog read sees a commit */
@@ -617,12 +638,21 @@ spindle_cleanup_dropped(Relation facade)
 										 pending[i].nspindles))
 		{
 			/* rolled back: its inserts may have left index entries */
-			r.ranges[r.n].spindle_no = pending[i].spindle_no;
-			r.ranges[r.n].vbase = pending[i].vbase;
-			r.ranges[r.n].vcount = pending[i].vcount;
-			r.n++;
+			rolled_back[nrolled_back].spindle_no = pending[i].spindle_no;
+			rolled_back[nrolled_back].vbase = pending[i].vbase;
+			rolled_back[nrolled_back].vcount = pending[i].vcount;
+			nrolled_back++;
 		}
 	}
+	if (force || nrolled_back > 0 || retire_due(facade))
+		ndropped = spindle_catalog_dropped(relid, &dropped);
+
+	r.ranges = palloc(sizeof(SpindleRange) * (ndropped + nrolled_back + 1));
+	r.n = 0;
+	for (i = 0; i < ndropped; i++)
+		r.ranges[r.n++] = dropped[i];
+	for (i = 0; i < nrolled_back; i++)
+		r.ranges[r.n++] = rolled_back[i];
 
 	if (r.n > 0)
 	{
@@ -630,11 +660,11 @@ spindle_cleanup_dropped(Relation facade)
 		for (i = 0; i < r.n; i++)
 			spindle_slotmap_clear(facade, r.ranges[i].vbase, r.ranges[i].vcount);
 	}
-	spindle_catalog_forget_dropped(relid, dropped_nos, ndropped);
+	spindle_catalog_forget_dropped(relid, dropped, ndropped);
 	spindle_pending_remove(facade, finished, nfinished);
 	pfree(r.ranges);
 	pfree(finished);
-	pfree(dropped_nos);
+	pfree(rolled_back);
 }
 
 /*
