@@ -2052,6 +2052,66 @@ forget_committed_pending(Relation facade)
 	pfree(done);
 }
 
+/* Release every lock this backend holds on the object with this tag. */
+static void
+release_all_modes(LOCKTAG *tag)
+{
+	LOCKMODE	mode;
+
+	for (mode = AccessShareLock; mode <= AccessExclusiveLock; mode++)
+		while (LockHeldByMe(tag, mode))
+			LockRelease(tag, mode, false);
+}
+
+/*
+ * Give up the locks that creating spindle relation `segment` took: on it,
+ * its TOAST table and TOAST index, and its row type (about five per
+ * spindle).  Nobody else can see a relation before its creator commits, so
+ * core takes them only "because it doesn't hurt" (heap.c); a transaction
+ * that creates many spindles (CREATE TABLE AS, a COPY into a table created
+ * in the same transaction, as pg_restore --single-transaction does) would
+ * otherwise fill the shared lock table with them.  Once it commits, the
+ * rules for spindles apply: nobody needs a lock on one but while using it.
+ */
+static void
+release_creation_locks(Oid segment)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(segment));
+	Oid			toast = InvalidOid;
+	Oid			rowtype = InvalidOid;
+	LOCKTAG		tag;
+
+	if (HeapTupleIsValid(tup))
+	{
+		toast = ((Form_pg_class) GETSTRUCT(tup))->reltoastrelid;
+		rowtype = ((Form_pg_class) GETSTRUCT(tup))->reltype;
+		ReleaseSysCache(tup);
+	}
+	if (OidIsValid(toast))
+	{
+		Relation	trel = relation_open(toast, NoLock);
+		List	   *indexes = RelationGetIndexList(trel);
+		ListCell   *lc;
+
+		relation_close(trel, NoLock);
+		foreach(lc, indexes)
+		{
+			SET_LOCKTAG_RELATION(tag, MyDatabaseId, lfirst_oid(lc));
+			release_all_modes(&tag);
+		}
+		list_free(indexes);
+		SET_LOCKTAG_RELATION(tag, MyDatabaseId, toast);
+		release_all_modes(&tag);
+	}
+	if (OidIsValid(rowtype))
+	{
+		SET_LOCKTAG_OBJECT(tag, MyDatabaseId, TypeRelationId, rowtype, 0);
+		release_all_modes(&tag);
+	}
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, segment);
+	release_all_modes(&tag);
+}
+
 /*
  * Create the relation of one spindle (and its TOAST table) and record it,
  * with its range of virtual slots [vbase, vbase + vcount) recorded as
@@ -2144,6 +2204,7 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity,
 				  " VALUES ($1, $2, $3, $4, $5, $6)",
 				  6, types, values);
 	writing_creation = false;
+	release_creation_locks(segment);
 }
 
 /*

@@ -17,10 +17,13 @@
  * obtained AccessExclusiveLock on it without waiting, and only once every
  * event in it is dead to every snapshot, so anything a transaction can
  * still see, or has written, keeps its spindle; the lock need only cover
- * the time this backend holds pins on the spindle's pages.  Writers keep
- * their spindle locks to the end of the transaction; index fetches release
- * theirs when they move to another spindle, so a plan or a scan holds a
- * few spindle locks, not one per spindle.
+ * the time this backend holds pins on the spindle's pages ("Spindle
+ * locks").  So every row operation here releases its spindle's lock when
+ * it returns (a spindle its transaction wrote in stays busy, hence
+ * undroppable, until the transaction ends), and index fetches release
+ * theirs when they move to another spindle: a plan, a scan or a DELETE
+ * over the whole table holds a few spindle locks, not one per spindle, so
+ * the shared lock table bounds no table's number of spindles.
  *
  * UPDATE purges the old version (heap_delete with changingPart, which marks
  * it "moved") and appends the new one to the open spindle.  A concurrent
@@ -473,7 +476,7 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 		store_events(facade, seg, sp, &slots[done], got, k0, cid,
 					 options, bistate, speculative, specToken);
 		spindle_slots_placed(sp);
-		relation_close(seg, NoLock);
+		relation_close(seg, RowExclusiveLock);
 		done += got;
 	}
 	spindle_directory_release(dir);
@@ -520,7 +523,7 @@ facade_tuple_complete_speculative(Relation rel, TupleTableSlot *slot,
 		heap_finish_speculative(seg, &ptid);
 	else
 		heap_abort_speculative(seg, &ptid);
-	relation_close(seg, NoLock);
+	relation_close(seg, RowExclusiveLock);
 }
 
 /* Put a failure's ctid back into virtual terms (it is the target or a marker). */
@@ -552,7 +555,8 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 		spindle_note_touched(RelationGetRelid(rel), sp.spindle_no);
 	else
 		fix_failure_tid(tmfd, &ptid, tid);
-	relation_close(seg, NoLock);
+	/* the delete, not the lock, keeps the spindle (see the header) */
+	relation_close(seg, RowExclusiveLock);
 	return result;
 }
 
@@ -599,7 +603,7 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 	fix_failure_tid(tmfd, &ptid, &vtid);
 	if (!TTS_EMPTY(slot))
 		spindle_slot_set_identity(slot, rel, &vtid);
-	relation_close(seg, NoLock);
+	relation_close(seg, RowShareLock);
 	return result;
 }
 
@@ -622,7 +626,7 @@ facade_tuple_fetch_row_version(Relation rel, ItemPointer tid,
 		found = heap_methods->tuple_fetch_row_version(seg, &ptid, snapshot, slot);
 	if (found)
 		spindle_slot_set_identity(slot, rel, &vtid);
-	relation_close(seg, NoLock);
+	relation_close(seg, AccessShareLock);
 	return found;
 }
 

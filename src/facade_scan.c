@@ -626,7 +626,8 @@ facade_index_build_range_scan(Relation table_rel, Relation index_rel,
 			continue;
 		reltuples += build_spindle(&bs, seg, &dir->spindles[i], index_rel,
 								   index_info, anyvisible);
-		relation_close(seg, NoLock);
+		/* the facade's ShareLock keeps writers out; one spindle at a time */
+		relation_close(seg, ShareLock);
 	}
 	spindle_directory_release(dir);
 	return reltuples;

@@ -686,7 +686,8 @@ spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
 		if (seg == NULL)
 			continue;
 		spindle_segment_vacuum(seg, params, bstrategy);
-		relation_close(seg, NoLock);
+		/* one spindle's lock at a time, however many the table has */
+		relation_close(seg, ShareUpdateExclusiveLock);
 	}
 	spindle_directory_release(dir);
 }
