@@ -422,19 +422,21 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 	spindle_touched_sync();
 
 	dir = spindle_directory_acquire(facade);
-	spindle_settled_begin(&pass, RelationGetRelid(facade), dir->nspindles);
+	/* the directory remembers its table's pg_class xmin: see touched.c */
+	spindle_settled_begin(&pass, RelationGetRelid(facade), dir->class_xmin);
 	for (i = 0; i < dir->nspindles && ndropped < max_drops; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
 		Relation	seg;
 		SpindleCounts c;
 		int64		bytes;
+		int			run;
 
 		if (sp->capacity == 0)
 			continue;			/* a single spindle, never dropped */
-		if (spindle_settled_check(&pass, sp) && sp->filled_at != 0)
+		if ((run = spindle_settled_run(&pass, dir, i)) > 0)
 		{
-			spindle_settled_add(&pass, sp);
+			i += run - 1;		/* settled, and so are the next run - 1 */
 			continue;
 		}
 		seg = spindle_open_segment(facade, sp, AccessShareLock);
@@ -453,7 +455,7 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 		{
 			/* only a delete can make it droppable now: pass it over */
 			if (c.live > 0 && c.busy == 0)
-				spindle_settled_add(&pass, sp);
+				spindle_settled_add(&pass, dir, i);
 			relation_close(seg, AccessShareLock);
 			continue;
 		}

@@ -32,10 +32,17 @@
  * ever an optimisation: forgetting it costs time, never a wrong drop (a
  * drop always recounts under AccessExclusiveLock).
  *
- * A backend keeps, per table, the settled spindles in spindle-number order
- * with their creation times (a spindle number is never reused by a table,
- * but a table's OID may be after it is dropped), so a maintenance pass
- * walks them beside the directory without a lookup per spindle.
+ * A backend keeps, per table, its settled spindles as runs of spindle
+ * numbers (first..last: every spindle so numbered that still exists is
+ * settled), so a maintenance pass over a table whose full spindles are all
+ * settled costs one binary search of the directory per run, not a look at
+ * each spindle; a delete splits the run it falls in.  New spindles never
+ * fall in a run (spindle numbers only increase), and the runs are kept
+ * with the xmin of the table's pg_class row, so that a table given new
+ * storage (TRUNCATE) or a new table with the same OID starts with none.
+ * A spindle whose fill time no slot counter knew stays without one in the
+ * directory once settled (only the fill times maintenance learns are
+ * recorded).
  *
  * Locks: none.  Notes are written with an atomic fetch-and-add of the
  * ring position; each note carries its position, written last, so a reader
@@ -87,12 +94,13 @@ static uint64 read_pos = 0;
 static bool read_started = false;
 static uint64 stalled_at = PG_UINT64_MAX;
 
-/* The settled spindles of one table, in spindle_no order. */
+/* The settled spindles of one table: runs in spindle_no order. */
 typedef struct SettledTable
 {
 	Oid			facade;			/* hash key */
+	TransactionId version;		/* of the table's pg_class row */
 	int			n;
-	SettledSpindle *items;		/* in TopMemoryContext, or NULL */
+	SettledRun *runs;			/* in TopMemoryContext, or NULL */
 } SettledTable;
 
 static HTAB *settled_tables = NULL;
@@ -174,9 +182,9 @@ forget_settled(void)
 	hash_seq_init(&status, settled_tables);
 	while ((t = hash_seq_search(&status)) != NULL)
 	{
-		if (t->items)
-			pfree(t->items);
-		t->items = NULL;
+		if (t->runs)
+			pfree(t->runs);
+		t->runs = NULL;
 		t->n = 0;
 	}
 }
@@ -204,7 +212,8 @@ settled_table(Oid facade, bool create)
 	if (create && !found)
 	{
 		t->n = 0;
-		t->items = NULL;
+		t->runs = NULL;
+		t->version = InvalidTransactionId;
 	}
 	return t;
 }
@@ -214,6 +223,7 @@ static void
 unsettle(Oid facade, int64 spindle_no)
 {
 	SettledTable *t = settled_table(facade, false);
+	SettledRun *r;
 	int			lo = 0,
 				hi;
 
@@ -224,15 +234,38 @@ unsettle(Oid facade, int64 spindle_no)
 	{
 		int			mid = lo + (hi - lo) / 2;
 
-		if (t->items[mid].spindle_no == spindle_no)
-		{
-			t->items[mid].created_at = 0;	/* matches no spindle */
-			return;
-		}
-		if (t->items[mid].spindle_no < spindle_no)
+		if (t->runs[mid].last < spindle_no)
 			lo = mid + 1;
-		else
+		else if (t->runs[mid].first > spindle_no)
 			hi = mid - 1;
+		else
+		{
+			lo = mid;
+			break;
+		}
+	}
+	if (lo >= t->n || t->runs[lo].first > spindle_no ||
+		t->runs[lo].last < spindle_no)
+		return;
+	r = &t->runs[lo];
+	if (r->first == r->last)
+	{
+		memmove(r, r + 1, sizeof(SettledRun) * (t->n - lo - 1));
+		t->n--;
+	}
+	else if (r->first == spindle_no)
+		r->first++;
+	else if (r->last == spindle_no)
+		r->last--;
+	else
+	{
+		/* split it in two around spindle_no */
+		t->runs = repalloc(t->runs, sizeof(SettledRun) * (t->n + 1));
+		r = &t->runs[lo];
+		memmove(r + 1, r, sizeof(SettledRun) * (t->n - lo));
+		t->n++;
+		r[0].last = spindle_no - 1;
+		r[1].first = spindle_no + 1;
 	}
 }
 
@@ -298,87 +331,136 @@ spindle_touched_sync(void)
 
 /*
  * A maintenance pass over the spindles of one table, in spindle_no order:
- * spindle_settled_check() says whether a spindle was settled,
- * spindle_settled_add() records one as settled after this pass (the
- * caller adds those it passes over as well as those it found settled), and
- * spindle_settled_end() keeps the result.  The new list is built in the
- * caller's memory context, so an error during the pass leaves the old one.
+ * spindle_settled_run() says how many spindles from a directory index on
+ * were settled (and records them as settled after this pass: a whole run
+ * costs one binary search), spindle_settled_add() records one the caller
+ * found settled, and spindle_settled_end() keeps the result.  The runs are
+ * built in the caller's memory context, so an error during the pass leaves
+ * the old ones.  table_version is the xmin of the table's pg_class row: a
+ * table that got new storage, or another table with the same OID, starts
+ * with nothing settled.
  */
 void
-spindle_settled_begin(SettledPass *pass, Oid facade, int max_spindles)
+spindle_settled_begin(SettledPass *pass, Oid facade,
+					  TransactionId table_version)
 {
 	SettledTable *t = settled_table(facade, true);
 
+	if (t->version != table_version)
+	{
+		if (t->runs)
+			pfree(t->runs);
+		t->runs = NULL;
+		t->n = 0;
+		t->version = table_version;
+	}
 	pass->facade = facade;
 	pass->generation = settled_generation;
-	pass->old = t->items;
+	pass->old = t->runs;
 	pass->nold = t->n;
 	pass->pos = 0;
-	pass->nnew = 0;
 	pass->last_no = -1;
-	pass->items = palloc(sizeof(SettledSpindle) * Max(max_spindles, 1));
-	pass->max = Max(max_spindles, 1);
+	pass->max = t->n + 16;
+	pass->runs = palloc(sizeof(SettledRun) * pass->max);
+	pass->nnew = 0;
+	pass->last_index = -2;
 }
 
-bool
-spindle_settled_check(SettledPass *pass, const SpindleEntry *sp)
+/* Record dir's spindles i..j (consecutive in the directory) as settled. */
+static void
+add_settled(SettledPass *pass, const SpindleDirectory *dir, int i, int j)
 {
-	while (pass->pos < pass->nold &&
-		   pass->old[pass->pos].spindle_no < sp->spindle_no)
+	if (pass->nnew > 0 && pass->last_index == i - 1)
+		pass->runs[pass->nnew - 1].last = dir->spindles[j].spindle_no;
+	else
+	{
+		if (pass->nnew == pass->max)
+		{
+			pass->max *= 2;
+			pass->runs = repalloc(pass->runs, sizeof(SettledRun) * pass->max);
+		}
+		pass->runs[pass->nnew].first = dir->spindles[i].spindle_no;
+		pass->runs[pass->nnew].last = dir->spindles[j].spindle_no;
+		pass->nnew++;
+	}
+	pass->last_index = j;
+	pass->last_no = dir->spindles[j].spindle_no;
+}
+
+/*
+ * How many spindles of dir, from index i on, were settled before the pass:
+ * those the old run holding dir->spindles[i] covers.  They are recorded as
+ * settled again.  0 if dir->spindles[i] is not settled.
+ */
+int
+spindle_settled_run(SettledPass *pass, const SpindleDirectory *dir, int i)
+{
+	int64		no = dir->spindles[i].spindle_no;
+	int64		last;
+	int			lo,
+				hi;
+
+	pass->last_no = no;
+	while (pass->pos < pass->nold && pass->old[pass->pos].last < no)
 		pass->pos++;
-	pass->last_no = sp->spindle_no;
-	if (pass->pos < pass->nold &&
-		pass->old[pass->pos].spindle_no == sp->spindle_no &&
-		pass->old[pass->pos].created_at == sp->created_at &&
-		sp->created_at != 0)
-		return true;
-	return false;
+	if (pass->pos >= pass->nold || pass->old[pass->pos].first > no)
+		return 0;
+	/* the last spindle of the directory the run covers */
+	last = pass->old[pass->pos].last;
+	lo = i;
+	hi = dir->nspindles - 1;
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo + 1) / 2;
+
+		if (dir->spindles[mid].spindle_no <= last)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	add_settled(pass, dir, i, lo);
+	return lo - i + 1;
 }
 
 void
-spindle_settled_add(SettledPass *pass, const SpindleEntry *sp)
+spindle_settled_add(SettledPass *pass, const SpindleDirectory *dir, int i)
 {
-	Assert(pass->nnew == 0 ||
-		   pass->items[pass->nnew - 1].spindle_no < sp->spindle_no);
-	if (pass->nnew >= pass->max)
-		return;					/* more spindles than the pass expected */
-	pass->items[pass->nnew].spindle_no = sp->spindle_no;
-	pass->items[pass->nnew].created_at = sp->created_at;
-	pass->nnew++;
+	Assert(pass->last_no <= dir->spindles[i].spindle_no);
+	add_settled(pass, dir, i, i);
 }
 
 void
 spindle_settled_end(SettledPass *pass)
 {
 	SettledTable *t = settled_table(pass->facade, true);
-	SettledSpindle *items;
-	int			rest = 0;
+	SettledRun *runs;
+	int			n = pass->nnew;
 	int			i;
 
 	if (pass->generation != settled_generation)
 	{
 		/* notes were lost meanwhile: what this pass found may be stale */
-		pfree(pass->items);
-		pass->items = NULL;
+		pfree(pass->runs);
+		pass->runs = NULL;
 		return;
 	}
-	Assert(t->items == pass->old);
+	Assert(t->runs == pass->old);
+	runs = MemoryContextAlloc(TopMemoryContext,
+							  sizeof(SettledRun) * (pass->nnew + pass->nold - pass->pos + 1));
+	memcpy(runs, pass->runs, sizeof(SettledRun) * pass->nnew);
 	/* spindles after the last one the pass looked at keep their state */
 	for (i = pass->pos; i < pass->nold; i++)
-		if (pass->old[i].spindle_no > pass->last_no &&
-			pass->old[i].created_at != 0)
-			rest++;
-	items = MemoryContextAlloc(TopMemoryContext,
-							   sizeof(SettledSpindle) * Max(pass->nnew + rest, 1));
-	memcpy(items, pass->items, sizeof(SettledSpindle) * pass->nnew);
-	for (i = pass->pos; i < pass->nold; i++)
-		if (pass->old[i].spindle_no > pass->last_no &&
-			pass->old[i].created_at != 0)
-			items[pass->nnew++] = pass->old[i];
+	{
+		if (pass->old[i].last <= pass->last_no)
+			continue;
+		runs[n].first = Max(pass->old[i].first, pass->last_no + 1);
+		runs[n].last = pass->old[i].last;
+		n++;
+	}
 	if (pass->old != NULL)
 		pfree(pass->old);
-	t->items = items;
-	t->n = pass->nnew;
-	pfree(pass->items);
-	pass->items = NULL;
+	t->runs = runs;
+	t->n = n;
+	pfree(pass->runs);
+	pass->runs = NULL;
 }

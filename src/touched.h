@@ -11,24 +11,29 @@
 
 #include "directory.h"
 
-typedef struct SettledSpindle
+/*
+ * A run of settled spindles: every spindle of the table numbered from
+ * first to last that still exists is settled (touched.c).
+ */
+typedef struct SettledRun
 {
-	int64		spindle_no;
-	TimestampTz created_at;		/* 0: unsettled since */
-} SettledSpindle;
+	int64		first;
+	int64		last;
+} SettledRun;
 
 /* One maintenance pass over a table's spindles (touched.c). */
 typedef struct SettledPass
 {
 	Oid			facade;
 	uint64		generation;
-	SettledSpindle *old;		/* the list before the pass ... */
+	SettledRun *old;			/* the runs before the pass ... */
 	int			nold;
-	int			pos;			/* ... and how far the pass got in it */
+	int			pos;			/* ... and how far the pass got in them */
 	int64		last_no;		/* the last spindle the pass looked at */
-	SettledSpindle *items;		/* the list the pass builds */
+	SettledRun *runs;			/* the runs the pass builds */
 	int			nnew;
 	int			max;
+	int			last_index;		/* directory index of the last one added */
 } SettledPass;
 
 extern Size spindle_touched_shmem_size(void);
@@ -36,9 +41,11 @@ extern void spindle_touched_shmem_startup(void);
 extern void spindle_note_touched(Oid facade, int64 spindle_no);
 extern void spindle_touched_sync(void);
 extern void spindle_settled_begin(SettledPass *pass, Oid facade,
-								  int max_spindles);
-extern bool spindle_settled_check(SettledPass *pass, const SpindleEntry *sp);
-extern void spindle_settled_add(SettledPass *pass, const SpindleEntry *sp);
+								  TransactionId table_version);
+extern int	spindle_settled_run(SettledPass *pass, const SpindleDirectory *dir,
+								int i);
+extern void spindle_settled_add(SettledPass *pass, const SpindleDirectory *dir,
+								int i);
 extern void spindle_settled_end(SettledPass *pass);
 
 #endif							/* SPINDLE_TOUCHED_H */
