@@ -22,6 +22,20 @@
  * record per event), skipping events other transactions hold locked or
  * have deleted: those are left for the next round.
  *
+ * Locks: the caller holds the table (RowExclusiveLock).  Each spindle is
+ * locked in RowExclusiveLock mode while it is purged, and that lock (with
+ * those heap_delete takes on the spindle's TOAST table and TOAST index)
+ * is released when the spindle is done, not at commit: one purge covers
+ * every spindle of the table in one transaction, and a lock per spindle
+ * would fill the shared lock table ("out of shared memory", for every
+ * session) once the table has more spindles than it holds.  Releasing is
+ * safe because a spindle is dropped only by someone who holds its ACCESS
+ * EXCLUSIVE lock and finds every event dead to everyone: the events this
+ * transaction deleted are not dead until it commits and the horizon
+ * passes, so the spindle stays while this transaction may still need it,
+ * and this transaction touches it no more (no pin is kept).  A lock the
+ * transaction held on the spindle before (an earlier DELETE) stays held.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -40,6 +54,7 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -210,6 +225,21 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 }
 
 /*
+ * Release what a spindle's purge took under its own resource owner: its
+ * locks (only the counts taken under it: a lock this transaction held
+ * before keeps being held) and, with a warning, anything else left.
+ */
+static void
+release_spindle_owner(ResourceOwner owner)
+{
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_BEFORE_LOCKS, true, false);
+	/* not a commit: a commit would hand the locks to the parent owner */
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_LOCKS, false, false);
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_AFTER_LOCKS, true, false);
+	ResourceOwnerDelete(owner);
+}
+
+/*
  * Purge every event of the facade appended at or before `cutoff` (see the
  * header comment); returns how many events were purged.  Deletes happen in
  * the current transaction.
@@ -231,34 +261,61 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 		Relation	seg;
 		TimestampTz filled_at;
 		bool		full;
-		bool		whole;
+		bool		whole = false;
 		bool		complete = true;
 		int64		here = 0;
 		BlockNumber nblocks,
 					blk;
 		TransactionId horizon;
+		ResourceOwner saved_owner = CurrentResourceOwner;
+		ResourceOwner spindle_owner;
 
 		/* events of a spindle are never older than the spindle */
 		if (sp->created_at > cutoff)
 			break;
 		if (known_purged(sp))
 			continue;
-		seg = spindle_open_segment(facade, sp, RowExclusiveLock);
+
+		/*
+		 * The locks taken for this spindle (its own, and its TOAST table's
+		 * and TOAST index's when deletes remove out-of-line values) belong
+		 * to a resource owner of their own and are released once the
+		 * spindle is done: see the header comment.
+		 */
+		spindle_owner = ResourceOwnerCreate(saved_owner, "spindle TTL purge");
+		CurrentResourceOwner = spindle_owner;
+		PG_TRY();
+		{
+			seg = spindle_open_segment(facade, sp, RowExclusiveLock);
+			if (seg != NULL)
+			{
+				full = spindle_slots_full(facade, dir, i, &filled_at);
+				whole = full && filled_at != 0 && filled_at <= cutoff;
+
+				nblocks = RelationGetNumberOfBlocks(seg);
+				/* once per spindle: computing it scans the proc array */
+				horizon = GetOldestNonRemovableTransactionId(seg);
+				for (blk = 0; blk < nblocks; blk++)
+				{
+					CHECK_FOR_INTERRUPTS();
+					here += purge_page(seg, blk, snapshot, cid, horizon,
+									   whole ? PG_UINT32_MAX : cutoff_s,
+									   &complete);
+				}
+				relation_close(seg, NoLock);
+			}
+		}
+		PG_CATCH();
+		{
+			/* the abort releases spindle_owner with its parent */
+			CurrentResourceOwner = saved_owner;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		CurrentResourceOwner = saved_owner;
+		release_spindle_owner(spindle_owner);
 		if (seg == NULL)
 			continue;
-		full = spindle_slots_full(facade, dir, i, &filled_at);
-		whole = full && filled_at != 0 && filled_at <= cutoff;
-
-		nblocks = RelationGetNumberOfBlocks(seg);
-		/* once per spindle: computing it scans the proc array */
-		horizon = GetOldestNonRemovableTransactionId(seg);
-		for (blk = 0; blk < nblocks; blk++)
-		{
-			CHECK_FOR_INTERRUPTS();
-			here += purge_page(seg, blk, snapshot, cid, horizon,
-							   whole ? PG_UINT32_MAX : cutoff_s, &complete);
-		}
-		relation_close(seg, NoLock);
 		if (here > 0)
 			spindle_note_touched(RelationGetRelid(facade), sp->spindle_no);
 		purged += here;
