@@ -78,11 +78,15 @@ typedef struct PurgedSpindle
 {
 	Oid			segment;		/* hash key */
 	int64		spindle_no;
+	SubTransactionId subid;		/* in purged_now: the purging subxact */
 } PurgedSpindle;
 
 static HTAB *purged_spindles = NULL;
 
-/* spindles this transaction purged completely: remembered if it commits */
+/*
+ * Spindles this transaction purged completely, each with the subtransaction
+ * that purged it: remembered if that one and the transaction commit.
+ */
 static List *purged_now = NIL;
 static bool xact_callback_registered = false;
 
@@ -115,6 +119,44 @@ remember_purged(Oid segment, int64 spindle_no)
 	}
 	p = hash_search(purged_spindles, &segment, HASH_ENTER, &found);
 	p->spindle_no = spindle_no;
+}
+
+/*
+ * A purge rolled back with its subtransaction (ROLLBACK TO SAVEPOINT, an
+ * exception block) is forgotten: its events are there again.  One that
+ * commits into its parent becomes the parent's.
+ */
+static void
+ttl_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	if (purged_now == NIL)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		foreach(lc, purged_now)
+		{
+			PurgedSpindle *p = (PurgedSpindle *) lfirst(lc);
+
+			if (p->subid == mySubid)
+				p->subid = parentSubid;
+		}
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		foreach(lc, purged_now)
+		{
+			PurgedSpindle *p = (PurgedSpindle *) lfirst(lc);
+
+			if (p->subid == mySubid)
+			{
+				purged_now = foreach_delete_current(purged_now, lc);
+				pfree(p);
+			}
+		}
+	}
 }
 
 static void
@@ -150,10 +192,12 @@ purged_at_commit(SpindleEntry *sp)
 	if (!xact_callback_registered)
 	{
 		RegisterXactCallback(ttl_xact_callback, NULL);
+		RegisterSubXactCallback(ttl_subxact_callback, NULL);
 		xact_callback_registered = true;
 	}
 	p->segment = sp->segment;
 	p->spindle_no = sp->spindle_no;
+	p->subid = GetCurrentSubTransactionId();
 	purged_now = lappend(purged_now, p);
 	MemoryContextSwitchTo(old);
 }
