@@ -22,7 +22,12 @@
  * record per event), skipping events other transactions hold locked or
  * have deleted: those are left for the next round.
  *
- * Locks: the caller holds the table (RowExclusiveLock).  Each spindle is
+ * A table that a foreign key references is refused (ERROR, as TRUNCATE):
+ * a purge fires no triggers, so it would not check those keys.
+ *
+ * Locks: the table in RowExclusiveLock mode, as DELETE (purge_expired
+ * holds it already; the worker's step upgrades its AccessShareLock,
+ * within its lock_timeout).  Each spindle is
  * locked in RowExclusiveLock mode while it is purged, and that lock (with
  * those heap_delete takes on the spindle's TOAST table and TOAST index)
  * is released when the spindle is done, not at commit: one purge covers
@@ -44,13 +49,18 @@
 #include "access/relation.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/genam.h"
+#include "access/table.h"
+#include "catalog/pg_constraint.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -284,6 +294,53 @@ release_spindle_owner(ResourceOwner owner)
 }
 
 /*
+ * A purge deletes events without firing triggers, so it would skip the
+ * checks of the foreign keys that reference the table and leave their rows
+ * orphaned: refuse, as TRUNCATE refuses.  The caller holds the table in
+ * RowExclusiveLock mode, which keeps out ADD FOREIGN KEY (SHARE ROW
+ * EXCLUSIVE on the referenced table) until it ends.
+ */
+static void
+refuse_if_referenced(Relation facade)
+{
+	Relation	conrel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Oid			referencing = InvalidOid;
+
+	/* the foreign keys referencing a table give it triggers */
+	if (!facade->rd_rel->relhastriggers)
+		return;
+	/* as heap_truncate_find_FKs, which leaves out self-references */
+	conrel = table_open(ConstraintRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_constraint_confrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(RelationGetRelid(facade)));
+	scan = systable_beginscan(conrel, InvalidOid, false, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tuple);
+
+		if (con->contype == CONSTRAINT_FOREIGN)
+		{
+			referencing = con->conrelid;
+			break;
+		}
+	}
+	systable_endscan(scan);
+	table_close(conrel, AccessShareLock);
+	if (OidIsValid(referencing))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot purge expired events of \"%s\": a foreign key constraint references it",
+						RelationGetRelationName(facade)),
+				 errdetail("Table \"%s\" references \"%s\", and a purge does not check foreign keys.",
+						   get_rel_name(referencing),
+						   RelationGetRelationName(facade)),
+				 errhint("Delete expired events with DELETE, or drop the foreign key constraint.")));
+}
+
+/*
  * Purge every event of the facade appended at or before `cutoff` (see the
  * header comment); returns how many events were purged.  Deletes happen in
  * the current transaction.
@@ -297,6 +354,10 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 	uint32		cutoff_s = spindle_time_floor(cutoff);
 	int64		purged = 0;
 	int			i;
+
+	/* DELETE's lock (the worker's step holds only AccessShareLock) */
+	LockRelationOid(RelationGetRelid(facade), RowExclusiveLock);
+	refuse_if_referenced(facade);
 
 	dir = spindle_directory_acquire(facade);
 	for (i = 0; i < dir->nspindles; i++)
