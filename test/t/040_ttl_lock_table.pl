@@ -124,11 +124,29 @@ SELECT count(*) FROM spindle.spindles WHERE relation IN ('plain'::regclass, 'toa
 	0,
 	'every purged spindle was dropped');
 
-# the worker applies time_to_live to such a table
+# the worker applies time_to_live to such a table; it deletes under
+# DELETE's lock, so not while someone keeps writes out (LOCK TABLE ...
+# SHARE, CREATE INDEX), and it does not wait or fail meanwhile
 $node->safe_psql('postgres',
 	q{ALTER TABLE byworker SET (time_to_live = '1 s')});
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN');
+$locker->query_safe('LOCK TABLE byworker IN SHARE MODE');
 $node->append_conf('postgresql.conf', 'spindle.enable_worker = on');
 $node->reload;
+ok( defined wait_for(
+		$node, 'postgres',
+		q{SELECT last_run IS NOT NULL FROM spindle.worker}, 30),
+	'the worker runs');
+sleep 2;
+is($node->safe_psql('postgres', 'SELECT count(*) FROM byworker'),
+	$nevents, 'no purge while the table is locked in SHARE mode');
+is( $node->safe_psql(
+		'postgres', q{SELECT coalesce(last_error, '') FROM spindle.worker}),
+	'',
+	'and no error either');
+$locker->query_safe('COMMIT');
+$locker->quit;
 ok( defined wait_for(
 		$node, 'postgres', q{SELECT count(*) = 0 FROM byworker}, 60),
 	'the worker purged every expired event of byworker');
