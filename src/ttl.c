@@ -26,8 +26,8 @@
  * a purge fires no triggers, so it would not check those keys.
  *
  * Locks: the table in RowExclusiveLock mode, as DELETE (purge_expired
- * holds it already; the worker's step upgrades its AccessShareLock,
- * within its lock_timeout).  Each spindle is
+ * holds it already; the worker's step takes it only if it can at once,
+ * else it purges at its next round).  Each spindle is
  * locked in RowExclusiveLock mode while it is purged, and that lock (with
  * those heap_delete takes on the spindle's TOAST table and TOAST index)
  * is released when the spindle is done, not at commit: one purge covers
@@ -355,8 +355,14 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 	int64		purged = 0;
 	int			i;
 
-	/* DELETE's lock (the worker's step holds only AccessShareLock) */
-	LockRelationOid(RelationGetRelid(facade), RowExclusiveLock);
+	/*
+	 * DELETE's lock.  purge_expired() holds it; the worker's step holds
+	 * AccessShareLock and never waits: while someone keeps writes out
+	 * (CREATE INDEX, LOCK TABLE ... SHARE) it purges at its next round.
+	 */
+	if (!CheckRelationLockedByMe(facade, RowExclusiveLock, true) &&
+		!ConditionalLockRelationOid(RelationGetRelid(facade), RowExclusiveLock))
+		return 0;
 	refuse_if_referenced(facade);
 
 	dir = spindle_directory_acquire(facade);
