@@ -834,6 +834,19 @@ database_needing_exclusivity(Node *parsetree)
 	return dbname ? get_database_oid(dbname, true) : InvalidOid;
 }
 
+/*
+ * Would a table created as rv be temporary?  TEMP says so, and so does a
+ * name in pg_temp, or a search_path whose first entry is pg_temp: core
+ * makes those temporary after us (RangeVarAdjustRelationPersistence).
+ */
+static bool
+creates_temp_table(const RangeVar *rv)
+{
+	if (rv->relpersistence == RELPERSISTENCE_TEMP)
+		return true;
+	return isAnyTempNamespace(RangeVarGetCreationNamespace(rv));
+}
+
 static void
 run_utility(PlannedStmt *pstmt, const char *queryString,
 			ProcessUtilityContext context, ParamListInfo params,
@@ -882,7 +895,7 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					am_is_spindle(stmt->accessMethod) &&
 					spindle_facade_am_oid() != InvalidOid)
 				{
-					if (stmt->relation->relpersistence == RELPERSISTENCE_TEMP)
+					if (creates_temp_table(stmt->relation))
 						ereport(ERROR,
 								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 								 errmsg("temporary spindle tables are not supported")));
@@ -911,7 +924,7 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 						ereport(ERROR,
 								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 								 errmsg("materialized views cannot use access method \"spindle\"")));
-					if (stmt->into->rel->relpersistence == RELPERSISTENCE_TEMP)
+					if (creates_temp_table(stmt->into->rel))
 						ereport(ERROR,
 								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 								 errmsg("temporary spindle tables are not supported")));

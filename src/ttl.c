@@ -22,6 +22,25 @@
  * record per event), skipping events other transactions hold locked or
  * have deleted: those are left for the next round.
  *
+ * A table that a foreign key references is refused (ERROR, as TRUNCATE):
+ * a purge fires no triggers, so it would not check those keys.
+ *
+ * Locks: the table in RowExclusiveLock mode, as DELETE (purge_expired
+ * holds it already; the worker's step takes it only if it can at once,
+ * else it purges at its next round).  Each spindle is
+ * locked in RowExclusiveLock mode while it is purged, and that lock (with
+ * those heap_delete takes on the spindle's TOAST table and TOAST index)
+ * is released when the spindle is done, not at commit: one purge covers
+ * every spindle of the table in one transaction, and a lock per spindle
+ * would fill the shared lock table ("out of shared memory", for every
+ * session) once the table has more spindles than it holds.  Releasing is
+ * safe because a spindle is dropped only by someone who holds its ACCESS
+ * EXCLUSIVE lock and finds every event dead to everyone: the events this
+ * transaction deleted are not dead until it commits and the horizon
+ * passes, so the spindle stays while this transaction may still need it,
+ * and this transaction touches it no more (no pin is kept).  A lock the
+ * transaction held on the spindle before (an earlier DELETE) stays held.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -30,16 +49,22 @@
 #include "access/relation.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/genam.h"
+#include "access/table.h"
+#include "catalog/pg_constraint.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "storage/procarray.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -63,11 +88,15 @@ typedef struct PurgedSpindle
 {
 	Oid			segment;		/* hash key */
 	int64		spindle_no;
+	SubTransactionId subid;		/* in purged_now: the purging subxact */
 } PurgedSpindle;
 
 static HTAB *purged_spindles = NULL;
 
-/* spindles this transaction purged completely: remembered if it commits */
+/*
+ * Spindles this transaction purged completely, each with the subtransaction
+ * that purged it: remembered if that one and the transaction commit.
+ */
 static List *purged_now = NIL;
 static bool xact_callback_registered = false;
 
@@ -100,6 +129,44 @@ remember_purged(Oid segment, int64 spindle_no)
 	}
 	p = hash_search(purged_spindles, &segment, HASH_ENTER, &found);
 	p->spindle_no = spindle_no;
+}
+
+/*
+ * A purge rolled back with its subtransaction (ROLLBACK TO SAVEPOINT, an
+ * exception block) is forgotten: its events are there again.  One that
+ * commits into its parent becomes the parent's.
+ */
+static void
+ttl_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	if (purged_now == NIL)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		foreach(lc, purged_now)
+		{
+			PurgedSpindle *p = (PurgedSpindle *) lfirst(lc);
+
+			if (p->subid == mySubid)
+				p->subid = parentSubid;
+		}
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		foreach(lc, purged_now)
+		{
+			PurgedSpindle *p = (PurgedSpindle *) lfirst(lc);
+
+			if (p->subid == mySubid)
+			{
+				purged_now = foreach_delete_current(purged_now, lc);
+				pfree(p);
+			}
+		}
+	}
 }
 
 static void
@@ -135,10 +202,12 @@ purged_at_commit(SpindleEntry *sp)
 	if (!xact_callback_registered)
 	{
 		RegisterXactCallback(ttl_xact_callback, NULL);
+		RegisterSubXactCallback(ttl_subxact_callback, NULL);
 		xact_callback_registered = true;
 	}
 	p->segment = sp->segment;
 	p->spindle_no = sp->spindle_no;
+	p->subid = GetCurrentSubTransactionId();
 	purged_now = lappend(purged_now, p);
 	MemoryContextSwitchTo(old);
 }
@@ -210,6 +279,68 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 }
 
 /*
+ * Release what a spindle's purge took under its own resource owner: its
+ * locks (only the counts taken under it: a lock this transaction held
+ * before keeps being held) and, with a warning, anything else left.
+ */
+static void
+release_spindle_owner(ResourceOwner owner)
+{
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_BEFORE_LOCKS, true, false);
+	/* not a commit: a commit would hand the locks to the parent owner */
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_LOCKS, false, false);
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_AFTER_LOCKS, true, false);
+	ResourceOwnerDelete(owner);
+}
+
+/*
+ * A purge deletes events without firing triggers, so it would skip the
+ * checks of the foreign keys that reference the table and leave their rows
+ * orphaned: refuse, as TRUNCATE refuses.  The caller holds the table in
+ * RowExclusiveLock mode, which keeps out ADD FOREIGN KEY (SHARE ROW
+ * EXCLUSIVE on the referenced table) until it ends.
+ */
+static void
+refuse_if_referenced(Relation facade)
+{
+	Relation	conrel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Oid			referencing = InvalidOid;
+
+	/* the foreign keys referencing a table give it triggers */
+	if (!facade->rd_rel->relhastriggers)
+		return;
+	/* as heap_truncate_find_FKs, which leaves out self-references */
+	conrel = table_open(ConstraintRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_constraint_confrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(RelationGetRelid(facade)));
+	scan = systable_beginscan(conrel, InvalidOid, false, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tuple);
+
+		if (con->contype == CONSTRAINT_FOREIGN)
+		{
+			referencing = con->conrelid;
+			break;
+		}
+	}
+	systable_endscan(scan);
+	table_close(conrel, AccessShareLock);
+	if (OidIsValid(referencing))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot purge expired events of \"%s\": a foreign key constraint references it",
+						RelationGetRelationName(facade)),
+				 errdetail("Table \"%s\" references \"%s\", and a purge does not check foreign keys.",
+						   get_rel_name(referencing),
+						   RelationGetRelationName(facade)),
+				 errhint("Delete expired events with DELETE, or drop the foreign key constraint.")));
+}
+
+/*
  * Purge every event of the facade appended at or before `cutoff` (see the
  * header comment); returns how many events were purged.  Deletes happen in
  * the current transaction.
@@ -224,6 +355,16 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 	int64		purged = 0;
 	int			i;
 
+	/*
+	 * DELETE's lock.  purge_expired() holds it; the worker's step holds
+	 * AccessShareLock and never waits: while someone keeps writes out
+	 * (CREATE INDEX, LOCK TABLE ... SHARE) it purges at its next round.
+	 */
+	if (!CheckRelationLockedByMe(facade, RowExclusiveLock, true) &&
+		!ConditionalLockRelationOid(RelationGetRelid(facade), RowExclusiveLock))
+		return 0;
+	refuse_if_referenced(facade);
+
 	dir = spindle_directory_acquire(facade);
 	for (i = 0; i < dir->nspindles; i++)
 	{
@@ -231,34 +372,61 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 		Relation	seg;
 		TimestampTz filled_at;
 		bool		full;
-		bool		whole;
+		bool		whole = false;
 		bool		complete = true;
 		int64		here = 0;
 		BlockNumber nblocks,
 					blk;
 		TransactionId horizon;
+		ResourceOwner saved_owner = CurrentResourceOwner;
+		ResourceOwner spindle_owner;
 
 		/* events of a spindle are never older than the spindle */
 		if (sp->created_at > cutoff)
 			break;
 		if (known_purged(sp))
 			continue;
-		seg = spindle_open_segment(facade, sp, RowExclusiveLock);
+
+		/*
+		 * The locks taken for this spindle (its own, and its TOAST table's
+		 * and TOAST index's when deletes remove out-of-line values) belong
+		 * to a resource owner of their own and are released once the
+		 * spindle is done: see the header comment.
+		 */
+		spindle_owner = ResourceOwnerCreate(saved_owner, "spindle TTL purge");
+		CurrentResourceOwner = spindle_owner;
+		PG_TRY();
+		{
+			seg = spindle_open_segment(facade, sp, RowExclusiveLock);
+			if (seg != NULL)
+			{
+				full = spindle_slots_full(facade, dir, i, &filled_at);
+				whole = full && filled_at != 0 && filled_at <= cutoff;
+
+				nblocks = RelationGetNumberOfBlocks(seg);
+				/* once per spindle: computing it scans the proc array */
+				horizon = GetOldestNonRemovableTransactionId(seg);
+				for (blk = 0; blk < nblocks; blk++)
+				{
+					CHECK_FOR_INTERRUPTS();
+					here += purge_page(seg, blk, snapshot, cid, horizon,
+									   whole ? PG_UINT32_MAX : cutoff_s,
+									   &complete);
+				}
+				relation_close(seg, NoLock);
+			}
+		}
+		PG_CATCH();
+		{
+			/* the abort releases spindle_owner with its parent */
+			CurrentResourceOwner = saved_owner;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		CurrentResourceOwner = saved_owner;
+		release_spindle_owner(spindle_owner);
 		if (seg == NULL)
 			continue;
-		full = spindle_slots_full(facade, dir, i, &filled_at);
-		whole = full && filled_at != 0 && filled_at <= cutoff;
-
-		nblocks = RelationGetNumberOfBlocks(seg);
-		/* once per spindle: computing it scans the proc array */
-		horizon = GetOldestNonRemovableTransactionId(seg);
-		for (blk = 0; blk < nblocks; blk++)
-		{
-			CHECK_FOR_INTERRUPTS();
-			here += purge_page(seg, blk, snapshot, cid, horizon,
-							   whole ? PG_UINT32_MAX : cutoff_s, &complete);
-		}
-		relation_close(seg, NoLock);
 		if (here > 0)
 			spindle_note_touched(RelationGetRelid(facade), sp->spindle_no);
 		purged += here;
