@@ -1,27 +1,13 @@
-# Run it with: PROVE_TESTS=test/t/041_lock_table.pl_known (the name keeps it out of test/t/*.pl).
-# KNOWN DEFECT (not in the Makefile's lists; see the report of issue 6's
-# hostile review): statements that reach every spindle of a table in one
-# transaction keep a lock on each spindle to commit, so on a table with
-# more spindles than the shared lock table holds they fail with "out of
-# shared memory" (and, while they run, leave no lock space for any other
-# session).  The limit is then counted in spindles, not events.  Here the
-# lock table holds a few hundred locks and the table 600 spindles
-# (events_per_spindle = 1); at PostgreSQL's defaults the same happens at
-# about 8 000 to 10 000 spindles (for example 10 million events with
-# events_per_spindle = 1000).
-#
-#  - VACUUM of the table, and a database-wide VACUUM (which then stops at
-#    that table): maintenance.c spindle_vacuum_spindles() opens every
-#    spindle with ShareUpdateExclusiveLock and closes it with NoLock.
-#  - DELETE / UPDATE / SELECT ... FOR UPDATE over the table: facade_am.c
-#    facade_tuple_delete() and facade_tuple_lock() close the spindle with
-#    NoLock (writers keep their spindle locks to commit).
-#  - INSERT ... SELECT / COPY of more events than the lock table has
-#    spindles for: place_tuples() keeps each spindle it wrote to locked.
-#  - CREATE TABLE AS (and BEGIN; CREATE TABLE; COPY, as pg_restore
-#    --single-transaction does): the producer creates the spindles in its
-#    own transaction, about five locks per spindle (relation, TOAST table,
-#    TOAST index, row types).
+# Statements that reach every spindle of a table in one transaction hold a
+# spindle's lock only while they work in it (facade_am.c, "Locks"), so on
+# a table with more spindles than the shared lock table holds they work:
+# VACUUM of the table and of the database, DELETE / UPDATE / SELECT ... FOR
+# UPDATE of every event, INSERT ... SELECT into a new spindle per event,
+# and CREATE TABLE AS, whose transaction creates the spindles itself (core
+# locks each new relation, its TOAST table and index and its row type).
+# Here the lock table holds a few hundred locks and the table 600 spindles
+# (events_per_spindle = 1); at PostgreSQL's defaults the same failed at
+# about 8 000 to 10 000 spindles before.
 use strict;
 use warnings;
 
