@@ -35,7 +35,7 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # installed binaries; shared_preload_libraries comes from test/spindle.conf.
 REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast tids owners \
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
-	creation \
+	creation queue_fk \
 	ttl_subxact ttl_fk temp_spindle
 # (R: hostile review) ttl_subxact ttl_fk temp_spindle above
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \

@@ -77,6 +77,7 @@
 #include "queue_catalog.h"
 #include "queue_ids.h"
 #include "queue_state.h"
+#include "ttl.h"
 #include "rangepurge.h"
 #include "slotmap.h"
 #include "slots.h"
@@ -380,6 +381,15 @@ open_queue(FunctionCallInfo fcinfo, LOCKMODE lockmode, SpindleQueue *q)
 				 errdetail("dequeue, read, ack and set_visibility are not filtered by row-level security policies."),
 				 errhint("Consume as a role that bypasses row-level security (the owner, unless FORCE ROW LEVEL SECURITY is set), or disable row-level security on the queue's table.")));
 	rel = table_open(q->relid, lockmode);
+	/* purges by position check no foreign key (the lock keeps new ones out) */
+	if (OidIsValid(spindle_referencing_table(rel)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot consume queue \"%s\": a foreign key constraint references its table",
+						q->name),
+				 errdetail("Table \"%s\" references the queue's table, and dequeue and ack do not check foreign keys.",
+						   get_rel_name(spindle_referencing_table(rel))),
+				 errhint("Drop the foreign key constraint, or delete the events with DELETE.")));
 	/* the shared state must only ever know committed spindles */
 	if (rel->rd_createSubid != InvalidSubTransactionId ||
 		rel->rd_newRelfilenodeSubid != InvalidSubTransactionId)

@@ -45,6 +45,8 @@
  */
 #include "postgres.h"
 
+#include "commands/trigger.h"
+
 #include "access/heapam.h"
 #include "access/relation.h"
 #include "access/tableam.h"
@@ -294,6 +296,33 @@ release_spindle_owner(ResourceOwner owner)
 }
 
 /*
+ * The table that a foreign key referencing rel lives in (rel itself for a
+ * self-reference), or InvalidOid if none.  The foreign keys referencing a
+ * table give it internal RI triggers (RI_TRIGGER_PK), which its relcache
+ * entry already holds, so this costs a look at the table's triggers.
+ * Self-references count: purging some events would leave the references
+ * of others dangling.
+ */
+Oid
+spindle_referencing_table(Relation rel)
+{
+	TriggerDesc *td = rel->trigdesc;
+	int			i;
+
+	if (td == NULL)
+		return InvalidOid;
+	for (i = 0; i < td->numtriggers; i++)
+	{
+		Trigger    *t = &td->triggers[i];
+
+		if (t->tgisinternal && RI_FKey_trigger_type(t->tgfoid) == RI_TRIGGER_PK)
+			return OidIsValid(t->tgconstrrelid) ? t->tgconstrrelid :
+				RelationGetRelid(rel);
+	}
+	return InvalidOid;
+}
+
+/*
  * A purge deletes events without firing triggers, so it would skip the
  * checks of the foreign keys that reference the table and leave their rows
  * orphaned: refuse, as TRUNCATE refuses.  The caller holds the table in
@@ -303,32 +332,8 @@ release_spindle_owner(ResourceOwner owner)
 static void
 refuse_if_referenced(Relation facade)
 {
-	Relation	conrel;
-	SysScanDesc scan;
-	ScanKeyData key;
-	HeapTuple	tuple;
-	Oid			referencing = InvalidOid;
+	Oid			referencing = spindle_referencing_table(facade);
 
-	/* the foreign keys referencing a table give it triggers */
-	if (!facade->rd_rel->relhastriggers)
-		return;
-	/* as heap_truncate_find_FKs, which leaves out self-references */
-	conrel = table_open(ConstraintRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_constraint_confrelid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(RelationGetRelid(facade)));
-	scan = systable_beginscan(conrel, InvalidOid, false, NULL, 1, &key);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
-	{
-		Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tuple);
-
-		if (con->contype == CONSTRAINT_FOREIGN)
-		{
-			referencing = con->conrelid;
-			break;
-		}
-	}
-	systable_endscan(scan);
-	table_close(conrel, AccessShareLock);
 	if (OidIsValid(referencing))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -12,5 +12,6 @@
 #include "utils/rel.h"
 
 extern int64 spindle_purge_older_than(Relation facade, TimestampTz cutoff);
+extern Oid	spindle_referencing_table(Relation rel);
 
 #endif							/* SPINDLE_TTL_H */
