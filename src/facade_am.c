@@ -17,13 +17,14 @@
  * obtained AccessExclusiveLock on it without waiting, and only once every
  * event in it is dead to every snapshot, so anything a transaction can
  * still see, or has written, keeps its spindle; the lock need only cover
- * the time this backend holds pins on the spindle's pages ("Spindle
- * locks").  So every row operation here releases its spindle's lock when
- * it returns (a spindle its transaction wrote in stays busy, hence
- * undroppable, until the transaction ends), and index fetches release
- * theirs when they move to another spindle: a plan, a scan or a DELETE
- * over the whole table holds a few spindle locks, not one per spindle, so
- * the shared lock table bounds no table's number of spindles.
+ * the time this backend holds pins on the spindle's pages.  So reads and
+ * row locks release their spindle's lock when they return, index fetches
+ * when they move to another spindle, and writers keep theirs to the end of
+ * the transaction only for the first few spindles they write in
+ * (close_written_spindle): a spindle a running transaction wrote in is
+ * busy, hence never dropped, lock or not.  A plan, a scan or a DELETE over
+ * the whole table holds a few spindle locks, not one per spindle, so the
+ * shared lock table bounds no table's number of spindles.
  *
  * UPDATE purges the old version (heap_delete with changingPart, which marks
  * it "moved") and appends the new one to the open spindle.  A concurrent
@@ -51,6 +52,7 @@
 #include "access/relation.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/proc.h"
 #include "storage/predicate.h"
 #include "storage/smgr.h"
 #include "optimizer/plancat.h"
@@ -81,6 +83,55 @@ static Oid	last_bistate_segment = InvalidOid;
 
 /* the last spindle for which this backend woke the worker */
 static Oid	last_nudged_segment = InvalidOid;
+
+/*
+ * The spindles whose write lock this transaction keeps to its end (see
+ * close_written_spindle), and the transaction they belong to.
+ */
+#define SPINDLE_KEPT_WRITE_LOCKS 16
+static Oid	kept_segments[SPINDLE_KEPT_WRITE_LOCKS];
+static int	nkept_segments = 0;
+static LocalTransactionId kept_lxid = InvalidLocalTransactionId;
+
+/*
+ * Close a spindle that a row operation wrote in (inserted, deleted,
+ * finished a speculative insert).  The first SPINDLE_KEPT_WRITE_LOCKS
+ * spindles a transaction writes in keep their lock to its end, as heap
+ * tables do: a writer's lock tells anyone who takes the spindle's lock
+ * without waiting that no transaction has unfinished work in it (the
+ * purge counters, counters.c, build an exact count from disk that way).
+ * Beyond that the lock goes now, so that a statement reaching every
+ * spindle of a table holds a bounded number of locks (see the header);
+ * work in spindles whose lock went is made good otherwise at the end of the
+ * transaction (the counters rebuild such spindles' counts).
+ */
+static void
+close_written_spindle(Relation seg, LOCKMODE lockmode)
+{
+	Oid			relid = RelationGetRelid(seg);
+	int			i;
+
+	if (kept_lxid != MyProc->lxid)
+	{
+		kept_lxid = MyProc->lxid;
+		nkept_segments = 0;
+	}
+	for (i = 0; i < nkept_segments; i++)
+	{
+		if (kept_segments[i] == relid)
+		{
+			relation_close(seg, NoLock);
+			return;
+		}
+	}
+	if (nkept_segments < SPINDLE_KEPT_WRITE_LOCKS)
+	{
+		kept_segments[nkept_segments++] = relid;
+		relation_close(seg, NoLock);
+		return;
+	}
+	relation_close(seg, lockmode);
+}
 
 /*
  * Give a slot that holds a tuple of a spindle the identity of the facade:
@@ -476,7 +527,7 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 		store_events(facade, seg, sp, &slots[done], got, k0, cid,
 					 options, bistate, speculative, specToken);
 		spindle_slots_placed(sp);
-		relation_close(seg, RowExclusiveLock);
+		close_written_spindle(seg, RowExclusiveLock);
 		done += got;
 	}
 	spindle_directory_release(dir);
@@ -523,7 +574,7 @@ facade_tuple_complete_speculative(Relation rel, TupleTableSlot *slot,
 		heap_finish_speculative(seg, &ptid);
 	else
 		heap_abort_speculative(seg, &ptid);
-	relation_close(seg, RowExclusiveLock);
+	close_written_spindle(seg, RowExclusiveLock);
 }
 
 /* Put a failure's ctid back into virtual terms (it is the target or a marker). */
@@ -555,8 +606,7 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 		spindle_note_touched(RelationGetRelid(rel), sp.spindle_no);
 	else
 		fix_failure_tid(tmfd, &ptid, tid);
-	/* the delete, not the lock, keeps the spindle (see the header) */
-	relation_close(seg, RowExclusiveLock);
+	close_written_spindle(seg, RowExclusiveLock);
 	return result;
 }
 
