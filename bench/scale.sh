@@ -17,6 +17,11 @@
 #   index fetch                   SELECT * FROM t WHERE id = <random live
 #                                 id>, pgbench -T, simple protocol (parse,
 #                                 plan, execute) and -M prepared
+#   enqueue + dequeue of one      spindle.enqueue then spindle.dequeue of
+#                                 one event per transaction (pgbench -T) on
+#                                 a queue of 100 / 100 000 events, 10 per
+#                                 spindle (so 10 / 10 000 spindles behind
+#                                 its head)
 #   drop_spindles, nothing to do  SELECT spindle.drop_spindles('t') with no
 #                                 droppable spindle (pgbench -T)
 #   drop_spindles, drops one      after deleting the oldest spindle's 10
@@ -131,11 +136,17 @@ CREATE EXTENSION spindle;
 CREATE TABLE t (id bigserial PRIMARY KEY, body jsonb) USING spindle
     WITH (events_per_spindle = 10);
 CREATE TABLE h (id bigserial PRIMARY KEY, body jsonb) USING heap;
+SELECT spindle.create_queue('q', events_per_spindle => 10);
 SQL
 done
 fill $DB10 100
 t0=$(date +%s)
 fill $DB10K 100000
+# the queue q: 100 and 100 000 events behind its head, 10 per spindle
+q $DB10 "SELECT spindle.enqueue_batch('q', array_agg('$PAYLOAD'::jsonb)) FROM generate_series(1, 100)" >/dev/null
+for ((i = 0; i < 100; i++)); do
+    q $DB10K "SELECT spindle.enqueue_batch('q', array_agg('$PAYLOAD'::jsonb)) FROM generate_series(1, 1000)" >/dev/null
+done
 echo "  s10k filled in $(( $(date +%s) - t0 )) s"
 for db in $DB10 $DB10K; do
     q "$db" "VACUUM ANALYZE t"
@@ -155,6 +166,8 @@ for x in t h; do
     done > "$tmp/plan_$x.sql"
 done
 echo "SELECT spindle.drop_spindles('t');" > "$tmp/drop.sql"
+# one dequeue per transaction, and an enqueue to keep the backlog's size
+printf "SELECT spindle.enqueue('q', '%s');\nSELECT msg_id FROM spindle.dequeue('q');\n" "$PAYLOAD" > "$tmp/dequeue.sql"
 chmod 644 "$tmp"/*.sql
 
 # mean latency (ms) of the transactions of a pgbench run but the first (a
@@ -215,7 +228,7 @@ waiting() {    # dropped spindles whose index entries are still to be removed
            WHERE relation = 't'::regclass AND dropped_at IS NOT NULL"
 }
 
-names=(insert_new insert_open insert_conn plan fetch fetch_prep drop_none drop_one retire_one retire_pass vacuum worker)
+names=(insert_new insert_open insert_conn plan fetch fetch_prep dequeue drop_none drop_one retire_one retire_pass vacuum worker)
 declare -A label=(
     [insert_new]="insert, new spindle every 10"
     [insert_open]="insert into the open spindle"
@@ -223,6 +236,7 @@ declare -A label=(
     [plan]="planning, SELECT by id"
     [fetch]="index fetch, simple protocol"
     [fetch_prep]="index fetch, prepared"
+    [dequeue]="enqueue + dequeue of one event"
     [drop_none]="drop_spindles, nothing to do"
     [drop_one]="drop_spindles, drops one"
     [retire_one]="retire, per spindle retired"
@@ -246,6 +260,7 @@ SELECT spindle.drop_spindles('t');" > "$tmp/timed"
         rec drop_one $db "$ms"
         retire_round $db
         rec drop_none $db "$(bench $db -f "$tmp/drop.sql" -T "$SECS")"
+        rec dequeue $db "$(bench $db -f "$tmp/dequeue.sql" -T "$SECS")"
         for x in t h; do
             rec vacuum $db.$x "$(bench $db -f "$tmp/vacuum_$x.sql" -T "$SECS")"
             rec plan $db.$x "$(plan_ms $db $x)"
@@ -255,7 +270,7 @@ SELECT spindle.drop_spindles('t');" > "$tmp/timed"
     done
     echo "  round $r/$ROUNDS done"
 done
-for m in insert_new drop_none drop_one retire_one retire_pass; do
+for m in insert_new drop_none drop_one retire_one retire_pass dequeue; do
     for db in $DB10 $DB10K; do mv "$tmp/$m.$db" "$tmp/$m.$db.t"; done
 done
 
