@@ -20,8 +20,8 @@
 #   enqueue + dequeue of one      spindle.enqueue then spindle.dequeue of
 #                                 one event per transaction (pgbench -T) on
 #                                 a queue of 100 / 100 000 events, 10 per
-#                                 spindle (so 10 / 10 000 spindles behind
-#                                 its head)
+#                                 spindle (so 10 / 10 000 spindles of
+#                                 events waiting)
 #   drop_spindles, nothing to do  SELECT spindle.drop_spindles('t') with no
 #                                 droppable spindle (pgbench -T)
 #   drop_spindles, drops one      after deleting the oldest spindle's 10
@@ -142,7 +142,7 @@ done
 fill $DB10 100
 t0=$(date +%s)
 fill $DB10K 100000
-# the queue q: 100 and 100 000 events behind its head, 10 per spindle
+# the queue q: 100 and 100 000 events waiting, 10 per spindle
 q $DB10 "SELECT spindle.enqueue_batch('q', array_agg('$PAYLOAD'::jsonb)) FROM generate_series(1, 100)" >/dev/null
 for ((i = 0; i < 100; i++)); do
     q $DB10K "SELECT spindle.enqueue_batch('q', array_agg('$PAYLOAD'::jsonb)) FROM generate_series(1, 1000)" >/dev/null
