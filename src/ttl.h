@@ -12,5 +12,7 @@
 #include "utils/rel.h"
 
 extern int64 spindle_purge_older_than(Relation facade, TimestampTz cutoff);
+extern bool spindle_ttl_cutoff(const Interval *ttl, TimestampTz now,
+							   TimestampTz *cutoff);
 
 #endif							/* SPINDLE_TTL_H */
