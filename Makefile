@@ -36,7 +36,7 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # installed binaries; shared_preload_libraries comes from test/spindle.conf.
 REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast tids owners \
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
-	creation verify bad_input
+	creation verify bad_input privileges_queue
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \

@@ -212,8 +212,8 @@ INSERT INTO bi_calls (stmt) VALUES
     ('SELECT count(*) FROM spindle.spindles WHERE relation = 0::oid::regclass'),
     ('SELECT count(*) FROM spindle.tables WHERE relation = ''bi_heap''::regclass'),
     ('SELECT count(*) > 0 FROM spindle._spindle_info()'),
-    ('SELECT count(*) FROM spindle.worker'),
-    ('SELECT count(*) FROM spindle._worker_info()');
+    ('SELECT count(*) >= 0 FROM spindle.worker'),
+    ('SELECT count(*) >= 0 FROM spindle._worker_info()');
 
 -- the largest interval is a valid time to live; no event is that old, so
 -- nothing is purged (a purge used to fail with 22008, and the worker with

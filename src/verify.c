@@ -122,6 +122,7 @@ typedef struct VRow
 	bool		dropped;		/* dropped_at is set */
 	/* found by the spindle walk */
 	bool		exists;
+	bool		walked;			/* its events were read */
 	bool		has_events;
 	int64		used;			/* slots used on disk: highest k + 1 */
 } VRow;
@@ -820,7 +821,7 @@ check_order(VerifyState *vs)
 		VRow	   *r = &vs->rows[i];
 		int64		counter;
 
-		if (r->dropped || !r->exists)
+		if (r->dropped || !r->walked)
 			continue;
 		if (unfilled >= 0 && r->has_events)
 		{
@@ -1266,7 +1267,9 @@ spindle_verify(PG_FUNCTION_ARGS)
 		VRow	   *r = &vs.rows[i];
 		Relation	seg;
 
-		if (r->dropped || !r->exists || r->vcount <= 0)
+		/* a range outside the slot space was reported: nothing to look up */
+		if (r->dropped || !r->exists || r->vcount <= 0 || r->vbase < 0 ||
+			r->vbase + r->vcount > SPINDLE_VSLOTS)
 			continue;
 		seg = try_relation_open(r->segment, AccessShareLock);
 		if (seg == NULL)
@@ -1275,6 +1278,7 @@ spindle_verify(PG_FUNCTION_ARGS)
 			continue;
 		}
 		check_spindle(&vs, r, seg);
+		r->walked = true;
 		relation_close(seg, AccessShareLock);
 	}
 	check_order(&vs);
