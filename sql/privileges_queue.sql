@@ -36,7 +36,9 @@ SET ROLE regress_pq_owner;
 SELECT spindle.create_queue('pq', events_per_spindle => 4);
 -- payloads large enough to live in the spindle's TOAST table
 SELECT count(*) FROM spindle.enqueue_batch('pq',
-    ARRAY(SELECT jsonb_build_object('i', g, 'pad', repeat(md5(g::text), 200))
+    ARRAY(SELECT jsonb_build_object('i', g, 'pad',
+                   (SELECT string_agg(md5((g * 1000 + i)::text), '')
+                      FROM generate_series(1, 400) i))
             FROM generate_series(1, 6) g));
 GRANT INSERT ON spindle_q.pq TO regress_pq_producer;
 GRANT INSERT (payload, visible_at) ON spindle_q.pq TO regress_pq_colproducer;
