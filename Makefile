@@ -23,7 +23,8 @@ OBJS = \
 	src/rangepurge.o \
 	src/queue_catalog.o \
 	src/queue_api.o \
-	src/detach.o
+	src/detach.o \
+	src/verify.o
 
 EXTENSION = spindle
 DATA = sql/spindle--0.1.sql
@@ -35,9 +36,8 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # installed binaries; shared_preload_libraries comes from test/spindle.conf.
 REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast tids owners \
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
-	creation queue_fk \
+	creation queue_fk verify bad_input privileges_queue \
 	ttl_subxact ttl_fk temp_spindle
-# (R: hostile review) ttl_subxact ttl_fk temp_spindle above
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \

@@ -202,6 +202,10 @@ SELECT count(*), sum(id) FROM ab;
 SELECT sum(events) - sum(purged_events) AS live_events
   FROM spindle.spindles WHERE relation = 'ab'::regclass;
 
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE ab, ab_heap, ab_small, ab_types, ab_ctas;
 SELECT count(*) FROM spindle.tables
  WHERE relation::text IN ('ab', 'ab_heap', 'ab_small', 'ab_types', 'ab_ctas');

@@ -128,6 +128,10 @@ SELECT min(vbase) AS lowest_vbase,
   FROM spindle.spindle_catalog WHERE relation = 'cr3'::regclass;
 SELECT * FROM cr_check('cr3');
 
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE cr1, cr2, cr3;
 -- 4. Dropped spindles are retired (their index entries removed, their
 -- ranges given back) in batches, once their slots are a tenth of the live

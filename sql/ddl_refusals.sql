@@ -192,4 +192,8 @@ SELECT format('VACUUM FULL %s', segment::regclass) FROM spindle.spindle_catalog
 \set ECHO all
 \set VERBOSITY default
 SELECT count(*), sum(id) FROM rv;
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE rv;

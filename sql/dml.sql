@@ -185,5 +185,9 @@ SELECT (SELECT sum(events) - sum(purged_events) FROM spindle.spindles
          WHERE relation = 'd'::regclass) AS live_events;
 
 DROP VIEW d_spindles;
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE d, s;
 

@@ -207,6 +207,10 @@ SELECT spindle_no, state, events, purged_events FROM spindle.spindles
  WHERE relation = 'ds_w'::regclass AND state <> 'ready' ORDER BY spindle_no;
 SELECT spindles_dropped FROM spindle.tables WHERE relation = 'ds_w'::regclass;
 SELECT string_agg(id::text, ',' ORDER BY id) FROM ds_w;
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE ds_w, ds_w_segment;
 -- back to the configured state, and wait until the worker has left, so
 -- that it cannot act in the tests that follow

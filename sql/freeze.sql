@@ -164,6 +164,10 @@ SELECT spindle_no, state, capacity, events, purged_events FROM spindle.spindles
  WHERE relation = 'fz'::regclass AND state <> 'ready' ORDER BY spindle_no;
 SELECT count(*), sum(id) FROM fz;
 
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE fz, fz_copy, fz_before;
 DROP FUNCTION fz_spindle_pages(regclass);
 DROP PROCEDURE fz_burn(int);

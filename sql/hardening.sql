@@ -200,4 +200,8 @@ BEGIN;
 ALTER TABLE hts SET TABLESPACE pg_default;
 ROLLBACK;
 ALTER TABLE hts SET TABLESPACE pg_default;
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE hts;

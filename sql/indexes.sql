@@ -166,4 +166,8 @@ SELECT (SELECT sum(events) - sum(purged_events) FROM spindle.spindles
 SELECT count(*) AS over_capacity FROM spindle.spindles
  WHERE relation IN ('ix'::regclass, 'ux'::regclass, 'ux2'::regclass) AND events > capacity;
 
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE ix, ux, ux2;

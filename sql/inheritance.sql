@@ -297,6 +297,10 @@ SELECT * FROM inh_columns WHERE rel::text LIKE 'inh\_p%' AND attname = 'n'
 
 -- DROP of the parents takes the spindle tables and their spindles along
 SELECT 'inh_p1'::regclass::oid AS p1_oid, 'inh_q'::regclass::oid AS q_oid \gset
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE inh_p;
 DROP TABLE inh_q, inh_heap_child;
 DROP TABLE inh_base, inh_top, inh_heap_base;

@@ -168,5 +168,9 @@ INSERT INTO o_serial (b) SELECT 'x' FROM generate_series(1, 9);
 SELECT spindle_no, state, capacity, events FROM spindle.spindles
  WHERE relation = 'o_serial'::regclass AND state <> 'ready' ORDER BY spindle_no;
 
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE o_default, o_guc, o_guc_zero, o_explicit, o_quoted, o_max, o_zero,
   o_ttl, o_heap, o_alter, o_dam, o_dam_guc, o_serial;

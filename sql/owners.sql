@@ -40,3 +40,7 @@ SELECT count(*) AS spindles_left FROM pg_class
 SELECT to_regclass('owned');
 DROP ROLE regress_spindle_owner1;
 DROP ROLE regress_spindle_owner2;
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;

@@ -190,5 +190,9 @@ DROP VIEW priv_spindles;
 DROP OWNED BY regress_spindle_owner, regress_spindle_reader,
     regress_spindle_deleter, regress_spindle_nobody, regress_spindle_member;
 REVOKE CREATE ON SCHEMA public FROM regress_spindle_owner;
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP ROLE regress_spindle_member, regress_spindle_owner, regress_spindle_reader,
     regress_spindle_deleter, regress_spindle_nobody;

@@ -163,6 +163,10 @@ SELECT count(*) FROM pe_heap;
 SELECT count(*) FROM pe_tx;
 SELECT count(*) FROM pe_new;
 
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE pe_page, pe_old, pe_mixed, pe_unlogged, pe_tx, pe_opt, pe_opt_hour, pe_zero,
     pe_new, pe_empty, pe_heap;
 DROP FUNCTION pe_sqlstate(text);

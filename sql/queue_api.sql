@@ -482,6 +482,10 @@ RESET ROLE;
 SELECT queue_name, dead_letter_queue FROM spindle.queue_catalog WHERE queue_name IN ('dl', 'uses_dl') ORDER BY 1;
 -- both in one statement (either order) is fine
 SET ROLE regress_q_admin;
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE spindle_q.uses_dl, spindle_q.dl;
 SELECT spindle.create_queue('dl');
 SELECT spindle.create_queue('uses_dl', max_reads => 3, dead_letter_queue => 'dl');

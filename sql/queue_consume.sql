@@ -192,6 +192,10 @@ RESET ROLE;
 SELECT spindle.drop_queue('once');
 DROP ROLE regress_q_rls;
 
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 SELECT spindle.drop_queue('cq');
 SELECT spindle.drop_queue('leases');
 DROP ROLE regress_q_reader, regress_q_consumer;

@@ -205,5 +205,9 @@ SELECT wal_bytes(:'lsn0', :'lsn1', :'purger') < 1000 AS purge_100_under_1000_byt
        wal_bytes(:'lsn2', :'lsn3', :'purger') < 100 AS purge_1_under_100_bytes;
 SELECT count(*) FROM rw;
 
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE rp, rpd, rpv, rw;
 DROP FUNCTION rp_items(regclass), wal_bytes(pg_lsn, pg_lsn, xid);

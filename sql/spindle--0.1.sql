@@ -247,3 +247,22 @@ CREATE FUNCTION spindle.set_visibility(queue_name text, msg_id bigint,
     AS 'MODULE_PATHNAME', 'spindle_set_visibility' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION spindle.set_visibility(text, bigint, interval) IS
     'end a lease at now + visibility_timeout (''0'': hand the event back now); false if not leased';
+
+-- ===================== verify (src/verify.c) =====================
+-- spindle.verify(rel): one row per broken invariant of a spindle table,
+-- none when it is healthy; needs SELECT on the table, takes ACCESS SHARE.
+CREATE FUNCTION spindle.verify(rel regclass)
+    RETURNS SETOF text
+    AS 'MODULE_PATHNAME', 'spindle_verify' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION spindle.verify(regclass) IS
+    'check every invariant of a spindle table (directory, slot map, capacity, slot reuse, append order, index entries, queue state); one row per problem, none when healthy; needs SELECT on the table';
+
+-- Test-only: break a spindle table on purpose so that the tests can see
+-- verify() find it (superuser only).
+CREATE FUNCTION spindle._verify_corrupt(rel regclass, what text,
+    vslot bigint, arg bigint DEFAULT 0)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'spindle_verify_corrupt' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) IS
+    'internal, for tests: corrupt a spindle table (map_clear, map_set, set_k, index_entry, queue_item); superuser only';
+REVOKE ALL ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) FROM PUBLIC;

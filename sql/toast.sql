@@ -82,5 +82,9 @@ SELECT spindle.drop_spindles('tt') >= 0 AS ran;
 SELECT id, md5(j ->> 'data') = :'ref_md5' AS j_ok FROM tt2;
 SELECT id, t, j FROM tt ORDER BY id;
 
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE tt, tt2, big_ref, first_spindle;
 

@@ -147,5 +147,9 @@ SELECT count(*) FROM spindle.tables WHERE relation::oid = :v2_oid;
 SELECT count(*) FROM spindle.spindle_catalog WHERE relation = :v2_oid;
 
 DROP VIEW v_spindles;
+-- spindle.verify(): every spindle table left here is healthy
+SELECT c.oid::regclass AS rel, v FROM pg_catalog.pg_class c, spindle.verify(c.oid) v
+ WHERE c.relam = (SELECT oid FROM pg_catalog.pg_am WHERE amname = 'spindle')
+ ORDER BY 1, 2;
 DROP TABLE v;
 

@@ -50,6 +50,8 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
+#include "common/int128.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -95,10 +97,15 @@ PG_FUNCTION_INFO_V1(spindle_set_visibility);
 #define QCOL_VISIBLE	SPINDLE_QUEUE_ATT_VISIBLE_AT
 #define QCOL_PAYLOAD	SPINDLE_QUEUE_ATT_PAYLOAD
 
+/* t + us, saturating: the largest intervals mean "for good" */
 static inline TimestampTz
 plus_usecs(TimestampTz t, int64 us)
 {
-	return t + us;
+	TimestampTz result;
+
+	if (pg_add_s64_overflow(t, us, &result))
+		return PG_INT64_MAX;
+	return result;
 }
 
 
@@ -440,12 +447,25 @@ get_interval_usecs(FunctionCallInfo fcinfo, int argno, const char *what)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be NULL", what)));
 	iv = PG_GETARG_INTERVAL_P(argno);
-	us = iv->time + (int64) iv->day * USECS_PER_DAY +
-		(int64) iv->month * 30 * USECS_PER_DAY;
-	if (us < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", what)));
+	/*
+	 * In 128 bits, as interval_cmp does: the largest intervals pass 2^63
+	 * microseconds and would wrap around (to a negative or a short time).
+	 * What does not fit means "for good".
+	 */
+	{
+		INT128		total = int64_to_int128(iv->time);
+
+		int128_add_int64_mul_int64(&total, iv->day, USECS_PER_DAY);
+		int128_add_int64_mul_int64(&total, iv->month, 30 * USECS_PER_DAY);
+		if (int128_compare(total, int64_to_int128(0)) < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s must not be negative", what)));
+		if (int128_compare(total, int64_to_int128(PG_INT64_MAX)) > 0)
+			us = PG_INT64_MAX;
+		else
+			us = int128_to_int64(total);
+	}
 	return us;
 }
 
@@ -1246,7 +1266,8 @@ consume(Relation facade, QueueState *qs, int want, bool purge,
 		until = Min(deadline, next_due(qs));
 		if (until > now)
 			(void) ConditionVariableTimedSleep(&qs->cv,
-											   Max(1, (until - now + 999) / 1000),
+											   Max(1, Min((until - now) / 1000 + 1,
+														  INT_MAX)),
 											   PG_WAIT_EXTENSION);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -1635,6 +1656,10 @@ spindle_ack_many(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("msg_ids must not be NULL")));
 	arr = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("msg_ids must be a one-dimensional array")));
 	deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 					  &ids, &nulls, &n);
 	for (i = 0; i < n; i++)

@@ -513,12 +513,18 @@ Datum
 spindle_drop_queue(PG_FUNCTION_ARGS)
 {
 	char	   *name = spindle_queue_name_arg(fcinfo, 0);
-	bool		if_exists = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
+	bool		if_exists;
 	SpindleQueue q;
 	char		user[NAMEDATALEN];
 	char	   *sql;
 	int			rc;
 
+	/* NULL is neither answer: it must not drop the queue */
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("if_exists must not be NULL")));
+	if_exists = PG_GETARG_BOOL(1);
 	if (!spindle_queue_lookup(name, &q, if_exists))
 	{
 		ereport(NOTICE,

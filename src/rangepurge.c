@@ -567,6 +567,10 @@ spindle_purge_events(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("spindle._purge_events()");
 	relid = PG_GETARG_OID(0);
 	arr = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("TIDs must be a one-dimensional array")));
 	facade = spindle_open_facade(relid, RowExclusiveLock);
 
 	deconstruct_array(arr, TIDOID, sizeof(ItemPointerData), false,

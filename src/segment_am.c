@@ -9,7 +9,9 @@
  * the next insert reuses them, so an index entry of the facade could come
  * to mean another event.  Giving spindles an access method of their own
  * makes every VACUUM of them -- manual, autovacuum, anti-wraparound --
- * come here instead of to heap_vacuum_rel.  All else is heapam's.
+ * come here instead of to heap_vacuum_rel.  Direct DML on a spindle and
+ * rewrites of one are refused (see refuse_direct_dml); all else is
+ * heapam's.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,6 +25,8 @@
 #include "commands/vacuum.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "fmgr.h"
 
@@ -220,6 +224,102 @@ segment_relation_copy_for_cluster(Relation OldTable, Relation NewTable,
 			 errhint("Run VACUUM FULL or CLUSTER on tables by name; a spindle table's own VACUUM FULL does not rewrite its spindles.")));
 }
 
+/*
+ * DML on a spindle itself (INSERT, COPY FROM, UPDATE, DELETE, SELECT ...
+ * FOR UPDATE naming pg_spindle.s<table>_<n>) is refused, whoever asks: a
+ * row written there carries no slot number and no slot map entry, breaks
+ * the capacity and makes every read of its table fail, and a row changed
+ * or locked there escapes the table's bookkeeping.  The facade reaches its
+ * spindles through heapam's functions directly (facade_am.c), never through
+ * these callbacks, so only such statements come here.  (Spindles belong
+ * to the bootstrap superuser, so this matters to superusers and to
+ * members of pg_write_all_data.)
+ */
+static void
+refuse_direct_dml(Relation rel)
+{
+	Oid			facade;
+	long long	spindle_no;
+	char	   *table = NULL;
+
+	/* name the table and the spindle, as the user knows them */
+	if (sscanf(RelationGetRelationName(rel), "s%u_%lld", &facade,
+			   &spindle_no) == 2)
+	{
+		char	   *nsp = get_namespace_name(get_rel_namespace(facade));
+		char	   *name = get_rel_name(facade);
+
+		if (nsp != NULL && name != NULL)
+			table = quote_qualified_identifier(nsp, name);
+	}
+	if (table != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("cannot change spindle %lld of table %s directly",
+						spindle_no, table),
+				 errdetail("A spindle holds the events of a spindle table and is changed only through it."),
+				 errhint("Insert, update, delete or lock the events through their spindle table.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("cannot change spindle \"%s\" directly",
+					RelationGetRelationName(rel)),
+			 errdetail("A spindle holds the events of a spindle table and is changed only through it."),
+			 errhint("Insert, update, delete or lock the events through their spindle table.")));
+}
+
+static void
+segment_tuple_insert(Relation rel, TupleTableSlot *slot, CommandId cid,
+					 int options, struct BulkInsertStateData *bistate)
+{
+	refuse_direct_dml(rel);
+}
+
+static void
+segment_tuple_insert_speculative(Relation rel, TupleTableSlot *slot,
+								 CommandId cid, int options,
+								 struct BulkInsertStateData *bistate,
+								 uint32 specToken)
+{
+	refuse_direct_dml(rel);
+}
+
+static void
+segment_multi_insert(Relation rel, TupleTableSlot **slots, int nslots,
+					 CommandId cid, int options,
+					 struct BulkInsertStateData *bistate)
+{
+	refuse_direct_dml(rel);
+}
+
+static TM_Result
+segment_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
+					 Snapshot snapshot, Snapshot crosscheck, bool wait,
+					 TM_FailureData *tmfd, bool changingPart)
+{
+	refuse_direct_dml(rel);
+	return TM_Invisible;		/* keep the compiler quiet */
+}
+
+static TM_Result
+segment_tuple_update(Relation rel, ItemPointer otid, TupleTableSlot *slot,
+					 CommandId cid, Snapshot snapshot, Snapshot crosscheck,
+					 bool wait, TM_FailureData *tmfd, LockTupleMode *lockmode,
+					 bool *update_indexes)
+{
+	refuse_direct_dml(rel);
+	return TM_Invisible;
+}
+
+static TM_Result
+segment_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
+				   TupleTableSlot *slot, CommandId cid, LockTupleMode mode,
+				   LockWaitPolicy wait_policy, uint8 flags,
+				   TM_FailureData *tmfd)
+{
+	refuse_direct_dml(rel);
+	return TM_Invisible;
+}
+
 const TableAmRoutine *
 spindle_segment_routine(void)
 {
@@ -229,6 +329,12 @@ spindle_segment_routine(void)
 		segment_methods.relation_vacuum = segment_relation_vacuum;
 		segment_methods.relation_toast_am = segment_relation_toast_am;
 		segment_methods.relation_copy_for_cluster = segment_relation_copy_for_cluster;
+		segment_methods.tuple_insert = segment_tuple_insert;
+		segment_methods.tuple_insert_speculative = segment_tuple_insert_speculative;
+		segment_methods.multi_insert = segment_multi_insert;
+		segment_methods.tuple_delete = segment_tuple_delete;
+		segment_methods.tuple_update = segment_tuple_update;
+		segment_methods.tuple_lock = segment_tuple_lock;
 		segment_methods_ready = true;
 	}
 	return &segment_methods;

@@ -444,6 +444,32 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 }
 
 /*
+ * The cutoff now - ttl into *cutoff; false if it lies before 2000-01-01,
+ * the earliest append time an event can carry (layout.c), so that no
+ * event is that old.  A ttl near the largest interval (178 000 000 years,
+ * which the time_to_live option accepts) would make the subtraction fail
+ * with "timestamp out of range"; it is answered here without it.  The
+ * test is loose (interval_cmp counts a month as 30 days): any ttl it lets
+ * through is below about 55 years plus a year, far from an overflow.
+ */
+bool
+spindle_ttl_cutoff(const Interval *ttl, TimestampTz now, TimestampTz *cutoff)
+{
+	Interval	limit;
+
+	memset(&limit, 0, sizeof(limit));
+	limit.time = 2 * Max(now, 0) + USECS_PER_DAY * 366;
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
+										  IntervalPGetDatum(ttl),
+										  IntervalPGetDatum(&limit))) > 0)
+		return false;
+	*cutoff = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
+													  TimestampTzGetDatum(now),
+													  IntervalPGetDatum(ttl)));
+	return true;
+}
+
+/*
  * spindle.purge_expired(rel regclass, ttl interval DEFAULT NULL)
  *	  RETURNS bigint
  *
@@ -503,10 +529,10 @@ spindle_purge_expired(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("ttl must not be negative")));
 	}
-	cutoff = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
-													 TimestampTzGetDatum(GetCurrentTimestamp()),
-													 IntervalPGetDatum(&ttl)));
-	purged = spindle_purge_older_than(rel, cutoff);
+	if (spindle_ttl_cutoff(&ttl, GetCurrentTimestamp(), &cutoff))
+		purged = spindle_purge_older_than(rel, cutoff);
+	else
+		purged = 0;				/* no event is that old */
 	relation_close(rel, NoLock);
 	PG_RETURN_INT64(purged);
 }

@@ -383,15 +383,12 @@ step_purge(Relation rel, int64 *dropped, int64 *freed)
 {
 	Interval	ttl;
 
-	if (spindle_rel_ttl_option(RelationGetRelid(rel), &ttl))
-	{
-		TimestampTz cutoff =
-			DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
-													TimestampTzGetDatum(GetCurrentTimestamp()),
-													IntervalPGetDatum(&ttl)));
+	TimestampTz cutoff;
 
+	/* a ttl older than any event purges nothing (and must not fail) */
+	if (spindle_rel_ttl_option(RelationGetRelid(rel), &ttl) &&
+		spindle_ttl_cutoff(&ttl, GetCurrentTimestamp(), &cutoff))
 		(void) spindle_purge_older_than(rel, cutoff);
-	}
 }
 
 static void
