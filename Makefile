@@ -9,6 +9,7 @@ OBJS = \
 	src/slotmap.o \
 	src/layout.o \
 	src/slots.o \
+	src/counters.o \
 	src/touched.o \
 	src/queue_state.o \
 	src/queue.o \

@@ -70,7 +70,7 @@ CREATE FUNCTION spindle._spindle_info(
     OUT relation regclass, OUT spindle_no bigint, OUT state text,
     OUT capacity bigint, OUT events bigint, OUT purged_events bigint,
     OUT size_bytes bigint, OUT created_at timestamptz,
-    OUT filled_at timestamptz)
+    OUT filled_at timestamptz, OUT drop_blocked_by text)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'spindle_spindle_info' LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION spindle._spindle_info() IS
@@ -94,13 +94,18 @@ CREATE VIEW spindle.tables WITH (security_barrier) AS
            coalesce(s.purged_events, 0) AS purged_events,
            coalesce(s.size_bytes, 0) AS size_bytes,
            c.spindles_dropped,
-           c.bytes_freed
+           c.bytes_freed,
+           s.drop_blocked_by
       FROM spindle.table_catalog c
       CROSS JOIN LATERAL spindle._table_options(c.relation::regclass) o
       LEFT JOIN (SELECT i.relation, count(*) AS spindles,
                         sum(i.events)::bigint AS events,
                         sum(i.purged_events)::bigint AS purged_events,
-                        sum(i.size_bytes)::bigint AS size_bytes
+                        sum(i.size_bytes)::bigint AS size_bytes,
+                        -- the oldest spindle's blocker
+                        (array_agg(i.drop_blocked_by ORDER BY i.spindle_no)
+                           FILTER (WHERE i.drop_blocked_by IS NOT NULL))[1]
+                          AS drop_blocked_by
                    FROM spindle._spindle_info() i GROUP BY i.relation) s
              ON s.relation = c.relation::regclass
      -- only the tables the caller may read (NULL for a table just dropped)
@@ -244,3 +249,21 @@ CREATE FUNCTION spindle.set_visibility(queue_name text, msg_id bigint,
     AS 'MODULE_PATHNAME', 'spindle_set_visibility' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION spindle.set_visibility(text, bigint, interval) IS
     'end a lease at now + visibility_timeout (''0'': hand the event back now); false if not leased';
+
+-- ===================== Monitoring: spindle.queues (helper L) =====================
+-- One row per queue whose table the caller may SELECT from; figures from
+-- shared memory (counters and consumer state), no lock on the queue's table.
+CREATE FUNCTION spindle._queue_info(
+    OUT queue_name text, OUT relation regclass, OUT depth bigint,
+    OUT leased bigint, OUT delayed bigint, OUT oldest_event_age interval,
+    OUT enqueued_total bigint, OUT dequeued_total bigint,
+    OUT dead_lettered_total bigint, OUT waiting_consumers integer)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'spindle_queue_info' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION spindle._queue_info() IS
+    'internal: the rows of spindle.queues, for the queues whose table the caller may SELECT from';
+CREATE VIEW spindle.queues WITH (security_barrier) AS
+    SELECT * FROM spindle._queue_info();
+COMMENT ON VIEW spindle.queues IS
+    'one row per queue whose table the caller may SELECT from: depth, leases, delays, totals since server start';
+GRANT SELECT ON spindle.queues TO PUBLIC;

@@ -59,6 +59,7 @@
 
 #include "layout.h"
 #include "slotmap.h"
+#include "counters.h"
 #include "directory.h"
 #include "slots.h"
 #include "touched.h"
@@ -426,7 +427,12 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 				continue;
 			got = spindle_slots_take(facade, dir, i, nslots - done, &k0);
 			if (got > 0)
+			{
+				/* purged if this (sub)transaction aborts (counters.c) */
+				spindle_counters_inserted(RelationGetRelid(facade),
+										  dir->spindles[i].segment, got);
 				break;
+			}
 			/* full: nothing of ours is in it, no need to keep it locked */
 			relation_close(seg, RowExclusiveLock);
 			seg = NULL;
@@ -519,7 +525,11 @@ facade_tuple_complete_speculative(Relation rel, TupleTableSlot *slot,
 	if (succeeded)
 		heap_finish_speculative(seg, &ptid);
 	else
+	{
 		heap_abort_speculative(seg, &ptid);
+		/* its event is dead now, whatever becomes of the transaction */
+		spindle_counters_insert_killed(sp.segment);
+	}
 	relation_close(seg, NoLock);
 }
 
@@ -549,7 +559,11 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 	result = heap_methods->tuple_delete(seg, &ptid, cid, snapshot, crosscheck,
 										wait, tmfd, changingPart);
 	if (result == TM_Ok)
+	{
 		spindle_note_touched(RelationGetRelid(rel), sp.spindle_no);
+		/* spindle.spindles.purged_events, at commit (counters.c) */
+		spindle_counters_deleted(sp.segment, 1);
+	}
 	else
 		fix_failure_tid(tmfd, &ptid, tid);
 	relation_close(seg, NoLock);
