@@ -36,11 +36,11 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # installed binaries; shared_preload_libraries comes from test/spindle.conf.
 REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast tids owners \
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
-	creation
+	creation views_counters
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
-	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes
+	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes views_counters
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1

@@ -79,7 +79,6 @@
 #include "utils/timestamp.h"
 
 #include "counters.h"
-#include "queue_state.h"
 #include "slots.h"
 
 int			spindle_max_counted_spindles = 16384;
@@ -387,6 +386,60 @@ newest_own_xid(void)
 }
 
 /*
+ * Add n committed inserts to the total of table facade (an entry keyed by
+ * the table's OID, which no spindle shares, with spindle_no -1).  Never
+ * errors; without room the inserts go uncounted.
+ */
+static void
+add_table_inserts(Oid facade, int64 n)
+{
+	CounterEntry *e;
+	SpindleEntry sp;
+	bool		existed;
+
+	LWLockAcquire(cshared->lock, LW_SHARED);
+	e = lookup(facade);
+	if (e != NULL && e->facade == facade && e->spindle_no == -1)
+	{
+		pg_atomic_fetch_add_u64(&e->purged, (uint64) n);
+		LWLockRelease(cshared->lock);
+		return;
+	}
+	LWLockRelease(cshared->lock);
+	memset(&sp, 0, sizeof(sp));
+	sp.segment = facade;
+	sp.spindle_no = -1;
+	LWLockAcquire(cshared->lock, LW_EXCLUSIVE);
+	e = enter(facade, &sp, &existed);
+	if (e != NULL)
+		pg_atomic_fetch_add_u64(&e->purged, (uint64) n);
+	LWLockRelease(cshared->lock);
+}
+
+/*
+ * Committed inserts into table facade since the server started (or since
+ * its total was evicted).
+ */
+int64
+spindle_counters_table_inserts(Oid facade)
+{
+	CounterEntry *e;
+	int64		n = 0;
+
+	if (chash == NULL)
+		return 0;
+	LWLockAcquire(cshared->lock, LW_SHARED);
+	e = lookup(facade);
+	if (e != NULL && e->facade == facade && e->spindle_no == -1)
+	{
+		touch(e);
+		n = (int64) pg_atomic_read_u64(&e->purged);
+	}
+	LWLockRelease(cshared->lock);
+	return n;
+}
+
+/*
  * Apply records [from, npending): purges if commit, inserts otherwise
  * (their events are aborted).  Never errors.
  */
@@ -425,19 +478,11 @@ apply_pending(int from, bool commit)
 	}
 	LWLockRelease(cshared->lock);
 
-	/* committed inserts into queue tables count as enqueued */
+	/* committed inserts: the table's total since server start */
 	if (commit)
 		for (i = from; i < npending; i++)
-		{
-			QueueState *qs;
-
-			if (pending[i].inserted <= 0 || !OidIsValid(pending[i].facade))
-				continue;
-			qs = spindle_queue_state(pending[i].facade, false);
-			if (qs != NULL)
-				pg_atomic_fetch_add_u64(&qs->enqueued,
-										(uint64) pending[i].inserted);
-		}
+			if (pending[i].inserted > 0 && OidIsValid(pending[i].facade))
+				add_table_inserts(pending[i].facade, pending[i].inserted);
 }
 
 /* A prepared transaction wrote in these spindles: their counters go stale. */

@@ -90,6 +90,7 @@ typedef struct Figures
 	bool		full;
 	TimestampTz filled_at;
 	TransactionId latest_purger;
+	int64		size;			/* bytes, as pg_total_relation_size */
 } Figures;
 
 /* Something that holds back the removal horizon. */
@@ -97,6 +98,7 @@ typedef struct Holder
 {
 	TransactionId xmin;
 	char	   *label;
+	int			rank;
 } Holder;
 
 typedef struct Holders
@@ -186,9 +188,12 @@ fork_size(RelFileNode *rnode, BackendId backend, ForkNumber forknum)
 	return total;
 }
 
-/* Bytes of all forks of a relation (0 if it is gone), no lock. */
+/*
+ * Bytes of all forks of a relation (0 if it is gone), no lock; *main_size
+ * (if not NULL) gets its main fork's.
+ */
 static int64
-rel_files_size(Oid relid, Oid *toastrelid)
+rel_files_size(Oid relid, Oid *toastrelid, int64 *main_size)
 {
 	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Form_pg_class cls;
@@ -199,6 +204,8 @@ rel_files_size(Oid relid, Oid *toastrelid)
 
 	if (toastrelid)
 		*toastrelid = InvalidOid;
+	if (main_size)
+		*main_size = 0;
 	if (!HeapTupleIsValid(tup))
 		return 0;
 	cls = (Form_pg_class) GETSTRUCT(tup);
@@ -215,7 +222,13 @@ rel_files_size(Oid relid, Oid *toastrelid)
 	if (!OidIsValid(rnode.relNode))
 		return 0;				/* mapped: not a spindle */
 	for (fork = 0; fork <= MAX_FORKNUM; fork++)
-		total += fork_size(&rnode, backend, fork);
+	{
+		int64		n = fork_size(&rnode, backend, fork);
+
+		if (fork == MAIN_FORKNUM && main_size)
+			*main_size = n;
+		total += n;
+	}
 	return total;
 }
 
@@ -224,10 +237,10 @@ rel_files_size(Oid relid, Oid *toastrelid)
  * index, as pg_total_relation_size counts it, without opening anything.
  */
 static int64
-spindle_size(Oid segment)
+spindle_size(Oid segment, int64 *main_size)
 {
 	Oid			toast;
-	int64		total = rel_files_size(segment, &toast);
+	int64		total = rel_files_size(segment, &toast, main_size);
 
 	if (OidIsValid(toast))
 	{
@@ -236,7 +249,7 @@ spindle_size(Oid segment)
 		SysScanDesc scan;
 		HeapTuple	tup;
 
-		total += rel_files_size(toast, NULL);
+		total += rel_files_size(toast, NULL, NULL);
 		pgindex = table_open(IndexRelationId, AccessShareLock);
 		ScanKeyInit(&key, Anum_pg_index_indrelid, BTEqualStrategyNumber,
 					F_OIDEQ, ObjectIdGetDatum(toast));
@@ -244,7 +257,7 @@ spindle_size(Oid segment)
 								  NULL, 1, &key);
 		while (HeapTupleIsValid(tup = systable_getnext(scan)))
 			total += rel_files_size(((Form_pg_index) GETSTRUCT(tup))->indexrelid,
-									NULL);
+									NULL, NULL);
 		systable_endscan(scan);
 		table_close(pgindex, AccessShareLock);
 	}
@@ -268,6 +281,7 @@ spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
 	bool		have;
 	bool		recovery = RecoveryInProgress();
 	bool		usable;
+	int64		main_size;
 
 	memset(f, 0, sizeof(*f));
 	f->exists = SearchSysCacheExists1(RELOID, ObjectIdGetDatum(r->sp.segment));
@@ -275,6 +289,17 @@ spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
 		return;					/* dropped meanwhile */
 	have = spindle_counters_get(r->relation, &r->sp, &ci);
 	usable = have && ci.appended >= 0 && ci.in_recovery == recovery;
+	f->size = spindle_size(r->sp.segment, &main_size);
+	if (!usable && ci.appended < 0 && r->sp.filled_at == 0 && main_size == 0)
+	{
+		/*
+		 * No slot counter and no page: no event was ever placed in it, and
+		 * none reserved since the server started (a reservation makes a
+		 * slot counter).  A ready spindle, typically.
+		 */
+		f->known = true;
+		return;
+	}
 	if (!usable || ci.stale ||
 		(recovery && TimestampDifferenceExceeds(ci.built_at,
 												GetCurrentTimestamp(),
@@ -298,9 +323,13 @@ spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
 	f->latest_purger = ci.latest_purger;
 }
 
-/* Add one holder. */
+/*
+ * Add one holder.  rank breaks ties between holders of the same xmin: a
+ * snapshot's xmin is often a prepared transaction's or a slot's, which is
+ * then the cause (prepared 0, slot 1, walsender 2, backend 3).
+ */
 static void
-add_holder(Holders *h, TransactionId xmin, char *label)
+add_holder(Holders *h, TransactionId xmin, char *label, int rank)
 {
 	if (!TransactionIdIsNormal(xmin))
 		return;
@@ -308,6 +337,7 @@ add_holder(Holders *h, TransactionId xmin, char *label)
 		repalloc(h->items, sizeof(Holder) * (h->n + 8));
 	h->items[h->n].xmin = xmin;
 	h->items[h->n].label = label;
+	h->items[h->n].rank = rank;
 	h->n++;
 }
 
@@ -326,7 +356,7 @@ load_holders(Holders *h)
 	spindle_spi_begin(&spi);
 	n = spindle_spi_exec("SELECT pid, backend_xid, backend_xmin,"
 						 " backend_type OPERATOR(pg_catalog.=) 'walsender',"
-						 " (pg_catalog.now() OPERATOR(pg_catalog.-) xact_start)::pg_catalog.text"
+						 " pg_catalog.round(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) xact_start))::pg_catalog.int8::pg_catalog.text"
 						 " FROM pg_catalog.pg_stat_activity"
 						 " WHERE (datid OPERATOR(pg_catalog.=) $1"
 						 "        OR backend_type OPERATOR(pg_catalog.=) 'walsender')"
@@ -362,9 +392,9 @@ load_holders(Holders *h)
 			label = psprintf("hot standby feedback: walsender pid %d, xmin %u",
 							 pid, xmin);
 		else
-			label = psprintf("backend pid %d: snapshot xmin %u, transaction age %s",
-							 pid, xmin, age ? age : "unknown");
-		add_holder(h, xmin, label);
+			label = psprintf("backend pid %d: snapshot xmin %u, transaction open %s s",
+							 pid, xmin, age ? age : "?");
+		add_holder(h, xmin, label, walsender ? 2 : 3);
 		MemoryContextSwitchTo(old);
 	}
 	n = spindle_spi_exec("SELECT slot_name::pg_catalog.text, xmin FROM pg_catalog.pg_replication_slots"
@@ -380,7 +410,7 @@ load_holders(Holders *h)
 		MemoryContext old = MemoryContextSwitchTo(outer);
 
 		add_holder(h, xmin, psprintf("replication slot \"%s\": xmin %u",
-									 name, xmin));
+									 name, xmin), 1);
 		MemoryContextSwitchTo(old);
 	}
 	n = spindle_spi_exec("SELECT gid, transaction FROM pg_catalog.pg_prepared_xacts"
@@ -396,7 +426,7 @@ load_holders(Holders *h)
 		MemoryContext old = MemoryContextSwitchTo(outer);
 
 		add_holder(h, xid, psprintf("prepared transaction \"%s\": xid %u",
-									gid, xid));
+									gid, xid), 0);
 		MemoryContextSwitchTo(old);
 	}
 	spindle_spi_end(&spi);
@@ -419,7 +449,9 @@ blocked_by(Holders *h, TransactionId xid)
 	for (i = 0; i < h->n; i++)
 		if (TransactionIdPrecedesOrEquals(h->items[i].xmin, xid) &&
 			(best == NULL ||
-			 TransactionIdPrecedes(h->items[i].xmin, best->xmin)))
+			 TransactionIdPrecedes(h->items[i].xmin, best->xmin) ||
+			 (h->items[i].xmin == best->xmin &&
+			  h->items[i].rank < best->rank)))
 			best = &h->items[i];
 	return best ? best->label : NULL;
 }
@@ -502,7 +534,7 @@ spindle_spindle_info(PG_FUNCTION_ARGS)
 			}
 			else
 				nulls[4] = nulls[5] = true;
-			values[6] = Int64GetDatum(spindle_size(sp->segment));
+			values[6] = Int64GetDatum(f->size);
 			values[7] = TimestampTzGetDatum(sp->created_at);
 			if (f->filled_at != 0)
 				values[8] = TimestampTzGetDatum(f->filled_at);
@@ -644,7 +676,7 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 		}
 		else
 			nulls[5] = true;
-		values[6] = Int64GetDatum(qs ? (int64) pg_atomic_read_u64(&qs->enqueued) : 0);
+		values[6] = Int64GetDatum(spindle_counters_table_inserts(relids[q]));
 		values[7] = Int64GetDatum(qs ? (int64) pg_atomic_read_u64(&qs->dequeued) : 0);
 		values[8] = Int64GetDatum(qs ? (int64) pg_atomic_read_u64(&qs->dead_lettered) : 0);
 		values[9] = Int32GetDatum(qs ? (int32) pg_atomic_read_u32(&qs->waiting) : 0);
