@@ -90,8 +90,8 @@ CREATE VIEW spindle.tables WITH (security_barrier) AS
            o.events_per_spindle,
            o.time_to_live,
            coalesce(s.spindles, 0) AS spindles,
-           coalesce(s.events, 0) AS events,
-           coalesce(s.purged_events, 0) AS purged_events,
+           CASE WHEN s.relation IS NULL THEN 0 ELSE s.events END AS events,
+           CASE WHEN s.relation IS NULL THEN 0 ELSE s.purged_events END AS purged_events,
            coalesce(s.size_bytes, 0) AS size_bytes,
            c.spindles_dropped,
            c.bytes_freed,
@@ -99,8 +99,11 @@ CREATE VIEW spindle.tables WITH (security_barrier) AS
       FROM spindle.table_catalog c
       CROSS JOIN LATERAL spindle._table_options(c.relation::regclass) o
       LEFT JOIN (SELECT i.relation, count(*) AS spindles,
-                        sum(i.events)::bigint AS events,
-                        sum(i.purged_events)::bigint AS purged_events,
+                        -- NULL while a spindle cannot be counted
+                        CASE WHEN count(i.events) = count(*)
+                             THEN sum(i.events)::bigint END AS events,
+                        CASE WHEN count(i.purged_events) = count(*)
+                             THEN sum(i.purged_events)::bigint END AS purged_events,
                         sum(i.size_bytes)::bigint AS size_bytes,
                         -- the oldest spindle's blocker
                         (array_agg(i.drop_blocked_by ORDER BY i.spindle_no)

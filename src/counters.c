@@ -42,9 +42,11 @@
  * dropped) and no other can start writing until the entry exists; the
  * count is therefore exact.  If the lock is not free the view shows the
  * spindle's counts as NULL this time.  In recovery (hot standby) the lock
- * is AccessShareLock and the count is what replay has reached; such
- * entries are rebuilt once they are older than a second, and after
- * promotion.
+ * is AccessShareLock and the count is what replay had reached when it
+ * was made (the replay position is kept with it); views count such a
+ * spindle again whenever more WAL was replayed since, unless it is full
+ * and fully purged (it cannot change any more), and every entry made in
+ * recovery is counted again after promotion.
  *
  * Shared memory: a fixed-size hash of spindle.max_counted_spindles entries
  * keyed by (database, spindle relation).  When it is full, the least
@@ -65,6 +67,7 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlogrecovery.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
@@ -100,6 +103,7 @@ typedef struct CounterEntry
 	bool		stale;			/* a prepared transaction wrote here */
 	bool		in_recovery;	/* built during recovery */
 	TimestampTz built_at;		/* 0: made empty */
+	XLogRecPtr	built_lsn;		/* in recovery: WAL replayed when built */
 	pg_atomic_uint64 purged;
 	pg_atomic_uint32 latest_purger; /* TransactionId */
 	pg_atomic_uint64 last_used; /* tick, for eviction */
@@ -247,6 +251,7 @@ enter(Oid facade, const SpindleEntry *sp, bool *existed)
 		e->stale = false;
 		e->in_recovery = false;
 		e->built_at = 0;
+		e->built_lsn = InvalidXLogRecPtr;
 		pg_atomic_init_u64(&e->purged, 0);
 		pg_atomic_init_u32(&e->latest_purger, InvalidTransactionId);
 		pg_atomic_init_u64(&e->last_used, 0);
@@ -596,6 +601,7 @@ spindle_counters_get(Oid facade, const SpindleEntry *sp,
 		info->stale = e->stale;
 		info->in_recovery = e->in_recovery;
 		info->built_at = e->built_at;
+		info->built_lsn = e->built_lsn;
 		if (info->appended < 0 && e->appended >= 0)
 		{
 			info->appended = e->appended;
@@ -695,6 +701,7 @@ spindle_counters_build(Oid facade, const SpindleEntry *sp,
 	CounterEntry *e;
 	bool		existed;
 	bool		ok = false;
+	XLogRecPtr	replayed = recovery ? GetXLogReplayRecPtr(NULL) : InvalidXLogRecPtr;
 
 	if (chash == NULL)
 		return false;
@@ -745,6 +752,7 @@ spindle_counters_build(Oid facade, const SpindleEntry *sp,
 		e->stale = false;
 		e->in_recovery = recovery;
 		e->built_at = GetCurrentTimestamp();
+		e->built_lsn = recovery ? replayed : InvalidXLogRecPtr;
 		pg_atomic_write_u64(&e->purged, (uint64) Max(total - unpurged, 0));
 		pg_atomic_write_u32(&e->latest_purger, latest);
 		ok = true;

@@ -9,6 +9,7 @@
 #ifndef SPINDLE_COUNTERS_H
 #define SPINDLE_COUNTERS_H
 
+#include "access/xlogdefs.h"
 #include "directory.h"
 
 extern int	spindle_max_counted_spindles;
@@ -24,6 +25,7 @@ typedef struct SpindleCountersInfo
 	bool		stale;			/* a finished prepared transaction wrote */
 	bool		in_recovery;	/* built from disk during recovery */
 	TimestampTz built_at;		/* 0 if made empty, not built */
+	XLogRecPtr	built_lsn;		/* in recovery: WAL replayed when built */
 } SpindleCountersInfo;
 
 extern Size spindle_counters_shmem_size(void);

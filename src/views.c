@@ -12,7 +12,9 @@
  * syscache); queue figures from the consumer state (queue_state.c).  No
  * spindle page is read, except once to build the counters of a spindle
  * shared memory does not know (after a restart or an eviction, see
- * counters.c), and on a hot standby (below).
+ * counters.c), and on a hot standby, where a spindle is counted again
+ * from disk whenever WAL was replayed since its last count (unless it is
+ * full and fully purged).
  *
  * Locks: none on a spindle table nor on its spindles, so no view waits
  * behind a lock another session holds.  A caller sees only the spindle
@@ -39,6 +41,7 @@
 #include "access/table.h"
 #include "access/transam.h"
 #include "access/xlog.h"
+#include "access/xlogrecovery.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_tablespace_d.h"
@@ -70,8 +73,6 @@ PG_FUNCTION_INFO_V1(spindle_queue_info);
 #define SPINDLE_INFO_COLS 10
 #define QUEUE_INFO_COLS 10
 
-/* on a hot standby, counters older than this are counted again */
-#define STANDBY_REFRESH_MS 1000
 
 /* One spindle_catalog row. */
 typedef struct CatRow
@@ -301,9 +302,8 @@ spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
 		return;
 	}
 	if (!usable || ci.stale ||
-		(recovery && TimestampDifferenceExceeds(ci.built_at,
-												GetCurrentTimestamp(),
-												STANDBY_REFRESH_MS)))
+		(recovery && ci.built_lsn != GetXLogReplayRecPtr(NULL) &&
+		 !(ci.full && ci.appended >= 0 && ci.purged >= ci.appended)))
 	{
 		if (spindle_counters_build(r->relation, &r->sp, next))
 		{
