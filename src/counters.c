@@ -53,8 +53,7 @@
  * recently used eighth is evicted (rebuilt from disk when needed again).
  *
  * Locks: CountersLock (shared for lookups and counter updates, exclusive
- * to enter or remove entries).  Taken after slots.c's lock, never before
- * it.  Building takes AccessShareLock on the table and ShareLock on the
+ * to enter or remove entries); never held together with slots.c's lock.  Building takes AccessShareLock on the table and ShareLock on the
  * spindle, both conditionally, and holds no LWLock during the I/O.
  *
  *-------------------------------------------------------------------------
@@ -697,6 +696,7 @@ spindle_counters_build(Oid facade, const SpindleEntry *sp,
 	bool		full;
 	TimestampTz filled_at;
 	int64		unpurged;
+	int64		total;
 	TransactionId latest;
 	CounterEntry *e;
 	bool		existed;
@@ -729,24 +729,24 @@ spindle_counters_build(Oid facade, const SpindleEntry *sp,
 	else
 		appended = -1;			/* the slot counters know it */
 	count_unpurged(seg, &unpurged, &latest);
+	total = appended;
+	if (total < 0)
+	{
+		int64		used;
+		TimestampTz fa;
+		bool		f;
+
+		/* the slot counters know it (and no insert can run now) */
+		if (spindle_slots_view(facade, sp, &used, &f, &fa))
+			total = used;
+		else
+			total = unpurged;
+	}
 
 	LWLockAcquire(cshared->lock, LW_EXCLUSIVE);
 	e = enter(facade, sp, &existed);
 	if (e != NULL)
 	{
-		int64		total = appended;
-		int64		used;
-		TimestampTz fa;
-		bool		f;
-
-		if (total < 0)
-		{
-			/* the slot counters know it (and inserts cannot run now) */
-			if (spindle_slots_view(facade, sp, &used, &f, &fa))
-				total = used;
-			else
-				total = unpurged;
-		}
 		e->appended = appended;
 		e->built_full = appended >= 0 ? full : false;
 		e->stale = false;
