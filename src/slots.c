@@ -909,8 +909,15 @@ spindle_slots_count_disk(Relation facade, Relation seg, const SpindleEntry *sp,
 
 	*is_full = used >= spindle_effective_capacity(sp) ||
 		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
-	/* a full spindle handed out its whole capacity */
+	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
+		 (long long) sp->spindle_no, RelationGetRelationName(facade),
+		 (long long) used, *is_full ? ", full" : "");
 	if (*is_full)
+	{
+		/* known full from now on: never counted again */
+		(void) raise_full_mark(facade, seg, &copy);
+		/* a full spindle handed out its whole capacity */
 		used = spindle_effective_capacity(sp);
+	}
 	return used;
 }

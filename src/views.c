@@ -36,14 +36,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/table.h"
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_index.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_tablespace_d.h"
 #include "common/relpath.h"
 #include "executor/spi.h"
@@ -53,7 +51,7 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -235,7 +233,9 @@ rel_files_size(Oid relid, Oid *toastrelid, int64 *main_size)
 
 /*
  * A spindle's size: its relation, its TOAST table and the TOAST table's
- * index, as pg_total_relation_size counts it, without opening anything.
+ * index, as pg_total_relation_size counts them, without opening anything
+ * (the TOAST index is found by name, pg_toast.<TOAST table>_index, as
+ * create_toast_table names it, through the syscache).
  */
 static int64
 spindle_size(Oid segment, int64 *main_size)
@@ -245,22 +245,20 @@ spindle_size(Oid segment, int64 *main_size)
 
 	if (OidIsValid(toast))
 	{
-		Relation	pgindex;
-		ScanKeyData key;
-		SysScanDesc scan;
-		HeapTuple	tup;
+		char	   *toastname = get_rel_name(toast);
 
 		total += rel_files_size(toast, NULL, NULL);
-		pgindex = table_open(IndexRelationId, AccessShareLock);
-		ScanKeyInit(&key, Anum_pg_index_indrelid, BTEqualStrategyNumber,
-					F_OIDEQ, ObjectIdGetDatum(toast));
-		scan = systable_beginscan(pgindex, IndexIndrelidIndexId, true,
-								  NULL, 1, &key);
-		while (HeapTupleIsValid(tup = systable_getnext(scan)))
-			total += rel_files_size(((Form_pg_index) GETSTRUCT(tup))->indexrelid,
-									NULL, NULL);
-		systable_endscan(scan);
-		table_close(pgindex, AccessShareLock);
+		if (toastname != NULL)
+		{
+			char	   *indexname = psprintf("%s_index", toastname);
+			Oid			index = get_relname_relid(indexname,
+												  PG_TOAST_NAMESPACE);
+
+			if (OidIsValid(index))
+				total += rel_files_size(index, NULL, NULL);
+			pfree(indexname);
+			pfree(toastname);
+		}
 	}
 	return total;
 }
