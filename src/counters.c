@@ -450,13 +450,20 @@ spindle_counters_table_inserts(Oid facade)
 static void
 apply_pending(int from, bool commit)
 {
-	TransactionId xid = commit ? newest_own_xid() : InvalidTransactionId;
+	TransactionId xid = InvalidTransactionId;
+	bool		any = false;
 	int			i;
 
 	if (chash == NULL)
 		return;
-	LWLockAcquire(cshared->lock, LW_SHARED);
-	for (i = from; i < npending; i++)
+	for (i = from; i < npending && !any; i++)
+		any = (commit ? pending[i].purged : pending[i].inserted) > 0;
+	if (any && commit)
+		xid = newest_own_xid();
+	/* a producer's commit: no purge to add, only its table's total */
+	if (any)
+		LWLockAcquire(cshared->lock, LW_SHARED);
+	for (i = from; any && i < npending; i++)
 	{
 		Pending    *p = &pending[i];
 		int64		n = commit ? p->purged : p->inserted;
@@ -480,7 +487,8 @@ apply_pending(int from, bool commit)
 					break;
 		}
 	}
-	LWLockRelease(cshared->lock);
+	if (any)
+		LWLockRelease(cshared->lock);
 
 	/* committed inserts: the table's total since server start */
 	if (commit)
