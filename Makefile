@@ -9,6 +9,7 @@ OBJS = \
 	src/slotmap.o \
 	src/layout.o \
 	src/slots.o \
+	src/counters.o \
 	src/touched.o \
 	src/queue_state.o \
 	src/queue.o \
@@ -36,12 +37,12 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # installed binaries; shared_preload_libraries comes from test/spindle.conf.
 REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast tids owners \
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
-	creation queue_fk verify bad_input privileges_queue \
+	creation queue_fk verify bad_input privileges_queue views_counters \
 	ttl_subxact ttl_fk temp_spindle
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
-	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes
+	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes views_counters
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1

@@ -73,7 +73,7 @@ CREATE FUNCTION spindle._spindle_info(
     OUT relation regclass, OUT spindle_no bigint, OUT state text,
     OUT capacity bigint, OUT events bigint, OUT purged_events bigint,
     OUT size_bytes bigint, OUT created_at timestamptz,
-    OUT filled_at timestamptz)
+    OUT filled_at timestamptz, OUT drop_blocked_by text)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'spindle_spindle_info' LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION spindle._spindle_info() IS
@@ -93,17 +93,25 @@ CREATE VIEW spindle.tables WITH (security_barrier) AS
            o.events_per_spindle,
            o.time_to_live,
            coalesce(s.spindles, 0) AS spindles,
-           coalesce(s.events, 0) AS events,
-           coalesce(s.purged_events, 0) AS purged_events,
+           CASE WHEN s.relation IS NULL THEN 0 ELSE s.events END AS events,
+           CASE WHEN s.relation IS NULL THEN 0 ELSE s.purged_events END AS purged_events,
            coalesce(s.size_bytes, 0) AS size_bytes,
            c.spindles_dropped,
-           c.bytes_freed
+           c.bytes_freed,
+           s.drop_blocked_by
       FROM spindle.table_catalog c
       CROSS JOIN LATERAL spindle._table_options(c.relation::regclass) o
       LEFT JOIN (SELECT i.relation, count(*) AS spindles,
-                        sum(i.events)::bigint AS events,
-                        sum(i.purged_events)::bigint AS purged_events,
-                        sum(i.size_bytes)::bigint AS size_bytes
+                        -- NULL while a spindle cannot be counted
+                        CASE WHEN count(i.events) = count(*)
+                             THEN sum(i.events)::bigint END AS events,
+                        CASE WHEN count(i.purged_events) = count(*)
+                             THEN sum(i.purged_events)::bigint END AS purged_events,
+                        sum(i.size_bytes)::bigint AS size_bytes,
+                        -- the oldest spindle's blocker
+                        (array_agg(i.drop_blocked_by ORDER BY i.spindle_no)
+                           FILTER (WHERE i.drop_blocked_by IS NOT NULL))[1]
+                          AS drop_blocked_by
                    FROM spindle._spindle_info() i GROUP BY i.relation) s
              ON s.relation = c.relation::regclass
      -- only the tables the caller may read (NULL for a table just dropped)
@@ -248,7 +256,7 @@ CREATE FUNCTION spindle.set_visibility(queue_name text, msg_id bigint,
 COMMENT ON FUNCTION spindle.set_visibility(text, bigint, interval) IS
     'end a lease at now + visibility_timeout (''0'': hand the event back now); false if not leased';
 
--- ===================== verify (src/verify.c) =====================
+-- ===================== verify (src/verify.c) ==============
 -- spindle.verify(rel): one row per broken invariant of a spindle table,
 -- none when it is healthy; needs SELECT on the table, takes ACCESS SHARE.
 CREATE FUNCTION spindle.verify(rel regclass)
@@ -266,3 +274,21 @@ CREATE FUNCTION spindle._verify_corrupt(rel regclass, what text,
 COMMENT ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) IS
     'internal, for tests: corrupt a spindle table (map_clear, map_set, set_k, index_entry, queue_item); superuser only';
 REVOKE ALL ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) FROM PUBLIC;
+=======
+-- ===================== Monitoring: spindle.queues (helper L) =====================
+-- One row per queue whose table the caller may SELECT from; figures from
+-- shared memory (counters and consumer state), no lock on the queue's table.
+CREATE FUNCTION spindle._queue_info(
+    OUT queue_name text, OUT relation regclass, OUT depth bigint,
+    OUT leased bigint, OUT delayed bigint, OUT oldest_event_age interval,
+    OUT enqueued_total bigint, OUT dequeued_total bigint,
+    OUT dead_lettered_total bigint, OUT waiting_consumers integer)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'spindle_queue_info' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION spindle._queue_info() IS
+    'internal: the rows of spindle.queues, for the queues whose table the caller may SELECT from';
+CREATE VIEW spindle.queues WITH (security_barrier) AS
+    SELECT * FROM spindle._queue_info();
+COMMENT ON VIEW spindle.queues IS
+    'one row per queue whose table the caller may SELECT from: depth, leases, delays, totals since server start';
+GRANT SELECT ON spindle.queues TO PUBLIC;

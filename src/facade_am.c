@@ -64,6 +64,7 @@
 
 #include "layout.h"
 #include "slotmap.h"
+#include "counters.h"
 #include "directory.h"
 #include "slots.h"
 #include "touched.h"
@@ -102,8 +103,8 @@ static LocalTransactionId kept_lxid = InvalidLocalTransactionId;
  * purge counters, counters.c, build an exact count from disk that way).
  * Beyond that the lock goes now, so that a statement reaching every
  * spindle of a table holds a bounded number of locks (see the header);
- * work in spindles whose lock went is made good otherwise at the end of the
- * transaction (the counters rebuild such spindles' counts).
+ * the counters of spindles whose lock went are counted from disk again
+ * after the transaction (counters.c, "inexact").
  */
 static void
 close_written_spindle(Relation seg, LOCKMODE lockmode)
@@ -480,7 +481,12 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 				continue;
 			got = spindle_slots_take(facade, dir, i, nslots - done, &k0);
 			if (got > 0)
+			{
+				/* purged if this (sub)transaction aborts (counters.c) */
+				spindle_counters_inserted(RelationGetRelid(facade),
+										  dir->spindles[i].segment, got);
 				break;
+			}
 			/* full: nothing of ours is in it, no need to keep it locked */
 			relation_close(seg, RowExclusiveLock);
 			seg = NULL;
@@ -573,7 +579,11 @@ facade_tuple_complete_speculative(Relation rel, TupleTableSlot *slot,
 	if (succeeded)
 		heap_finish_speculative(seg, &ptid);
 	else
+	{
 		heap_abort_speculative(seg, &ptid);
+		/* its event is dead now, whatever becomes of the transaction */
+		spindle_counters_insert_killed(sp.segment);
+	}
 	close_written_spindle(seg, RowExclusiveLock);
 }
 
@@ -603,7 +613,11 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 	result = heap_methods->tuple_delete(seg, &ptid, cid, snapshot, crosscheck,
 										wait, tmfd, changingPart);
 	if (result == TM_Ok)
+	{
 		spindle_note_touched(RelationGetRelid(rel), sp.spindle_no);
+		/* spindle.spindles.purged_events, at commit (counters.c) */
+		spindle_counters_deleted(sp.segment, 1);
+	}
 	else
 		fix_failure_tid(tmfd, &ptid, tid);
 	close_written_spindle(seg, RowExclusiveLock);

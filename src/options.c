@@ -85,6 +85,7 @@
 #include "slotmap.h"
 #include "directory.h"
 #include "slots.h"
+#include "counters.h"
 #include "facade.h"
 #include "detach.h"
 #include "options.h"
@@ -1313,7 +1314,11 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		if (!OidIsValid(relam))
 			return;
 		if (relam == spindle_facade_am_oid())
+		{
 			spindle_forget_table(objectId);
+			/* its insert total (counters.c); OIDs are reused */
+			spindle_counters_forget(objectId);
+		}
 		else if (relam == get_am_oid("spindle_segment", true))
 			spindle_slots_forget(objectId);
 	}

@@ -1265,10 +1265,22 @@ consume(Relation facade, QueueState *qs, int want, bool purge,
 			break;
 		until = Min(deadline, next_due(qs));
 		if (until > now)
-			(void) ConditionVariableTimedSleep(&qs->cv,
-											   Max(1, Min((until - now) / 1000 + 1,
-														  INT_MAX)),
-											   PG_WAIT_EXTENSION);
+		{
+			/* spindle.queues.waiting_consumers */
+			pg_atomic_fetch_add_u32(&qs->waiting, 1);
+			PG_TRY();
+			{
+				(void) ConditionVariableTimedSleep(&qs->cv,
+												   Max(1, Min((until - now) / 1000 + 1,
+															  INT_MAX)),
+												   PG_WAIT_EXTENSION);
+			}
+			PG_FINALLY();
+			{
+				pg_atomic_fetch_sub_u32(&qs->waiting, 1);
+			}
+			PG_END_TRY();
+		}
 		CHECK_FOR_INTERRUPTS();
 	}
 	if (wait_us > 0)
@@ -1368,6 +1380,8 @@ move_dead_letters(Relation rel, QueueState *qs, SpindleQueue *q,
 		/* purged here first: one another transaction took is not moved */
 		if (!ack_one(rel, qs, c->msg_id))
 			continue;
+		/* spindle.queues.dead_lettered_total (counted when moved) */
+		pg_atomic_fetch_add_u64(&qs->dead_lettered, 1);
 		if (q->dead_letter_queue[0] != '\0')
 		{
 			Oid			argtypes[1] = {JSONBOID};

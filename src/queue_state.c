@@ -125,6 +125,8 @@ spindle_queue_shmem_startup(void)
 		ConditionVariableInit(&qs->cv);
 		pg_atomic_init_u64(&qs->enqueued, 0);
 		pg_atomic_init_u64(&qs->dequeued, 0);
+		pg_atomic_init_u64(&qs->dead_lettered, 0);
+		pg_atomic_init_u32(&qs->waiting, 0);
 	}
 }
 
@@ -190,6 +192,8 @@ spindle_queue_state(Oid relid, bool create)
 			dlist_init(&free_qs->items);
 			pg_atomic_write_u64(&free_qs->enqueued, 0);
 			pg_atomic_write_u64(&free_qs->dequeued, 0);
+			pg_atomic_write_u64(&free_qs->dead_lettered, 0);
+			/* waiting is left alone: sleepers take themselves off */
 			LWLockRelease(spindle_queue_lock(free_qs));
 			qs = free_qs;
 		}

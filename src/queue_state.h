@@ -60,6 +60,9 @@ typedef struct QueueState
 	ConditionVariable cv;		/* enqueues and returned events wake it */
 	pg_atomic_uint64 enqueued;
 	pg_atomic_uint64 dequeued;
+	/* for spindle.queues (views.c) */
+	pg_atomic_uint64 dead_lettered;	/* events moved to the dead-letter queue */
+	pg_atomic_uint32 waiting;	/* consumers sleeping on cv */
 } QueueState;
 
 extern int	spindle_max_queues;

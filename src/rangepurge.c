@@ -70,6 +70,7 @@
 #include "slotmap.h"
 #include "facade.h"
 #include "options.h"
+#include "counters.h"
 #include "rangepurge.h"
 #include "touched.h"
 
@@ -336,6 +337,8 @@ spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets,
 	/* the spindle's delete counter: the worker's count cache watches it */
 	for (i = 0; i < n; i++)
 		pgstat_count_heap_delete(seg);
+	/* spindle.spindles.purged_events, at commit (counters.c) */
+	spindle_counters_deleted(RelationGetRelid(seg), n);
 
 	pfree(sorted);
 	pfree(cids);

@@ -67,6 +67,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "counters.h"
 #include "layout.h"
 #include "slotmap.h"
 #include "directory.h"
@@ -493,6 +494,13 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 		return SLOTS_FULL;
 	}
 
+	/*
+	 * No slot used on disk: the spindle never held an event, so its purge
+	 * counters start at zero (counters.c), before anyone can take a slot.
+	 */
+	if (used == 0)
+		spindle_counters_created(RelationGetRelid(facade), &sp);
+
 	key.dbid = MyDatabaseId;
 	key.segment = sp.segment;
 	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
@@ -805,6 +813,7 @@ spindle_slots_forget(Oid segment)
 
 	if (slot_hash == NULL)
 		return;
+	spindle_counters_forget(segment);
 	key.dbid = MyDatabaseId;
 	key.segment = segment;
 	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
@@ -832,6 +841,7 @@ spindle_slots_forget_database(Oid dboid)
 
 	if (slot_hash == NULL)
 		return;
+	spindle_counters_forget_database(dboid);
 	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
 	hash_seq_init(&status, slot_hash);
 	while ((e = hash_seq_search(&status)) != NULL)
@@ -842,4 +852,72 @@ spindle_slots_forget_database(Oid dboid)
 		if (m->key.dbid == dboid)
 			hash_search(mark_hash, &m->key, HASH_REMOVE, NULL);
 	LWLockRelease(slot_shared->lock);
+}
+
+/*
+ * For the views, from shared memory only (no lock, no page read): the
+ * slots spindle sp of the facade has handed out (capped at its capacity),
+ * whether it is full and since when.  False if no slot counter knows and
+ * it is not known full.
+ */
+bool
+spindle_slots_view(Oid facade, const SpindleEntry *sp, int64 *used,
+				   bool *is_full, TimestampTz *filled_at)
+{
+	SlotEntry  *e;
+	bool		present;
+	bool		known_full;
+
+	*used = 0;
+	*is_full = false;
+	*filled_at = sp->filled_at;
+	if (slot_hash == NULL)
+		return false;
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(sp->segment);
+	present = e != NULL && e->spindle_no == sp->spindle_no;
+	if (present)
+	{
+		*used = Min((int64) pg_atomic_read_u64(&e->used),
+					spindle_effective_capacity(sp));
+		*is_full = pg_atomic_read_u32(&e->full) != 0;
+		if (*is_full && *filled_at == 0)
+			*filled_at = (TimestampTz) pg_atomic_read_u64(&e->filled_at);
+	}
+	known_full = known_full_locked(facade, sp);
+	LWLockRelease(slot_shared->lock);
+	if (known_full)
+	{
+		*is_full = true;
+		if (!present)
+			*used = spindle_effective_capacity(sp);
+	}
+	return present || known_full;
+}
+
+/*
+ * The slots spindle sp (open as seg) has handed out, counted from disk,
+ * and whether it is full (next_segrel: the spindle after it, or NULL).
+ * Reads every page.  For counters.c's builds.
+ */
+int64
+spindle_slots_count_disk(Relation facade, Relation seg, const SpindleEntry *sp,
+						 Relation next_segrel, bool *is_full)
+{
+	SpindleEntry copy = *sp;
+	int64		used = count_slots(facade, seg, &copy);
+
+	*is_full = used >= spindle_effective_capacity(sp) ||
+		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
+	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
+		 (long long) sp->spindle_no, RelationGetRelationName(facade),
+		 (long long) used, *is_full ? ", full" : "");
+	if (*is_full)
+	{
+		/* known full from now on: never counted again */
+		(void) raise_full_mark(facade, seg, &copy);
+		/* a full spindle handed out its whole capacity */
+		used = spindle_effective_capacity(sp);
+	}
+	return used;
 }

@@ -27,6 +27,11 @@ extern bool spindle_slots_inflight(Oid segment, int64 spindle_no);
 extern bool spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used);
 extern int64 spindle_slots_full_below(Oid facade);
 extern void spindle_slots_forget(Oid segment);
+extern bool spindle_slots_view(Oid facade, const SpindleEntry *sp, int64 *used,
+							   bool *is_full, TimestampTz *filled_at);
+extern int64 spindle_slots_count_disk(Relation facade, Relation seg,
+									  const SpindleEntry *sp,
+									  Relation next_segrel, bool *is_full);
 extern void spindle_slots_forget_database(Oid dboid);
 
 #endif							/* SPINDLE_SLOTS_H */

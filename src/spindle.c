@@ -25,6 +25,7 @@
 #include "slotmap.h"
 #include "directory.h"
 #include "slots.h"
+#include "counters.h"
 #include "touched.h"
 #include "queue_state.h"
 #include "facade.h"
@@ -60,6 +61,7 @@ spindle_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	spindle_slots_shmem_request();
+	spindle_counters_shmem_request();
 	RequestAddinShmemSpace(spindle_worker_shmem_size());
 	RequestAddinShmemSpace(spindle_touched_shmem_size());
 	spindle_queue_shmem_request();
@@ -72,6 +74,7 @@ spindle_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	spindle_slots_shmem_startup();
+	spindle_counters_shmem_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	spindle_worker_shmem_startup();
 	spindle_touched_shmem_startup();
@@ -119,6 +122,13 @@ _PG_init(void)
 								"Each spindle table needs one for its open spindle and one for each ready one.",
 								&spindle_max_spindles,
 								4096, 64, 1024 * 1024,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+		DefineCustomIntVariable("spindle.max_counted_spindles",
+								"Number of spindles whose purge counters shared memory holds (for the monitoring views).",
+								"About 100 bytes each; a spindle without one is counted from disk once when a view needs it.",
+								&spindle_max_counted_spindles,
+								16384, 64, 16 * 1024 * 1024,
 								PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
 		DefineCustomIntVariable("spindle.max_queues",

@@ -73,6 +73,7 @@
 
 #include "layout.h"
 #include "directory.h"
+#include "counters.h"
 #include "slots.h"
 #include "touched.h"
 #include "facade.h"
@@ -413,10 +414,16 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 				horizon = GetOldestNonRemovableTransactionId(seg);
 				for (blk = 0; blk < nblocks; blk++)
 				{
+					int64		n;
+
 					CHECK_FOR_INTERRUPTS();
-					here += purge_page(seg, blk, snapshot, cid, horizon,
-									   whole ? PG_UINT32_MAX : cutoff_s,
-									   &complete);
+					n = purge_page(seg, blk, snapshot, cid, horizon,
+								   whole ? PG_UINT32_MAX : cutoff_s,
+								   &complete);
+					/* counted at commit (counters.c) */
+					if (n > 0)
+						spindle_counters_deleted(sp->segment, (int) n);
+					here += n;
 				}
 				relation_close(seg, NoLock);
 			}
