@@ -256,7 +256,7 @@ CREATE FUNCTION spindle.set_visibility(queue_name text, msg_id bigint,
 COMMENT ON FUNCTION spindle.set_visibility(text, bigint, interval) IS
     'end a lease at now + visibility_timeout (''0'': hand the event back now); false if not leased';
 
--- ===================== verify (src/verify.c) ==============
+-- ===================== verify (src/verify.c) =====================
 -- spindle.verify(rel): one row per broken invariant of a spindle table,
 -- none when it is healthy; needs SELECT on the table, takes ACCESS SHARE.
 CREATE FUNCTION spindle.verify(rel regclass)
@@ -274,8 +274,7 @@ CREATE FUNCTION spindle._verify_corrupt(rel regclass, what text,
 COMMENT ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) IS
     'internal, for tests: corrupt a spindle table (map_clear, map_set, set_k, index_entry, queue_item); superuser only';
 REVOKE ALL ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) FROM PUBLIC;
-=======
--- ===================== Monitoring: spindle.queues (helper L) =====================
+-- ===================== Monitoring: spindle.queues =====================
 -- One row per queue whose table the caller may SELECT from; figures from
 -- shared memory (counters and consumer state), no lock on the queue's table.
 CREATE FUNCTION spindle._queue_info(
