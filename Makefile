@@ -23,7 +23,8 @@ OBJS = \
 	src/rangepurge.o \
 	src/queue_catalog.o \
 	src/queue_api.o \
-	src/detach.o
+	src/detach.o \
+	src/cache.o
 
 EXTENSION = spindle
 DATA = sql/spindle--0.1.sql

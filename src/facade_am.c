@@ -67,6 +67,7 @@
 #include "maintenance.h"
 #include "worker.h"
 #include "queue_catalog.h"
+#include "cache.h"
 
 
 static TableAmRoutine facade_methods;
@@ -328,11 +329,15 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 		}
 		heap_insert(seg, tuple, cid, options, bistate);
 		ptids[0] = tuple->t_self;
+		/* queue tables: the event cache keeps it for consumers (cache.c) */
+		spindle_cache_put(facade, RelationGetRelid(seg), sp->spindle_no, k0,
+						  1, ptids, &tuple);
 		heap_freetuple(tuple);
 	}
 	else
 	{
 		TupleTableSlot **hslots = palloc(sizeof(TupleTableSlot *) * n);
+		HeapTuple  *tuples = palloc(sizeof(HeapTuple) * n);
 
 		Assert(!speculative);
 		for (j = 0; j < n; j++)
@@ -348,9 +353,14 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 		for (j = 0; j < n; j++)
 		{
 			ptids[j] = hslots[j]->tts_tid;
-			ExecDropSingleTupleTableSlot(hslots[j]);
+			tuples[j] = ((HeapTupleTableSlot *) hslots[j])->tuple;
 		}
+		spindle_cache_put(facade, RelationGetRelid(seg), sp->spindle_no, k0,
+						  n, ptids, tuples);
+		for (j = 0; j < n; j++)
+			ExecDropSingleTupleTableSlot(hslots[j]);
 		pfree(hslots);
+		pfree(tuples);
 	}
 
 	spindle_slotmap_set(facade, sp->vbase + k0, n, ptids);
@@ -929,9 +939,12 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 	}
 	smgrclose(srel);
 
-	/* TRUNCATE: its spindles go too */
+	/* TRUNCATE: its spindles go too, and its cached events */
 	if (truncating)
+	{
 		spindle_drop_all_spindles(rel);
+		spindle_cache_reset(RelationGetRelid(rel));
+	}
 }
 
 static void
@@ -939,6 +952,7 @@ facade_relation_nontransactional_truncate(Relation rel)
 {
 	int64		next_no = spindle_peek_spindle_no(rel);
 
+	spindle_cache_reset(RelationGetRelid(rel));
 	RelationTruncate(rel, 0);
 	spindle_slotmap_forget_size(rel);
 	spindle_slotmap_init_fork(RelationGetSmgr(rel), MAIN_FORKNUM,
