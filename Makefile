@@ -34,7 +34,7 @@ PG_CPPFLAGS = -I$(srcdir)/src
 
 # pg_regress and pg_isolation_regress run a private server built from the
 # installed binaries; shared_preload_libraries comes from test/spindle.conf.
-REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast tids owners \
+REGRESS = am_basic cache options dml indexes drop_spindles views ddl_refusals toast tids owners \
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
 	creation
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
