@@ -72,7 +72,7 @@ run() {
     t0=$(date +%s.%N)
     out=$("$BIN/pgbench" -n -M prepared -c 1 -j 1 -t "$xacts" -f "$tmp/consumer.sql" $DB 2>&1)
     t1=$(date +%s.%N)
-    kill -INT $pid 2>/dev/null || true
+    kill -TERM $pid 2>/dev/null || true
     wait $pid 2>/dev/null || true
     read -r h1 m1 < <(q "SELECT coalesce(sum(hits), 0), coalesce(sum(misses), 0) FROM spindle.cache_stats" | tr '|' ' ')
     local tps
