@@ -13,6 +13,9 @@
 # the hit ratio of the "on" runs (from spindle.cache_stats) and the
 # producer's rate.
 #
+# CONSUMER_SYNC_COMMIT=off runs the consumer with synchronous_commit off,
+# so that its rate shows the cost of a dequeue rather than of a WAL flush.
+#
 # Needs a server with spindle preloaded that this script may restart:
 # PGDATA (its data directory), PGBIN (its binaries, default the system's),
 # PGHOST, PGPORT, PGUSER (a superuser).  Creates and drops database
@@ -23,6 +26,7 @@ ROUNDS=${1:-5}
 BATCH=${2:-10}
 BACKLOG=${3:-8000}
 PRODUCER_RATE=${4:-200}
+CONSUMER_SYNC_COMMIT=${CONSUMER_SYNC_COMMIT:-on}
 BIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 : "${PGDATA:?set PGDATA to the data directory of the server to restart}"
 DB=spindle_cbench
@@ -70,7 +74,7 @@ run() {
         -f "$tmp/producer.sql" $DB >"$tmp/producer.out" 2>&1 &
     pid=$!
     t0=$(date +%s.%N)
-    out=$("$BIN/pgbench" -n -M prepared -c 1 -j 1 -t "$xacts" -f "$tmp/consumer.sql" $DB 2>&1)
+    out=$(PGOPTIONS="-c synchronous_commit=$CONSUMER_SYNC_COMMIT" "$BIN/pgbench" -n -M prepared -c 1 -j 1 -t "$xacts" -f "$tmp/consumer.sql" $DB 2>&1)
     t1=$(date +%s.%N)
     kill -TERM $pid 2>/dev/null || true
     wait $pid 2>/dev/null || true
@@ -95,7 +99,8 @@ done
 on=$(awk '{print $1}' "$tmp/on" | median)
 off=$(awk '{print $1}' "$tmp/off" | median)
 ratio=$(awk '{h += $2; m += $3} END {printf "%.4f", (h + m) ? h / (h + m) : 0}' "$tmp/on")
-printf "\ndequeue(q, %d), backlog %d, producer %d/s, %d rounds (medians):\n" "$BATCH" "$BACKLOG" "$PRODUCER_RATE" "$ROUNDS"
+printf "\ndequeue(q, %d), backlog %d, producer %d/s, consumer synchronous_commit %s, %d rounds (medians):\n" \
+    "$BATCH" "$BACKLOG" "$PRODUCER_RATE" "$CONSUMER_SYNC_COMMIT" "$ROUNDS"
 printf "  cache on:  %8d events/s   hit ratio %s\n" "$on" "$ratio"
 printf "  cache off: %8d events/s\n" "$off"
 awk -v a="$on" -v b="$off" 'BEGIN {printf "  on / off:  %.2f\n", (b > 0 ? a / b : 0)}'

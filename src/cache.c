@@ -15,10 +15,11 @@
  * the consumer reads the payload from the page.  So memory is fixed at
  * start: cache_tables x cache_size x entry size (the view
  * spindle.cache_stats reports it), whatever the payloads.  Entries are
- * direct-mapped: msg_id (spindle_no, k) goes to entry (k + spindle_no x
- * a large odd constant) mod cache_size, so the events of one spindle fill
- * consecutive entries like a ring, and a newer event overwrites the one
- * cache_size events older (an eviction when no consumer took it first).
+ * direct-mapped: event k of spindle n, whose capacity is c, goes to entry
+ * (n x c + k) mod cache_size, so the events of a table whose spindles
+ * have one capacity fill consecutive entries like a ring, across spindle
+ * boundaries too, and a newer event overwrites the one cache_size events
+ * older (an eviction if no consumer took it first).
  *
  * A queue table takes a slot at its first enqueue while one is free, or
  * the slot least recently used if that one was idle for a minute; else it
@@ -213,13 +214,14 @@ table_lock(int slot)
 	return &cshared->table_locks[slot].lock;
 }
 
+/*
+ * The entry of the event at ring position pos (spindle_no x its spindle's
+ * capacity + k: see spindle_cache_ring_pos).
+ */
 static inline CacheEntry *
-entry_at(int slot, int64 msg_id)
+entry_at(int slot, uint64 pos)
 {
-	uint64		spindle_no = (uint64) spindle_msgid_spindle(msg_id);
-	uint64		k = (uint64) spindle_msgid_k(msg_id);
-	uint64		idx = (k + spindle_no * UINT64CONST(0x9E3779B97F4A7C15)) %
-		(uint64) spindle_cache_size;
+	uint64		idx = pos % (uint64) spindle_cache_size;
 
 	return (CacheEntry *) (centries + slot * table_bytes() + idx * entry_size());
 }
@@ -311,8 +313,9 @@ take_slot(Oid relid)
  * tuples[] (before TOAST), inserted by the current (sub)transaction.
  */
 void
-spindle_cache_put(Relation facade, Oid segment, int64 spindle_no, int64 k0,
-				  int n, ItemPointer ptids, HeapTuple *tuples)
+spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
+				  int64 capacity, int64 k0, int n, ItemPointer ptids,
+				  HeapTuple *tuples)
 {
 	Oid			relid = RelationGetRelid(facade);
 	TupleDesc	td = RelationGetDescr(facade);
@@ -337,7 +340,9 @@ spindle_cache_put(Relation facade, Oid segment, int64 spindle_no, int64 k0,
 	for (j = 0; j < n; j++)
 	{
 		int64		msg_id = spindle_msgid_make(spindle_no, k0 + j);
-		CacheEntry *e = entry_at(slot, msg_id);
+		CacheEntry *e = entry_at(slot,
+								 spindle_cache_ring_pos(spindle_no, capacity,
+														k0 + j));
 		bool		isnull;
 		Datum		d;
 
@@ -371,8 +376,8 @@ spindle_cache_put(Relation facade, Oid segment, int64 spindle_no, int64 k0,
  * palloc'd in the current context) and counts hits and misses.
  */
 void
-spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids, int n,
-					 SpindleCachedEvent *out)
+spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids,
+					 const uint64 *pos, int n, SpindleCachedEvent *out)
 {
 	CacheTable *t;
 	int			hits = 0;
@@ -391,7 +396,7 @@ spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids, int n,
 	}
 	for (j = 0; j < n; j++)
 	{
-		CacheEntry *e = entry_at(slot, msg_ids[j]);
+		CacheEntry *e = entry_at(slot, pos[j]);
 
 		if (e->msg_id != msg_ids[j])
 			continue;
@@ -418,7 +423,8 @@ spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids, int n,
 
 /* Forget n msg_ids of table relid in slot: consumed, or found gone. */
 void
-spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids, int n)
+spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids,
+					 const uint64 *pos, int n)
 {
 	int			j;
 
@@ -429,7 +435,7 @@ spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids, int n)
 	{
 		for (j = 0; j < n; j++)
 		{
-			CacheEntry *e = entry_at(slot, msg_ids[j]);
+			CacheEntry *e = entry_at(slot, pos[j]);
 
 			if (e->msg_id == msg_ids[j])
 			{

@@ -36,16 +36,27 @@ extern void spindle_cache_shmem_request(void);
 extern void spindle_cache_shmem_startup(void);
 
 /* producers (store_events in facade_am.c) */
+/*
+ * Where event k of spindle spindle_no, of capacity capacity (effective:
+ * spindle_effective_capacity), goes in its table's ring of entries.
+ */
+static inline uint64
+spindle_cache_ring_pos(int64 spindle_no, int64 capacity, int64 k)
+{
+	return (uint64) spindle_no * (uint64) capacity + (uint64) k;
+}
+
 extern void spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
-							  int64 k0, int n, ItemPointer ptids,
-							  HeapTuple *tuples);
+							  int64 capacity, int64 k0, int n,
+							  ItemPointer ptids, HeapTuple *tuples);
 
 /* consumers (queue.c) */
 extern int	spindle_cache_find(Oid relid);
 extern void spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids,
-								 int n, SpindleCachedEvent *out);
+								 const uint64 *pos, int n,
+								 SpindleCachedEvent *out);
 extern void spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids,
-								 int n);
+								 const uint64 *pos, int n);
 
 /* the table is dropped or truncated */
 extern void spindle_cache_reset(Oid relid);

@@ -330,7 +330,8 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 		heap_insert(seg, tuple, cid, options, bistate);
 		ptids[0] = tuple->t_self;
 		/* queue tables: the event cache keeps it for consumers (cache.c) */
-		spindle_cache_put(facade, RelationGetRelid(seg), sp->spindle_no, k0,
+		spindle_cache_put(facade, RelationGetRelid(seg), sp->spindle_no,
+						  spindle_effective_capacity(sp), k0,
 						  1, ptids, &tuple);
 		heap_freetuple(tuple);
 	}
@@ -355,7 +356,8 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 			ptids[j] = hslots[j]->tts_tid;
 			tuples[j] = ((HeapTupleTableSlot *) hslots[j])->tuple;
 		}
-		spindle_cache_put(facade, RelationGetRelid(seg), sp->spindle_no, k0,
+		spindle_cache_put(facade, RelationGetRelid(seg), sp->spindle_no,
+						  spindle_effective_capacity(sp), k0,
 						  n, ptids, tuples);
 		for (j = 0; j < n; j++)
 			ExecDropSingleTupleTableSlot(hslots[j]);

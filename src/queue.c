@@ -127,6 +127,7 @@ typedef struct Candidate
 	ItemPointerData ptid;
 	HeapTuple	tuple;			/* delivered: a copy (NULL: from the cache) */
 	bool		cached;			/* the event cache knew where it is */
+	uint64		cache_pos;		/* its place there */
 	TransactionId cached_xmin;	/* ... who inserted it */
 	bool		from_cache;		/* delivered: payload and enqueued_at ... */
 	TimestampTz enqueued_at;	/* ... are these */
@@ -786,32 +787,58 @@ cmp_candidate_msgid(const void *a, const void *b)
  * their pages.
  */
 static void
-cache_fill(Relation facade, int slot, Candidate *c, int n)
+cache_fill(Relation facade, SpindleDirectory *dir, int slot, Candidate *c,
+		   int n)
 {
 	int64	   *ids;
+	uint64	   *pos;
+	int		   *which;
 	SpindleCachedEvent *ev;
 	int			i;
+	int			m = 0;
 
+	for (i = 0; i < n; i++)
+	{
+		c[i].cached = false;
+		c[i].from_cache = false;
+	}
 	if (slot < 0 || n == 0)
 		return;
 	ids = palloc(sizeof(int64) * n);
+	pos = palloc(sizeof(uint64) * n);
+	which = palloc(sizeof(int) * n);
 	ev = palloc(sizeof(SpindleCachedEvent) * n);
 	for (i = 0; i < n; i++)
-		ids[i] = c[i].msg_id;
-	spindle_cache_lookup(slot, RelationGetRelid(facade), ids, n, ev);
-	for (i = 0; i < n; i++)
 	{
-		c[i].cached = ev[i].found;
-		c[i].from_cache = false;
+		SpindleEntry *sp = spindle_find_spindle(dir, spindle_msgid_spindle(c[i].msg_id));
+
+		if (sp == NULL)
+			continue;			/* gone: locate says so */
+		c[i].cache_pos = spindle_cache_ring_pos(sp->spindle_no,
+												spindle_effective_capacity(sp),
+												spindle_msgid_k(c[i].msg_id));
+		ids[m] = c[i].msg_id;
+		pos[m] = c[i].cache_pos;
+		which[m] = i;
+		m++;
+	}
+	spindle_cache_lookup(slot, RelationGetRelid(facade), ids, pos, m, ev);
+	for (i = 0; i < m; i++)
+	{
+		Candidate  *ci = &c[which[i]];
+
 		if (!ev[i].found)
 			continue;
-		c[i].segment = ev[i].segment;
-		c[i].ptid = ev[i].ptid;
-		c[i].cached_xmin = ev[i].xmin;
-		c[i].enqueued_at = ev[i].enqueued_at;
-		c[i].payload = ev[i].payload;
+		ci->cached = true;
+		ci->segment = ev[i].segment;
+		ci->ptid = ev[i].ptid;
+		ci->cached_xmin = ev[i].xmin;
+		ci->enqueued_at = ev[i].enqueued_at;
+		ci->payload = ev[i].payload;
 	}
 	pfree(ids);
+	pfree(pos);
+	pfree(which);
 	pfree(ev);
 }
 
@@ -824,18 +851,24 @@ static void
 cache_done(Relation facade, int slot, Candidate *c, int n, bool purge)
 {
 	int64	   *ids;
+	uint64	   *pos;
 	int			nids = 0;
 	int			i;
 
 	if (slot < 0 || n == 0)
 		return;
 	ids = palloc(sizeof(int64) * n);
+	pos = palloc(sizeof(uint64) * n);
 	for (i = 0; i < n; i++)
 		if (c[i].cached &&
 			(c[i].outcome == EV_GONE || (purge && c[i].outcome == EV_DELIVER)))
-			ids[nids++] = c[i].msg_id;
-	spindle_cache_forget(slot, RelationGetRelid(facade), ids, nids);
+		{
+			ids[nids] = c[i].msg_id;
+			pos[nids++] = c[i].cache_pos;
+		}
+	spindle_cache_forget(slot, RelationGetRelid(facade), ids, pos, nids);
 	pfree(ids);
+	pfree(pos);
 }
 
 /*
@@ -1223,7 +1256,7 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 		}
 	}
 	cache_slot = spindle_cache_find(RelationGetRelid(facade));
-	cache_fill(facade, cache_slot, res.c, res.n);
+	cache_fill(facade, dir, cache_slot, res.c, res.n);
 	locate(facade, dir, res.c, res.n, now);
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_location);
 	examine(facade, dir, res.c, res.n, now, purge, NULL);
@@ -1659,7 +1692,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	memset(&c, 0, sizeof(c));
 	c.msg_id = msg_id;
 	cache_slot = spindle_cache_find(RelationGetRelid(facade));
-	cache_fill(facade, cache_slot, &c, 1);
+	cache_fill(facade, dir, cache_slot, &c, 1);
 	locate(facade, dir, &c, 1, now);
 	if (c.located)
 		examine(facade, dir, &c, 1, DT_NOEND - 1, true, NULL);
