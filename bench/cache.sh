@@ -13,6 +13,13 @@
 # the hit ratio of the "on" runs (from spindle.cache_stats) and the
 # producer's rate.
 #
+# Each round also measures the consumer's CPU time per event, which the
+# load of other processes on the machine disturbs much less than a rate:
+# one session dequeues CYCLES x BACKLOG events (BATCH per transaction,
+# committing each), another enqueues the BACKLOG before each cycle, and
+# the consumer backend's utime + stime (/proc/<pid>/stat, so the server
+# must run on this machine) is read around each cycle.
+#
 # CONSUMER_SYNC_COMMIT=off runs the consumer with synchronous_commit off,
 # so that its rate shows the cost of a dequeue rather than of a WAL flush.
 #
@@ -20,13 +27,14 @@
 # PGDATA (its data directory), PGBIN (its binaries, default the system's),
 # PGHOST, PGPORT, PGUSER (a superuser).  Creates and drops database
 # spindle_cbench; leaves spindle.cache_size reset (ALTER SYSTEM RESET).
-# Usage: bench/cache.sh [ROUNDS] [BATCH] [BACKLOG] [PRODUCER_RATE]
+# Usage: [CYCLES=10] [CONSUMER_SYNC_COMMIT=on] bench/cache.sh [ROUNDS] [BATCH] [BACKLOG] [PRODUCER_RATE]
 set -euo pipefail
 ROUNDS=${1:-5}
 BATCH=${2:-10}
 BACKLOG=${3:-8000}
 PRODUCER_RATE=${4:-200}
 CONSUMER_SYNC_COMMIT=${CONSUMER_SYNC_COMMIT:-on}
+CYCLES=${CYCLES:-10}
 BIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 : "${PGDATA:?set PGDATA to the data directory of the server to restart}"
 DB=spindle_cbench
@@ -85,14 +93,38 @@ run() {
         awk '{printf "%.0f %d %d %s\n", $1 * $2, $3, $4, $5}'
 }
 
+# cpu: prints the consumer backend's CPU microseconds per event
+cpu() {
+    local script=$tmp/cpu.sql
+    : > "$tmp/ticks"
+    echo "SELECT count(*) FROM spindle.enqueue_batch('cq', array_fill('$PAYLOAD'::jsonb, ARRAY[$BACKLOG]));" > "$tmp/fill.sql"
+    {
+        echo "SELECT pg_backend_pid() AS pid \\gset"
+        echo "\\setenv CONSUMER_PID :pid"
+        echo "SET synchronous_commit = $CONSUMER_SYNC_COMMIT;"
+        echo "SELECT count(*) FROM spindle.dequeue('cq', 100000);"
+        for c in $(seq 1 "$CYCLES"); do
+            echo "\\! $BIN/psql -X -q -At -d $DB -f $tmp/fill.sql >/dev/null"
+            echo "\\! awk '{print \$14 + \$15}' /proc/\$CONSUMER_PID/stat >> $tmp/ticks"
+            echo "DO \$\$ BEGIN FOR i IN 1..$((BACKLOG / BATCH)) LOOP PERFORM count(*) FROM spindle.dequeue('cq', $BATCH); COMMIT; END LOOP; END \$\$;"
+            echo "\\! awk '{print \$14 + \$15}' /proc/\$CONSUMER_PID/stat >> $tmp/ticks"
+        done
+    } > "$script"
+    psql -d $DB -f "$script" >/dev/null
+    awk -v hz="$(getconf CLK_TCK)" -v ev="$BACKLOG" -v cycles="$CYCLES" \
+        'NR % 2 == 1 {t0 = $1} NR % 2 == 0 {sum += $1 - t0}
+         END {printf "%.2f\n", sum / hz * 1e6 / (ev * cycles)}' "$tmp/ticks"
+}
+
 : > "$tmp/on"
 : > "$tmp/off"
 for r in $(seq 1 "$ROUNDS"); do
     for mode in on off; do
         if [ $mode = on ]; then restart_with 10000; else restart_with 0; fi
         res=$(run)
-        echo "round $r cache $mode: $res (events/s hits misses producer_rate)"
-        echo "$res" >> "$tmp/$mode"
+        us=$(cpu)
+        echo "round $r cache $mode: $res $us (events/s hits misses producer_rate cpu_us_per_event)"
+        echo "$res $us" >> "$tmp/$mode"
     done
 done
 
@@ -101,6 +133,9 @@ off=$(awk '{print $1}' "$tmp/off" | median)
 ratio=$(awk '{h += $2; m += $3} END {printf "%.4f", (h + m) ? h / (h + m) : 0}' "$tmp/on")
 printf "\ndequeue(q, %d), backlog %d, producer %d/s, consumer synchronous_commit %s, %d rounds (medians):\n" \
     "$BATCH" "$BACKLOG" "$PRODUCER_RATE" "$CONSUMER_SYNC_COMMIT" "$ROUNDS"
-printf "  cache on:  %8d events/s   hit ratio %s\n" "$on" "$ratio"
-printf "  cache off: %8d events/s\n" "$off"
-awk -v a="$on" -v b="$off" 'BEGIN {printf "  on / off:  %.2f\n", (b > 0 ? a / b : 0)}'
+con=$(awk '{print $5}' "$tmp/on" | median)
+coff=$(awk '{print $5}' "$tmp/off" | median)
+printf "  cache on:  %8d events/s   hit ratio %s   consumer CPU %s us/event\n" "$on" "$ratio" "$con"
+printf "  cache off: %8d events/s                      consumer CPU %s us/event\n" "$off" "$coff"
+awk -v a="$on" -v b="$off" -v c="$con" -v d="$coff" \
+    'BEGIN {printf "  on / off:  rate %.2f, CPU per event %.2f\n", (b > 0 ? a / b : 0), (d > 0 ? c / d : 0)}'

@@ -367,6 +367,8 @@ spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
 		}
 	}
 	LWLockRelease(table_lock(slot));
+	pg_atomic_write_u64(&cshared->tables[slot].last_used,
+						(uint64) GetCurrentTimestamp());
 	if (evicted > 0)
 		pg_atomic_fetch_add_u64(&cshared->tables[slot].evictions, evicted);
 }

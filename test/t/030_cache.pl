@@ -7,6 +7,8 @@
 #     dequeues and acks, leases, set_visibility, DELETE, UPDATE,
 #     purge_expired, an aborted producer, a delayed event and payloads
 #     cached by location only (large, out of line).
+#     A small cache (100) over spindles of 30 keeps a ring across spindle
+#     boundaries: a consumer 90 events behind hits every event.
 #  2. After a restart the cache is empty and is filled again by new
 #     enqueues; events enqueued before the restart are still delivered
 #     (misses), with no stale entry.
@@ -127,7 +129,56 @@ is( $node{off}->safe_psql(
 	),
 	'0|4',
 	'cache off: no table has a cache');
-$node{off}->stop;
+
+# A small cache across spindle boundaries: a consumer 90 events behind,
+# in a cache of 100, over spindles of 30, hits every event (entries of a
+# new spindle follow those of the last one, they do not overwrite them).
+my $small = $node{off};
+$small->append_conf('postgresql.conf', 'spindle.cache_size = 100');
+$small->restart;
+$small->safe_psql(
+	'postgres', q{
+SELECT spindle.create_queue('bq', events_per_spindle => 30);
+SELECT count(*) FROM spindle.enqueue_batch('bq',
+    ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 45) g));
+SELECT count(*) FROM (SELECT spindle.enqueue('bq', jsonb_build_object('n', g))
+                        FROM generate_series(46, 90) g) s;
+});
+is( $small->safe_psql(
+		'postgres',
+		"SELECT entries, evictions, capacity FROM spindle.cache_stats WHERE relation = 'spindle_q.bq'::regclass"
+	),
+	'90|0|100',
+	'90 events over 3 spindles in a cache of 100: none evicted');
+is( $small->safe_psql(
+		'postgres',
+		"SELECT string_agg(payload->>'n', ',' ORDER BY msg_id) FROM spindle.dequeue('bq', 100)"
+	),
+	join(',', 1 .. 90),
+	'all delivered in order');
+is( $small->safe_psql(
+		'postgres',
+		"SELECT hits, misses FROM spindle.cache_stats WHERE relation = 'spindle_q.bq'::regclass"
+	),
+	'90|0',
+	'all hits');
+# 150 more: the oldest 50 are pushed out before anyone takes them
+$small->safe_psql('postgres',
+	"SELECT count(*) FROM spindle.enqueue_batch('bq', ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(91, 240) g))"
+);
+is( $small->safe_psql(
+		'postgres',
+		"SELECT count(*), min((payload->>'n')::int), max((payload->>'n')::int) FROM spindle.dequeue('bq', 1000)"
+	),
+	'150|91|240',
+	'a consumer further behind than the cache gets everything');
+is( $small->safe_psql(
+		'postgres',
+		"SELECT entries, evictions, hits, misses FROM spindle.cache_stats WHERE relation = 'spindle_q.bq'::regclass"
+	),
+	'0|50|190|50',
+	'from the cache for the newest 100, from the table for the rest');
+$small->stop;
 
 # ---- 2. restart ----------------------------------------------------------
 my $n = $node{on};
