@@ -20,7 +20,10 @@
  *	- not due: DELAYED until its visible_at;
  *	- purged by a committed transaction, aborted, or never an event: gone.
  *
- * and records what it found in place of its claim.  Whatever goes wrong on
+ * and records what it found in place of its claim.  Where its events are
+ * comes from the event cache (cache.c) when it has them, else from the
+ * directory and the slot map; the examination on the page is the same
+ * either way, so the cache changes no outcome.  Whatever goes wrong on
  * the way (an error, a full item pool), the unrecorded rest of a claim
  * becomes RETURNED, which only means "examine again": examining is always
  * right, since the events themselves say what they are.  So every event
