@@ -31,6 +31,8 @@ SELECT * FROM cc_stats;
 SELECT count(*) FROM spindle.enqueue_batch('cc',
     ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 10) g));
 SELECT * FROM cc_stats;
+-- memory at the defaults: 10 000 entries of 296 bytes
+SELECT memory_bytes FROM spindle.cache_stats WHERE relation = 'spindle_q.cc'::regclass;
 
 -- hits: right behind the producer
 SELECT payload->>'n' AS n, read_count FROM spindle.dequeue('cc', 3);
@@ -66,6 +68,14 @@ SELECT spindle.enqueue('cc', jsonb_build_object('huge', (SELECT string_agg(md5(g
 SELECT length(payload->>'big') AS big, length(payload->>'huge') AS huge, read_count
   FROM spindle.dequeue('cc', 2);
 SELECT entries, hits, misses FROM cc_stats;
+
+-- a spindle table in spindle_q that gets msg_ids but has not the columns
+-- of a queue is not cached (consumers cannot open it)
+CREATE TABLE spindle_q.notq (msg_id bigint, x int) USING spindle;
+INSERT INTO spindle_q.notq (x) VALUES (1), (2);
+SELECT count(*) AS rows, min(msg_id) > 0 AS has_ids FROM spindle_q.notq;
+SELECT capacity, entries FROM spindle.cache_stats WHERE relation = 'spindle_q.notq'::regclass;
+DROP TABLE spindle_q.notq;
 
 -- a table the caller may not read is not shown
 CREATE ROLE regress_cache_nobody;

@@ -52,6 +52,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_type_d.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
@@ -325,6 +326,11 @@ spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
 	int			j;
 
 	if (!cache_enabled() || n <= 0 || !spindle_relation_is_queue(facade))
+		return;
+	/* only a table that consumers can open (queue.c's open_queue) */
+	if (td->natts < SPINDLE_QUEUE_ATT_PAYLOAD ||
+		TupleDescAttr(td, SPINDLE_QUEUE_ATT_ENQUEUED_AT - 1)->atttypid != TIMESTAMPTZOID ||
+		TupleDescAttr(td, SPINDLE_QUEUE_ATT_PAYLOAD - 1)->atttypid != JSONBOID)
 		return;
 	slot = spindle_cache_find(relid);
 	if (slot < 0 && (slot = take_slot(relid)) < 0)
