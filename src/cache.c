@@ -39,12 +39,17 @@
  * leave an entry that is ignored: results are the same with the cache on
  * and off (spindle.cache_size = 0).
  *
- * Locks: CacheAssignLock (tranche "spindle_cache", exclusive) to take or
- * free a table slot; each slot's own LWLock (tranche
+ * Only tables that consumers can open are cached: queue tables
+ * (spindle_relation_is_queue) with a timestamptz enqueued_at and a jsonb
+ * payload as columns 2 and 4.
+ *
+ * Locks: the assignment lock (tranche "spindle_cache", exclusive) to take
+ * or free a table slot; each slot's own LWLock (tranche
  * "spindle_cache_table"), shared to look entries up, exclusive to add or
- * forget them.  No other lock is taken while one is held, and no buffer
- * lock is held while one is acquired.  Counters are atomics, added once
- * per call (a batch), not per event.
+ * forget them or to clear the slot.  The assignment lock is taken before a
+ * slot's lock, never after; nothing else is locked while either is held,
+ * and no buffer lock is held when one is acquired.  Counters are atomics,
+ * added once per call (a batch), not per event.
  *
  *-------------------------------------------------------------------------
  */
