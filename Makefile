@@ -25,7 +25,8 @@ OBJS = \
 	src/queue_catalog.o \
 	src/queue_api.o \
 	src/detach.o \
-	src/verify.o
+	src/verify.o \
+	src/cache.o
 
 EXTENSION = spindle
 DATA = sql/spindle--0.1.sql
@@ -35,13 +36,13 @@ PG_CPPFLAGS = -I$(srcdir)/src
 
 # pg_regress and pg_isolation_regress run a private server built from the
 # installed binaries; shared_preload_libraries comes from test/spindle.conf.
-REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast tids owners \
+REGRESS = am_basic cache options dml indexes drop_spindles views ddl_refusals toast tids owners \
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
 	creation queue_fk verify bad_input privileges_queue views_counters \
 	ttl_subxact ttl_fk temp_spindle
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
-ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
+ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
 	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes views_counters
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle

@@ -291,3 +291,33 @@ CREATE VIEW spindle.queues WITH (security_barrier) AS
 COMMENT ON VIEW spindle.queues IS
     'one row per queue whose table the caller may SELECT from: depth, leases, delays, totals since server start';
 GRANT SELECT ON spindle.queues TO PUBLIC;
+
+-- ===================== The event cache (src/cache.c) =====================
+-- Shared memory of spindle.cache_tables x spindle.cache_size events, sized
+-- at server start.  One row per spindle table the caller may SELECT from,
+-- checked by OID (no lock on the table); a table that holds no cache slot
+-- shows capacity 0.
+CREATE FUNCTION spindle._cache_stats(
+    OUT relid oid, OUT capacity bigint, OUT entries bigint, OUT hits bigint,
+    OUT misses bigint, OUT evictions bigint, OUT memory_bytes bigint)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'spindle_cache_stats' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION spindle._cache_stats() IS
+    'internal: the event cache''s table slots of this database';
+
+CREATE VIEW spindle.cache_stats WITH (security_barrier) AS
+    SELECT c.relation::regclass AS relation,
+           coalesce(s.capacity, 0) AS capacity,
+           coalesce(s.entries, 0) AS entries,
+           coalesce(s.hits, 0) AS hits,
+           coalesce(s.misses, 0) AS misses,
+           coalesce(s.evictions, 0) AS evictions,
+           CASE WHEN s.hits + s.misses > 0
+                THEN s.hits::float8 / (s.hits + s.misses) END AS hit_ratio,
+           coalesce(s.memory_bytes, 0) AS memory_bytes
+      FROM spindle.table_catalog c
+      LEFT JOIN spindle._cache_stats() s ON s.relid = c.relation::oid
+     WHERE pg_catalog.has_table_privilege(c.relation::oid, 'SELECT');
+COMMENT ON VIEW spindle.cache_stats IS
+    'the event cache: one row per spindle table the caller may SELECT from';
+GRANT SELECT ON spindle.cache_stats TO PUBLIC;

@@ -73,6 +73,7 @@
 #include "maintenance.h"
 #include "worker.h"
 #include "queue_catalog.h"
+#include "cache.h"
 
 
 static TableAmRoutine facade_methods;
@@ -383,11 +384,16 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 		}
 		heap_insert(seg, tuple, cid, options, bistate);
 		ptids[0] = tuple->t_self;
+		/* queue tables: the event cache keeps it for consumers (cache.c) */
+		spindle_cache_put(facade, RelationGetRelid(seg), sp->spindle_no,
+						  spindle_effective_capacity(sp), k0,
+						  1, ptids, &tuple);
 		heap_freetuple(tuple);
 	}
 	else
 	{
 		TupleTableSlot **hslots = palloc(sizeof(TupleTableSlot *) * n);
+		HeapTuple  *tuples = palloc(sizeof(HeapTuple) * n);
 
 		Assert(!speculative);
 		for (j = 0; j < n; j++)
@@ -403,9 +409,15 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 		for (j = 0; j < n; j++)
 		{
 			ptids[j] = hslots[j]->tts_tid;
-			ExecDropSingleTupleTableSlot(hslots[j]);
+			tuples[j] = ((HeapTupleTableSlot *) hslots[j])->tuple;
 		}
+		spindle_cache_put(facade, RelationGetRelid(seg), sp->spindle_no,
+						  spindle_effective_capacity(sp), k0,
+						  n, ptids, tuples);
+		for (j = 0; j < n; j++)
+			ExecDropSingleTupleTableSlot(hslots[j]);
 		pfree(hslots);
+		pfree(tuples);
 	}
 
 	spindle_slotmap_set(facade, sp->vbase + k0, n, ptids);
@@ -997,9 +1009,12 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 	}
 	smgrclose(srel);
 
-	/* TRUNCATE: its spindles go too */
+	/* TRUNCATE: its spindles go too, and its cached events */
 	if (truncating)
+	{
 		spindle_drop_all_spindles(rel);
+		spindle_cache_reset(RelationGetRelid(rel));
+	}
 }
 
 static void
@@ -1007,6 +1022,7 @@ facade_relation_nontransactional_truncate(Relation rel)
 {
 	int64		next_no = spindle_peek_spindle_no(rel);
 
+	spindle_cache_reset(RelationGetRelid(rel));
 	RelationTruncate(rel, 0);
 	spindle_slotmap_forget_size(rel);
 	spindle_slotmap_init_fork(RelationGetSmgr(rel), MAIN_FORKNUM,

@@ -20,7 +20,10 @@
  *	- not due: DELAYED until its visible_at;
  *	- purged by a committed transaction, aborted, or never an event: gone.
  *
- * and records what it found in place of its claim.  Whatever goes wrong on
+ * and records what it found in place of its claim.  Where its events are
+ * comes from the event cache (cache.c) when it has them, else from the
+ * directory and the slot map; the examination on the page is the same
+ * either way, so the cache changes no outcome.  Whatever goes wrong on
  * the way (an error, a full item pool), the unrecorded rest of a claim
  * becomes RETURNED, which only means "examine again": examining is always
  * right, since the events themselves say what they are.  So every event
@@ -72,6 +75,7 @@
 #include "utils/rls.h"
 #include "utils/timestamp.h"
 
+#include "cache.h"
 #include "directory.h"
 #include "facade.h"
 #include "layout.h"
@@ -132,7 +136,13 @@ typedef struct Candidate
 	Oid			segment;
 	int64		spindle_no;
 	ItemPointerData ptid;
-	HeapTuple	tuple;			/* delivered: a copy */
+	HeapTuple	tuple;			/* delivered: a copy (NULL: from the cache) */
+	bool		cached;			/* the event cache knew where it is */
+	uint64		cache_pos;		/* its place there */
+	TransactionId cached_xmin;	/* ... who inserted it */
+	bool		from_cache;		/* delivered: payload and enqueued_at ... */
+	TimestampTz enqueued_at;	/* ... are these */
+	struct varlena *payload;
 } Candidate;
 
 /* An item taken as (part of) a claim, with the positions it covers. */
@@ -804,6 +814,97 @@ cmp_candidate_msgid(const void *a, const void *b)
 }
 
 /*
+ * Ask the event cache (cache.c) where the candidates' events are; those it
+ * knows need no slot map lookup, and, if it has their payloads, no copy
+ * of their tuples.  Whether they are deliverable is still examined on
+ * their pages.
+ */
+static void
+cache_fill(Relation facade, SpindleDirectory *dir, int slot, Candidate *c,
+		   int n)
+{
+	int64	   *ids;
+	uint64	   *pos;
+	int		   *which;
+	SpindleCachedEvent *ev;
+	int			i;
+	int			m = 0;
+
+	for (i = 0; i < n; i++)
+	{
+		c[i].cached = false;
+		c[i].from_cache = false;
+	}
+	if (slot < 0 || n == 0)
+		return;
+	ids = palloc(sizeof(int64) * n);
+	pos = palloc(sizeof(uint64) * n);
+	which = palloc(sizeof(int) * n);
+	ev = palloc(sizeof(SpindleCachedEvent) * n);
+	for (i = 0; i < n; i++)
+	{
+		SpindleEntry *sp = spindle_find_spindle(dir, spindle_msgid_spindle(c[i].msg_id));
+
+		if (sp == NULL)
+			continue;			/* gone: locate says so */
+		c[i].cache_pos = spindle_cache_ring_pos(sp->spindle_no,
+												spindle_effective_capacity(sp),
+												spindle_msgid_k(c[i].msg_id));
+		ids[m] = c[i].msg_id;
+		pos[m] = c[i].cache_pos;
+		which[m] = i;
+		m++;
+	}
+	spindle_cache_lookup(slot, RelationGetRelid(facade), ids, pos, m, ev);
+	for (i = 0; i < m; i++)
+	{
+		Candidate  *ci = &c[which[i]];
+
+		if (!ev[i].found)
+			continue;
+		ci->cached = true;
+		ci->segment = ev[i].segment;
+		ci->ptid = ev[i].ptid;
+		ci->cached_xmin = ev[i].xmin;
+		ci->enqueued_at = ev[i].enqueued_at;
+		ci->payload = ev[i].payload;
+	}
+	pfree(ids);
+	pfree(pos);
+	pfree(which);
+	pfree(ev);
+}
+
+/*
+ * Forget the cached events a consumer is done with: purged by this
+ * transaction (dequeue, ack), or found gone.  (A purge that rolls back
+ * costs a miss when the event is taken again.)
+ */
+static void
+cache_done(Relation facade, int slot, Candidate *c, int n, bool purge)
+{
+	int64	   *ids;
+	uint64	   *pos;
+	int			nids = 0;
+	int			i;
+
+	if (slot < 0 || n == 0)
+		return;
+	ids = palloc(sizeof(int64) * n);
+	pos = palloc(sizeof(uint64) * n);
+	for (i = 0; i < n; i++)
+		if (c[i].cached &&
+			(c[i].outcome == EV_GONE || (purge && c[i].outcome == EV_DELIVER)))
+		{
+			ids[nids] = c[i].msg_id;
+			pos[nids++] = c[i].cache_pos;
+		}
+	spindle_cache_forget(slot, RelationGetRelid(facade), ids, pos, nids);
+	pfree(ids);
+	pfree(pos);
+}
+
+/*
  * Find where each candidate's event is: its spindle and physical TID.
  * Candidates whose spindle is gone, or whose slot never got an event, are
  * EV_GONE; a slot not placed yet is EV_RETRY.
@@ -825,6 +926,18 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 		c[i].outcome = EV_GONE;
 		if (sp == NULL || k >= sp->vcount)
 			continue;
+		if (c[i].cached)
+		{
+			/* placed, and where: the cache says, if the spindle is that one */
+			if (c[i].segment == sp->segment)
+			{
+				c[i].located = true;
+				c[i].spindle_no = sp->spindle_no;
+				continue;
+			}
+			c[i].cached = false;
+			c[i].payload = NULL;
+		}
 		/* asked before the map: see spindle_slots_inflight */
 		inflight = spindle_slots_inflight(sp->segment, sp->spindle_no);
 		if (!spindle_slotmap_get(facade, sp->vbase + k, &c[i].ptid))
@@ -897,6 +1010,19 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 											   ItemPointerGetOffsetNumber(&c[j].ptid));
 				HeapTupleData tup;
 
+				/*
+				 * The page said it is deliverable; the cache's copy of its
+				 * payload is that tuple's if the tuple is the one it saw
+				 * stored (classify checked its k, this its xmin).
+				 */
+				if (c[j].cached && c[j].payload != NULL &&
+					TransactionIdEquals(c[j].cached_xmin,
+										HeapTupleHeaderGetRawXmin((HeapTupleHeader) PageGetItem(page, lp))))
+				{
+					c[j].from_cache = true;
+					c[j].tuple = NULL;
+					continue;
+				}
 				tup.t_data = (HeapTupleHeader) PageGetItem(page, lp);
 				tup.t_len = ItemIdGetLength(lp);
 				tup.t_tableOid = RelationGetRelid(seg);
@@ -1135,6 +1261,7 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	int			max_sources = 64;
 	int			got;
 	int			s;
+	int			cache_slot;
 	TimestampTz now = GetCurrentTimestamp();
 	TransactionId xid = purge ? GetCurrentTransactionId() : InvalidTransactionId;
 
@@ -1161,12 +1288,15 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 			res.n++;
 		}
 	}
+	cache_slot = spindle_cache_find(RelationGetRelid(facade));
+	cache_fill(facade, dir, cache_slot, res.c, res.n);
 	locate(facade, dir, res.c, res.n, now);
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_location);
 	examine(facade, dir, res.c, res.n, now, purge, NULL);
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
 	record(qs, sources, nsources, res.c, res.n, !purge, lease_due, xid);
 	spindle_directory_release(dir);
+	cache_done(facade, cache_slot, res.c, res.n, purge);
 	return res;
 }
 
@@ -1306,7 +1436,18 @@ emit_messages(FunctionCallInfo fcinfo, Relation facade, ConsumeResult *res)
 		Datum		out[4];
 		bool		outnull[4] = {false, false, false, false};
 
-		if (c->outcome != EV_DELIVER || c->tuple == NULL)
+		if (c->outcome != EV_DELIVER)
+			continue;
+		if (c->from_cache)
+		{
+			out[0] = Int64GetDatum(c->msg_id);
+			out[1] = TimestampTzGetDatum(c->enqueued_at);
+			out[2] = Int32GetDatum(c->read_count + (fcinfo->flinfo->fn_addr == spindle_read ? 1 : 0));
+			out[3] = PointerGetDatum(PG_DETOAST_DATUM(PointerGetDatum(c->payload)));
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnull);
+			continue;
+		}
+		if (c->tuple == NULL)
 			continue;
 		heap_deform_tuple(c->tuple, td, values, nulls);
 		out[0] = Int64GetDatum(c->msg_id);
@@ -1400,8 +1541,13 @@ move_dead_letters(Relation rel, QueueState *qs, SpindleQueue *q,
 					elog(ERROR, "could not prepare the move to the dead-letter queue: %s",
 						 SPI_result_code_string(SPI_result));
 			}
-			heap_deform_tuple(c->tuple, td, values, nulls);
-			args[0] = values[QCOL_PAYLOAD - 1];
+			if (c->from_cache)
+				args[0] = PointerGetDatum(c->payload);
+			else
+			{
+				heap_deform_tuple(c->tuple, td, values, nulls);
+				args[0] = values[QCOL_PAYLOAD - 1];
+			}
 			if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "could not move an event to the dead-letter queue");
 		}
@@ -1542,6 +1688,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	SpindleDirectory *dir;
 	Candidate	c;
 	bool		purged;
+	int			cache_slot;
 	TimestampTz now = GetCurrentTimestamp();
 	TransactionId xid = GetCurrentTransactionId();
 
@@ -1592,11 +1739,14 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	/* the event itself decides */
 	memset(&c, 0, sizeof(c));
 	c.msg_id = msg_id;
+	cache_slot = spindle_cache_find(RelationGetRelid(facade));
+	cache_fill(facade, dir, cache_slot, &c, 1);
 	locate(facade, dir, &c, 1, now);
 	if (c.located)
 		examine(facade, dir, &c, 1, DT_NOEND - 1, true, NULL);
 	spindle_directory_release(dir);
 	purged = c.located && c.outcome == EV_DELIVER;
+	cache_done(facade, cache_slot, &c, 1, true);
 
 	if (item != NULL && !purged)
 	{

@@ -78,6 +78,7 @@
 
 #include "slotmap.h"
 #include "queue_ids.h"
+#include "cache.h"
 #include "queue_catalog.h"
 #include "queue_state.h"
 #include "spindle.h"
@@ -869,6 +870,7 @@ queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		forget_queue_relation(objectId);
 		/* its consumers' state goes too (rebuilt if the drop rolls back) */
 		spindle_queue_state_reset(objectId);
+		spindle_cache_reset(objectId);
 	}
 	else
 		check_queue_alter(objectId, subId, nsp);

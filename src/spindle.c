@@ -28,6 +28,7 @@
 #include "counters.h"
 #include "touched.h"
 #include "queue_state.h"
+#include "cache.h"
 #include "facade.h"
 #include "segment.h"
 #include "options.h"
@@ -65,6 +66,7 @@ spindle_shmem_request(void)
 	RequestAddinShmemSpace(spindle_worker_shmem_size());
 	RequestAddinShmemSpace(spindle_touched_shmem_size());
 	spindle_queue_shmem_request();
+	spindle_cache_shmem_request();
 	RequestNamedLWLockTranche("spindle_worker", 1);
 }
 
@@ -79,6 +81,7 @@ spindle_shmem_startup(void)
 	spindle_worker_shmem_startup();
 	spindle_touched_shmem_startup();
 	spindle_queue_shmem_startup();
+	spindle_cache_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -145,6 +148,7 @@ _PG_init(void)
 								10000, 16, 10 * 1000 * 1000,
 								PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
+		spindle_cache_define_gucs();
 		prev_shmem_request_hook = shmem_request_hook;
 		shmem_request_hook = spindle_shmem_request;
 		prev_shmem_startup_hook = shmem_startup_hook;
