@@ -36,8 +36,8 @@ PG_CPPFLAGS = -I$(srcdir)/src
 REGRESS = am_basic options dml indexes drop_spindles views ddl_refusals toast tids owners \
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
 	creation \
-	ttl_subxact ttl_fk temp_spindle
-# (R: hostile review) ttl_subxact ttl_fk temp_spindle above
+	ttl_subxact ttl_fk temp_spindle ttl_memory
+# (R: hostile review) ttl_subxact ttl_fk temp_spindle ttl_memory above
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
