@@ -175,7 +175,7 @@ my $failures = () =
   slurp_file($node->logfile, $log_offset) =~
   /maintenance of table public\.referenced failed/g;
 note("failed TTL steps in 6 s: $failures");
-ok($failures >= 1 && $failures <= 5,
+ok($failures >= 1 && $failures <= 6,
 	'a failing TTL step is retried with a growing delay');
 like(
 	$node->safe_psql(
