@@ -124,14 +124,11 @@ static WorkerShared *wshared = NULL;
 static int	my_slot = -1;
 
 /*
- * Tables whose maintenance failed: skipped until retry_at, the wait
- * doubling with each failure in a row (naptime, 2x, 4x ... up to 5 min).
- */
-/*
- * A step of a table that failed is retried after a delay that doubles with
- * each failure; each step of each table has its own, so that the success
- * of another step (a drop after a failed TTL purge) neither resets it nor
- * is held back by it.
+ * Steps of tables whose maintenance failed: skipped until retry_at, the
+ * wait doubling with each failure in a row (naptime, 2x, 4x ... up to 5
+ * min).  Each step of each table has its own, so that the success of
+ * another step (a drop after a failed TTL purge) neither resets it nor is
+ * held back by it.
  */
 typedef struct BackoffKey
 {
