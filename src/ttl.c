@@ -69,6 +69,7 @@
 #include "utils/resowner.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "layout.h"
@@ -85,12 +86,18 @@ PG_FUNCTION_INFO_V1(spindle_purge_expired);
 
 /*
  * Full spindles this backend purged completely, with the cutoff it used:
- * nothing in them is left to purge by any later cutoff.
+ * nothing in them is left to purge by any later cutoff.  An entry names
+ * its spindle by relation OID, table, number and creation time (an OID
+ * can come back after wraparound, a table's OID with it), and is forgotten
+ * once its spindle is dropped, so that a long-lived backend (the worker)
+ * keeps as many entries as there are purged spindles not yet dropped.
  */
 typedef struct PurgedSpindle
 {
 	Oid			segment;		/* hash key */
+	Oid			facade;
 	int64		spindle_no;
+	TimestampTz created_at;
 	SubTransactionId subid;		/* in purged_now: the purging subxact */
 } PurgedSpindle;
 
@@ -104,18 +111,19 @@ static List *purged_now = NIL;
 static bool xact_callback_registered = false;
 
 static bool
-known_purged(SpindleEntry *sp)
+known_purged(Oid facade, SpindleEntry *sp)
 {
 	PurgedSpindle *p;
 
 	if (purged_spindles == NULL)
 		return false;
 	p = hash_search(purged_spindles, &sp->segment, HASH_FIND, NULL);
-	return p != NULL && p->spindle_no == sp->spindle_no;
+	return p != NULL && p->facade == facade &&
+		p->spindle_no == sp->spindle_no && p->created_at == sp->created_at;
 }
 
 static void
-remember_purged(Oid segment, int64 spindle_no)
+remember_purged(PurgedSpindle *from)
 {
 	PurgedSpindle *p;
 	bool		found;
@@ -130,8 +138,32 @@ remember_purged(Oid segment, int64 spindle_no)
 		purged_spindles = hash_create("spindle purged spindles", 64, &ctl,
 									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	p = hash_search(purged_spindles, &segment, HASH_ENTER, &found);
-	p->spindle_no = spindle_no;
+	p = hash_search(purged_spindles, &from->segment, HASH_ENTER, &found);
+	*p = *from;
+}
+
+/*
+ * Forget the spindles of the table that are gone: those numbered below its
+ * oldest live one (spindles are dropped oldest first, and TRUNCATE's new
+ * ones are numbered above the old), and those of any table whose relation
+ * no longer exists (a dropped table).
+ */
+static void
+forget_dropped(Oid facade, SpindleDirectory *dir)
+{
+	HASH_SEQ_STATUS status;
+	PurgedSpindle *p;
+	int64		oldest = dir->nspindles > 0 ? dir->spindles[0].spindle_no : PG_INT64_MAX;
+
+	if (purged_spindles == NULL || hash_get_num_entries(purged_spindles) == 0)
+		return;
+	hash_seq_init(&status, purged_spindles);
+	while ((p = hash_seq_search(&status)) != NULL)
+	{
+		if ((p->facade == facade && p->spindle_no < oldest) ||
+			!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(p->segment)))
+			hash_search(purged_spindles, &p->segment, HASH_REMOVE, NULL);
+	}
 }
 
 /*
@@ -184,7 +216,7 @@ ttl_xact_callback(XactEvent event, void *arg)
 		{
 			PurgedSpindle *p = (PurgedSpindle *) lfirst(lc);
 
-			remember_purged(p->segment, p->spindle_no);
+			remember_purged(p);
 		}
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
@@ -197,7 +229,7 @@ ttl_xact_callback(XactEvent event, void *arg)
 
 /* Remember, if this transaction commits, that sp is purged completely. */
 static void
-purged_at_commit(SpindleEntry *sp)
+purged_at_commit(Oid facade, SpindleEntry *sp)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	PurgedSpindle *p = palloc(sizeof(PurgedSpindle));
@@ -209,7 +241,9 @@ purged_at_commit(SpindleEntry *sp)
 		xact_callback_registered = true;
 	}
 	p->segment = sp->segment;
+	p->facade = facade;
 	p->spindle_no = sp->spindle_no;
+	p->created_at = sp->created_at;
 	p->subid = GetCurrentSubTransactionId();
 	purged_now = lappend(purged_now, p);
 	MemoryContextSwitchTo(old);
@@ -372,6 +406,7 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 	refuse_if_referenced(facade);
 
 	dir = spindle_directory_acquire(facade);
+	forget_dropped(RelationGetRelid(facade), dir);
 	for (i = 0; i < dir->nspindles; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
@@ -390,7 +425,7 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 		/* events of a spindle are never older than the spindle */
 		if (sp->created_at > cutoff)
 			break;
-		if (known_purged(sp))
+		if (known_purged(RelationGetRelid(facade), sp))
 			continue;
 
 		/*
@@ -443,7 +478,7 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 			spindle_note_touched(RelationGetRelid(facade), sp->spindle_no);
 		purged += here;
 		if (whole && complete)
-			purged_at_commit(sp);
+			purged_at_commit(RelationGetRelid(facade), sp);
 	}
 	spindle_directory_release(dir);
 	CommandCounterIncrement();

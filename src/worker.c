@@ -124,15 +124,28 @@ static WorkerShared *wshared = NULL;
 static int	my_slot = -1;
 
 /*
- * Tables whose maintenance failed: skipped until retry_at, the wait
- * doubling with each failure in a row (naptime, 2x, 4x ... up to 5 min).
+ * Steps of tables whose maintenance failed: skipped until retry_at, the
+ * wait doubling with each failure in a row (naptime, 2x, 4x ... up to 5
+ * min).  Each step of each table has its own, so that the success of
+ * another step (a drop after a failed TTL purge) neither resets it nor is
+ * held back by it.
  */
+typedef struct BackoffKey
+{
+	Oid			relid;
+	int			step;			/* STEP_* */
+} BackoffKey;
+
 typedef struct Backoff
 {
-	Oid			relid;			/* hash key */
+	BackoffKey	key;			/* hash key */
 	int			failures;
 	TimestampTz retry_at;
 } Backoff;
+
+#define STEP_PURGE	0
+#define STEP_DROP	1
+#define STEP_READY	2
 
 static HTAB *backoff = NULL;
 
@@ -410,12 +423,17 @@ step_ready(Relation rel, int64 *dropped, int64 *freed)
 }
 
 static void
-note_failure(Oid relid)
+note_failure(Oid relid, int stepno)
 {
+	BackoffKey	key;
 	bool		found;
-	Backoff    *b = hash_search(backoff, &relid, HASH_ENTER, &found);
+	Backoff    *b;
 	int64		wait_ms;
 
+	memset(&key, 0, sizeof(key));
+	key.relid = relid;
+	key.step = stepno;
+	b = hash_search(backoff, &key, HASH_ENTER, &found);
 	b->failures = found ? b->failures + 1 : 1;
 	wait_ms = Min((int64) spindle_naptime << Min(b->failures, 20),
 				  (int64) MAX_BACKOFF_MS);
@@ -423,25 +441,38 @@ note_failure(Oid relid)
 }
 
 static void
-note_success(Oid relid)
+note_success(Oid relid, int stepno)
 {
-	hash_search(backoff, &relid, HASH_REMOVE, NULL);
+	BackoffKey	key;
+
+	memset(&key, 0, sizeof(key));
+	key.relid = relid;
+	key.step = stepno;
+	hash_search(backoff, &key, HASH_REMOVE, NULL);
 }
 
 static bool
-backing_off(Oid relid)
+backing_off(Oid relid, int stepno)
 {
-	Backoff    *b = hash_search(backoff, &relid, HASH_FIND, NULL);
+	BackoffKey	key;
+	Backoff    *b;
 
+	memset(&key, 0, sizeof(key));
+	key.relid = relid;
+	key.step = stepno;
+	b = hash_search(backoff, &key, HASH_FIND, NULL);
 	return b != NULL && GetCurrentTimestamp() < b->retry_at;
 }
 
-static void
-run_step(Oid relid, TableStep step, int64 *dropped, int64 *freed)
+/* Returns false if the step failed, or waits after failures. */
+static bool
+run_step(Oid relid, int stepno, TableStep step, int64 *dropped, int64 *freed)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	char		relname[NAMEDATALEN * 2 + 2];
 
+	if (backing_off(relid, stepno))
+		return false;
 	snprintf(relname, sizeof(relname), "with OID %u", relid);
 
 	PG_TRY();
@@ -485,11 +516,12 @@ run_step(Oid relid, TableStep step, int64 *dropped, int64 *freed)
 				 "%s: %s", relname, edata->message);
 		LWLockRelease(wshared->lock);
 		FreeErrorData(edata);
-		note_failure(relid);
-		return;
+		note_failure(relid, stepno);
+		return false;
 	}
 	PG_END_TRY();
-	note_success(relid);
+	note_success(relid, stepno);
+	return true;
 }
 
 /* One round over every spindle table of the database. */
@@ -540,20 +572,18 @@ worker_round(MemoryContext roundcxt)
 		Oid			relid = lfirst_oid(lc);
 
 		CHECK_FOR_INTERRUPTS();
-		if (backing_off(relid))
-			continue;
 		if (list_member_oid(with_ttl, relid))
-			run_step(relid, step_purge, &dropped, &freed);
+			(void) run_step(relid, STEP_PURGE, step_purge, &dropped, &freed);
 		/* a transaction drops a bounded number: go on while it hits it */
 		for (int n = 0; n < 32; n++)
 		{
 			int64		before = dropped;
 
-			run_step(relid, step_drop, &dropped, &freed);
-			if (dropped - before < spindle_drops_per_transaction())
+			if (!run_step(relid, STEP_DROP, step_drop, &dropped, &freed) ||
+				dropped - before < spindle_drops_per_transaction())
 				break;
 		}
-		run_step(relid, step_ready, &dropped, &freed);
+		(void) run_step(relid, STEP_READY, step_ready, &dropped, &freed);
 	}
 	/* the spindles DROP TABLE and TRUNCATE detached from their tables */
 	spindle_worker_drop_detached(&dropped, &freed);
@@ -606,7 +636,7 @@ spindle_worker_main(Datum main_arg)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = sizeof(Oid);
+		ctl.keysize = sizeof(BackoffKey);
 		ctl.entrysize = sizeof(Backoff);
 		backoff = hash_create("spindle worker backoff", 64, &ctl,
 							  HASH_ELEM | HASH_BLOBS);

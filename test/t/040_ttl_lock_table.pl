@@ -157,5 +157,39 @@ is( $node->safe_psql(
 ok(!$node->log_contains('out of shared memory'),
 	'nothing ran out of lock space');
 
+# A TTL step that keeps failing (a foreign key references the table, so
+# the purge is refused) is retried after a delay that doubles, not every
+# naptime (200 ms here), while the table's other steps go on: its purged
+# spindles are still dropped.
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE referenced (id int PRIMARY KEY) USING spindle
+    WITH (events_per_spindle = 2, time_to_live = '1 s');
+CREATE TABLE referencing (rid int REFERENCES referenced (id));
+INSERT INTO referenced SELECT generate_series(1, 7);
+INSERT INTO referencing VALUES (7);
+});
+my $log_offset = -s $node->logfile;
+sleep 6;
+my $failures = () =
+  slurp_file($node->logfile, $log_offset) =~
+  /maintenance of table public\.referenced failed/g;
+note("failed TTL steps in 6 s: $failures");
+ok($failures >= 1 && $failures <= 6,
+	'a failing TTL step is retried with a growing delay');
+like(
+	$node->safe_psql(
+		'postgres', q{SELECT last_error FROM spindle.worker}),
+	qr/foreign key constraint references it/,
+	'spindle.worker says why');
+$node->safe_psql('postgres', 'DELETE FROM referenced WHERE id < 5');
+ok( defined wait_for(
+		$node, 'postgres', q{
+SELECT count(*) = 0 FROM spindle.spindles
+ WHERE relation = 'referenced'::regclass AND spindle_no <= 2}, 20),
+	'its purged spindles are dropped meanwhile');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM referenced'),
+	3, 'and the purge deleted nothing');
+
 $node->stop;
 done_testing();
