@@ -11,7 +11,7 @@ use PostgreSQL::Test::Cluster;
 
 our @EXPORT = qw(wait_for queue_node queue_logs load_scripts start_load
   stop_load drain_queue check_consistent check_read_counts next_epoch
-  log_counts install_wait_backend);
+  log_counts install_wait_backend kill9_and_wait);
 
 # Poll $sql on $node in database $db until it returns 't'; return the
 # seconds it took, or undef after $limit seconds.  $poll_ms defaults to 50.
@@ -365,6 +365,29 @@ BEGIN
     PERFORM pg_sleep(0.002);
   END LOOP;
 END $$});
+}
+
+# SIGKILL process $pid of $node; the postmaster restarts every backend
+# (restart_after_crash = on).  Waits until the server takes queries again.
+# Returns true if the postmaster reported that $pid died of signal 9
+# (false: it had exited before the signal came).
+sub kill9_and_wait
+{
+	my ($node, $pid) = @_;
+	my $off = -s $node->logfile;
+	return 0 unless kill('KILL', $pid);
+	my $t0 = [gettimeofday];
+	until ($node->log_contains(qr/\(PID $pid\) was terminated by signal 9/, $off))
+	{
+		# it had exited by itself before the signal came
+		return 0 if tv_interval($t0) > 10;
+		usleep(20_000);
+	}
+	$node->wait_for_log(qr/all server processes terminated; reinitializing/,
+		$off);
+	$node->poll_query_until('postgres', 'SELECT 1', '1')
+	  or die 'server did not come back after the SIGKILL';
+	return 1;
 }
 
 1;
