@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -78,6 +79,27 @@ emit_table(Relation facade, ReturnSetInfo *rsinfo)
 		purged[i] = counts.purged;
 		/* slots handed out but not yet on disk count as events too */
 		events[i] = Max(events[i], used);
+
+		/*
+		 * ...and as purged ones when no inserter can place them any more:
+		 * an insert that died between taking its slots and writing its
+		 * tuples (a crash, a disk-full error) leaves slots with no tuple,
+		 * aborted inserts by definition.  Inserters hold RowExclusiveLock
+		 * on the spindle from taking their slots to their transaction's
+		 * end, so if ShareLock can be had at once, none is running: count
+		 * again under it (one that ended during the first count may have
+		 * written its tuples behind it).  Only spindles with such slots
+		 * pay for it, and never wait; not on a standby, where nobody
+		 * inserts and ShareLock is not allowed.
+		 */
+		if (used > counts.events && !RecoveryInProgress() &&
+			ConditionalLockRelationOid(sp->segment, ShareLock))
+		{
+			spindle_count_segment(seg, &counts);
+			events[i] = Max(counts.events, used);
+			purged[i] = counts.purged + Max(used - counts.events, 0);
+			UnlockRelationOid(sp->segment, ShareLock);
+		}
 		bytes[i] = DatumGetInt64(DirectFunctionCall1(pg_total_relation_size,
 													 ObjectIdGetDatum(sp->segment)));
 		relation_close(seg, AccessShareLock);

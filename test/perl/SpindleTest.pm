@@ -214,11 +214,10 @@ SELECT (SELECT count(*) FROM produced_$q) || ':' || (SELECT count(*) FROM consum
 # tables, also: the queue holds exactly produced - consumed - acked, no
 # msg_id was delivered twice (consumed, acked, or both), nothing delivered
 # that was not produced.  Runs its checks as tests named after $what;
-# returns true if all passed.  Options: crashed => 1 after a crash or a
-# failed insert (see the TODO below).
+# returns true if all passed.
 sub check_consistent
 {
-	my ($node, $db, $rel, $what, %opt) = @_;
+	my ($node, $db, $rel, $what) = @_;
 	$what //= $rel;
 	my $ok = 1;
 	my $q;
@@ -248,34 +247,24 @@ SELECT count(*) FILTER (WHERE state = 'open') <= 1
 		't',
 		"$what: at most one open spindle, spindle numbers unique");
 	# live events by the counters vs a scan: never fewer (the view never
-	# hides an event); equal when nothing is in flight.  After a crash, or
-	# an insert that failed while placing its tuples (disk full), the slots
-	# it had reserved whose tuples never reached the disk show as events
-	# but never as purged (views.c emit_table takes Max(tuples on disk,
-	# slots used)): a known defect, reported, marked TODO in those cases
-	# until it is fixed.
+	# hides an event), and equal when nothing is in flight, also after a
+	# crash or an insert that failed while placing its tuples (disk full):
+	# the slots such an insert had taken count as purged
 	my $cmp = $node->safe_psql(
 		$db, qq{
 SELECT coalesce(sum(events - purged_events), 0) || ':' || (SELECT count(*) FROM $rel)
   FROM spindle.spindles WHERE relation = '$rel'::regclass});
 	my ($live_view, $live_scan) = split /:/, $cmp;
-	$ok &= cmp_ok($live_view, '>=', $live_scan,
-		"$what: spindle counters count every event a scan sees");
-	{
-		local $TODO = $opt{crashed}
-		  ? 'views.c counts the slots of inserts that died before writing their tuples (crash, disk full) as live events'
-		  : undef;
-		my $eq = is($live_view, $live_scan,
-			"$what: spindle counters agree with count(*)");
-		$ok &= $eq unless $opt{crashed};
-		diag(
-			$node->safe_psql(
-				$db, qq{
+	my $eq = is($live_view, $live_scan,
+		"$what: spindle counters agree with count(*)");
+	$ok &= $eq;
+	diag(
+		$node->safe_psql(
+			$db, qq{
 SELECT (SELECT count(*) FROM $rel) || ' rows; spindles: ' ||
        string_agg(spindle_no || ' ' || state || ' ' || events || '/' || purged_events, ', ' ORDER BY spindle_no)
   FROM spindle.spindles WHERE relation = '$rel'::regclass AND events <> purged_events}))
-		  unless $eq;
-	}
+	  unless $eq;
 
 	return $ok
 	  unless defined $q

@@ -83,7 +83,7 @@ for my $round (1 .. @modes)
 	note "$what: produced:consumed:acked:in queue = $counts";
 	isnt($counts, $last, "$what: the load made progress before the crash");
 	$last = $counts;
-	check_consistent($node, "postgres", "spindle_q.$q", "after crash $round ($mode)", crashed => 1)
+	check_consistent($node, "postgres", "spindle_q.$q", "after crash $round ($mode)")
 	  or diag("inconsistent after crash $round");
 }
 cmp_ok($hit{drop}, '>=', 1, "crashed during a worker's drop $hit{drop} times");
@@ -98,7 +98,7 @@ like($out, qr/number of failed transactions: 0/, 'the load after the crashes ran
 
 my $drained = drain_queue($node, 'postgres', $q);
 note "drained $drained events";
-check_consistent($node, 'postgres', "spindle_q.$q", 'after the drain', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after the drain');
 check_read_counts($node, 'postgres', $q);
 my ($produced, $consumed, $acked, $left) = split /:/,
   log_counts($node, 'postgres', $q);
@@ -112,7 +112,7 @@ ok( defined wait_for(
 SELECT count(*) = 0 FROM spindle.spindles
  WHERE relation = 'spindle_q.$q'::regclass AND state = 'full'}, 30),
 	'the worker drops every full spindle after the crashes');
-check_consistent($node, 'postgres', "spindle_q.$q", 'after the drops', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after the drops');
 
 $node->stop;
 note sprintf('run time %.1f s', tv_interval($t_start));

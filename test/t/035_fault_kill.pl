@@ -70,7 +70,7 @@ stop_load($load, 1);
 next_epoch($node);
 is(ids_in("consumed_$q", \@held), '0', "the killed consumer's dequeues did not commit");
 is(ids_in("spindle_q.$q", \@held), '40', 'its 40 events are back in the queue');
-check_consistent($node, 'postgres', "spindle_q.$q", 'after killing a consumer', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after killing a consumer');
 my $got = $node->safe_psql('postgres',
 	"WITH d AS (INSERT INTO consumed_$q SELECT msg_id, read_count FROM spindle.dequeue('$q', 10000) RETURNING msg_id) "
 	  . 'SELECT count(*) FILTER (WHERE msg_id IN (' . join(',', @held) . ')) FROM d');
@@ -94,7 +94,7 @@ ok(kill9_and_wait($node, $vpid), 'SIGKILL of the lease holder: the server restar
 eval { $victim->quit; };
 stop_load($load, 1);
 next_epoch($node);
-check_consistent($node, 'postgres', "spindle_q.$q", 'after killing a lease holder', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after killing a lease holder');
 is(ids_in("spindle_q.$q", \@leased), scalar(@leased), 'the leased events are still in the queue');
 my $t0 = [gettimeofday];
 $got = $node->safe_psql('postgres',
@@ -135,7 +135,7 @@ is($got, '20:2:2', 'when the leases expire the events come back with read_count 
 cmp_ok($waited, '>=', 2.9, sprintf('not before the lease ended (%.2f s)', $waited));
 $node->safe_psql('postgres',
 	"INSERT INTO acked_$q SELECT * FROM spindle.ack('$q', ARRAY[" . join(',', @leased) . '])');
-check_consistent($node, 'postgres', "spindle_q.$q", 'after the leases expired', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after the leases expired');
 
 # ---- 3. the worker in the middle of a drop --------------------------------
 set_worker(0);
@@ -159,7 +159,7 @@ next_epoch($node);
 my $full_after = $node->safe_psql('postgres',
 	"SELECT count(*) FROM spindle.spindles WHERE relation = 'spindle_q.$q'::regclass AND state = 'full'");
 note "full spindles: $backlog before the worker, $full_after after its crash";
-check_consistent($node, 'postgres', "spindle_q.$q", 'after killing the worker', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after killing the worker');
 ok( defined wait_for(
 		$node, 'postgres', qq{
 SELECT count(*) = 0 FROM spindle.spindles
@@ -191,7 +191,7 @@ for my $try (1 .. 6)
 	}
 }
 ok($killed, 'SIGKILL of a spindle creator: the server restarted');
-check_consistent($node, 'postgres', "spindle_q.$q", 'after killing a creator', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after killing a creator');
 
 # ---- the queue works, and everything comes out exactly once --------------
 $load = start_load($node, 'postgres', 3, 5, @mix);
@@ -199,7 +199,7 @@ my ($out, $err) = stop_load($load);
 like($out, qr/number of failed transactions: 0/, 'the load after the kills ran without errors')
   or diag("$out\n$err");
 my $drained = drain_queue($node, 'postgres', $q);
-check_consistent($node, 'postgres', "spindle_q.$q", 'after the drain', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after the drain');
 check_read_counts($node, 'postgres', $q);
 my ($produced, $consumed, $acked, $left) = split /:/,
   log_counts($node, 'postgres', $q);

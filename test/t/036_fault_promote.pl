@@ -142,7 +142,7 @@ SELECT count(*) FROM client_log l WHERE kind IN ('c', 'a')
         OR NOT EXISTS (SELECT FROM consumed_$q c WHERE c.msg_id = l.msg_id
                        UNION ALL SELECT FROM acked_$q a WHERE a.msg_id = l.msg_id))}),
 	'0', 'no event whose dequeue or ack was acknowledged is back in the queue');
-check_consistent($node, 'postgres', "spindle_q.$q", 'after the promotion', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after the promotion');
 
 # the queue works on the new primary: a load, a drain, the worker's drops
 my $f = load_scripts($dir, $q, batch => 10, dequeue => 5, vt => '1 second');
@@ -152,7 +152,7 @@ my ($out, $err) = stop_load($load);
 like($out, qr/number of failed transactions: 0/, 'a load on the new primary runs without errors')
   or diag("$out\n$err");
 my $drained = drain_queue($node, 'postgres', $q);
-check_consistent($node, 'postgres', "spindle_q.$q", 'after the drain on the new primary', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after the drain on the new primary');
 my ($p, $c, $a, $left) = split /:/, log_counts($node, 'postgres', $q);
 note "events checked: $p produced, $c dequeued, $a acked";
 is($c + $a, $p, 'enqueued = dequeued + acked');

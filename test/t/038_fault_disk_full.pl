@@ -109,7 +109,7 @@ like($err, qr/No space left on device/, 'the error says why');
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'the server is still up');
 my ($p, $c, $a, $left) = split /:/, log_counts($node, 'postgres', $q);
 is($left, $p, 'every acknowledged event is in the queue');
-check_consistent($node, 'postgres', "spindle_q.$q", 'on a full disk', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'on a full disk');
 ($ok, $err) = produce_until_full();
 is($ok, 0, 'enqueue keeps failing while the disk is full');
 like($err, qr/53100/, '...with 53100');
@@ -117,7 +117,7 @@ like($err, qr/53100/, '...with 53100');
 # ---- 2. consumers keep working, the worker frees space --------------------
 my $got = consume_all();
 is($got, $p, "consumers dequeued all $p events on the full disk");
-check_consistent($node, 'postgres', "spindle_q.$q", 'after consuming on a full disk', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after consuming on a full disk');
 ok( defined wait_for(
 		$node, 'postgres', qq{
 SELECT count(*) = 0 FROM spindle.spindles
@@ -127,7 +127,7 @@ SELECT count(*) = 0 FROM spindle.spindles
 cmp_ok($ok, '>', 100,
 	"enqueue works again once dropped spindles freed space ($ok events)");
 like($err, qr/53100/, 'until the disk is full again');
-check_consistent($node, 'postgres', "spindle_q.$q", 'full again', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'full again');
 
 # ---- 3. deleting the filler frees space too ----------------------------
 unlink $filler or die "$filler: $!";
@@ -140,7 +140,7 @@ for (1 .. 50)
 }
 is($more, 1000, 'enqueue works again after the filler file is deleted (1 000 events)');
 $got = consume_all();
-check_consistent($node, 'postgres', "spindle_q.$q", 'after the filler went', crashed => 1);
+check_consistent($node, 'postgres', "spindle_q.$q", 'after the filler went');
 ($p, $c, $a, $left) = split /:/, log_counts($node, 'postgres', $q);
 note "events checked: $p produced, $c dequeued";
 is($c, $p, 'every enqueued event was dequeued, once');
