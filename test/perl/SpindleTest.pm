@@ -354,6 +354,30 @@ BEGIN
     IF clock_timestamp() - t0 > make_interval(secs => timeout_s) THEN RETURN 0; END IF;
     PERFORM pg_sleep(0.002);
   END LOOP;
+END $$;
+-- the pid of the worker while it holds the AccessExclusiveLock of an
+-- existing spindle (pg_spindle.s<table oid>_<spindle_no>, committed: one
+-- it is creating is not visible here), that is while it drops it; 0 after
+-- timeout_s
+CREATE OR REPLACE FUNCTION wait_worker_drop(timeout_s float8)
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+  p int;
+  t0 timestamptz := clock_timestamp();
+BEGIN
+  LOOP
+    PERFORM pg_stat_clear_snapshot();
+    SELECT a.pid INTO p FROM pg_stat_activity a
+      JOIN pg_locks l ON l.pid = a.pid AND l.granted AND l.locktype = 'relation'
+                     AND l.mode = 'AccessExclusiveLock'
+      JOIN pg_class c ON c.oid = l.relation
+      JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'pg_spindle'
+     WHERE a.backend_type = 'spindle worker'
+     LIMIT 1;
+    IF p IS NOT NULL THEN RETURN p; END IF;
+    IF clock_timestamp() - t0 > make_interval(secs => timeout_s) THEN RETURN 0; END IF;
+    PERFORM pg_sleep(0.002);
+  END LOOP;
 END $$});
 }
 
@@ -365,6 +389,8 @@ sub kill9_and_wait
 {
 	my ($node, $pid) = @_;
 	my $off = -s $node->logfile;
+	# never kill(0): that is this process group
+	return 0 unless defined $pid && $pid =~ /^\d+$/ && $pid > 0;
 	return 0 unless kill('KILL', $pid);
 	my $t0 = [gettimeofday];
 	until ($node->log_contains(qr/\(PID $pid\) was terminated by signal 9/, $off))

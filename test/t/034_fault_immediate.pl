@@ -62,9 +62,9 @@ for my $round (1 .. @modes)
 		usleep(1_500_000);
 		set_worker(1);
 		my $pid = $node->safe_psql('postgres',
-			q{SELECT wait_backend('spindle worker', 'AccessExclusiveLock', 5)});
+			q{SELECT wait_worker_drop(5)});
 		$hit{drop}++ if $pid;
-		note "$what: worker $pid held an AccessExclusiveLock at the crash";
+		note "$what: worker $pid was dropping a spindle (held its AccessExclusiveLock) at the crash";
 	}
 	else
 	{

@@ -151,8 +151,8 @@ my $dropped_before = $node->safe_psql('postgres',
 	"SELECT spindles_dropped FROM spindle.tables WHERE relation = 'spindle_q.$q'::regclass");
 set_worker(1);
 my $wpid = $node->safe_psql('postgres',
-	q{SELECT wait_backend('spindle worker', 'AccessExclusiveLock', 10)});
-ok($wpid, "the worker ($wpid) holds a spindle's AccessExclusiveLock: it is dropping");
+	q{SELECT wait_worker_drop(10)});
+ok($wpid, "the worker ($wpid) holds an existing spindle's AccessExclusiveLock: it is dropping it");
 ok(kill9_and_wait($node, $wpid), 'SIGKILL of the worker mid-drop: the server restarted');
 stop_load($load, 1);
 next_epoch($node);
