@@ -220,8 +220,17 @@ map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
 		{
 			GenericXLogState *state;
 
-			buf = ReadBuffer(facade, P_NEW);
-			LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+			/*
+			 * Locked before anyone can see it: once the fork is extended,
+			 * a writer that finds block blk (map_block_exists) does not
+			 * take the extension lock, so with ReadBuffer + LockBuffer it
+			 * could init the zeroed page and write its entries before we
+			 * lock it, and our PageInit below would wipe them (events whose
+			 * slots resolve to nothing: never delivered, invisible to index
+			 * and TID fetches).
+			 */
+			buf = ReadBufferExtended(facade, MAIN_FORKNUM, P_NEW,
+									 RBM_ZERO_AND_LOCK, NULL);
 			state = GenericXLogStart(facade);
 			PageInit(GenericXLogRegisterBuffer(state, buf,
 											   GENERIC_XLOG_FULL_IMAGE),

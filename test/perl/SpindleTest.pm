@@ -5,8 +5,13 @@ use strict;
 use warnings;
 use Exporter 'import';
 use Time::HiRes qw(gettimeofday tv_interval usleep);
+use Test::More;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
 
-our @EXPORT = qw(wait_for verify_ok);
+our @EXPORT = qw(wait_for verify_ok queue_node queue_logs load_scripts
+  start_load stop_load drain_queue check_consistent check_read_counts
+  next_epoch log_counts install_wait_backend kill9_and_wait);
 
 # Poll $sql on $node in database $db until it returns 't'; return the
 # seconds it took, or undef after $limit seconds.  $poll_ms defaults to 50.
@@ -41,6 +46,386 @@ sub verify_ok
 	Test::More::diag("problems found by spindle.verify('$rel'):\n$out")
 	  if $out ne '';
 	return $ok;
+}
+
+
+# ---- fault-injection helpers (tests 034-039) ------------------------------
+#
+# A queue under test has heap log tables written in the same transaction as
+# the queue operation they log, so that after any fault the logs hold
+# exactly what committed:
+#   produced_Q (msg_id)                      enqueue committed
+#   consumed_Q (msg_id, read_count)          dequeue committed
+#   reads_Q    (msg_id, read_count, epoch)   read() returned it (a lease)
+#   acked_Q    (msg_id)                      ack() committed, returned true
+# epoch (e) counts server restarts: leases and read_count do not survive
+# one (docs/queues.md), so read counts are checked per epoch.
+
+# A new node for queue fault tests; %conf lines are appended as given.
+sub queue_node
+{
+	my ($name, %opt) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%{ $opt{init} // {} });
+	$node->append_conf(
+		'postgresql.conf', qq{
+shared_preload_libraries = 'spindle'
+max_worker_processes = 24
+max_connections = 40
+spindle.naptime = '100ms'
+restart_after_crash = on
+autovacuum = off
+} . ($opt{conf} // ''));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION spindle');
+	$node->safe_psql('postgres',
+		'CREATE TABLE IF NOT EXISTS epoch (e int); INSERT INTO epoch SELECT 0 WHERE NOT EXISTS (SELECT FROM epoch)'
+	);
+	return $node;
+}
+
+# Create queue $q (events_per_spindle $eps) and its log tables.
+sub queue_logs
+{
+	my ($node, $db, $q, $eps, $pre) = @_;
+	$pre //= '';
+	$node->safe_psql(
+		$db, qq{
+$pre
+SELECT spindle.create_queue('$q', events_per_spindle => $eps);
+RESET default_tablespace;
+CREATE TABLE produced_$q (msg_id bigint);
+CREATE TABLE consumed_$q (msg_id bigint, read_count int);
+CREATE TABLE reads_$q (msg_id bigint, read_count int, epoch int);
+CREATE TABLE acked_$q (msg_id bigint);
+});
+}
+
+# After a restart: leases are gone, read counts start again.
+sub next_epoch
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db // 'postgres', 'UPDATE epoch SET e = e + 1');
+}
+
+# Write pgbench scripts for queue $q into $dir; returns a hash of file
+# names: prod (one enqueue, 20 % rolled back), batch (enqueue_batch of
+# $opt{batch} events), cons (dequeue of $opt{dequeue}, 10 % rolled back),
+# reader (read with a lease of $opt{vt}, ack of about 60 % of what it got).
+sub load_scripts
+{
+	my ($dir, $q, %opt) = @_;
+	my $batch = $opt{batch} // 10;
+	my $deq = $opt{dequeue} // 5;
+	my $vt = $opt{vt} // '1 second';
+	my %f = (
+		prod => qq{\\set r random(1, 10)
+BEGIN;
+INSERT INTO produced_$q SELECT spindle.enqueue('$q', jsonb_build_object('r', :r, 'pad', repeat('x', 60)));
+\\if :r > 2
+COMMIT;
+\\else
+ROLLBACK;
+\\endif
+},
+		batch => qq{INSERT INTO produced_$q SELECT * FROM spindle.enqueue_batch('$q', ARRAY(SELECT jsonb_build_object('g', g) FROM generate_series(1, $batch) g));
+},
+		cons => qq{\\set r random(1, 10)
+BEGIN;
+INSERT INTO consumed_$q SELECT msg_id, read_count FROM spindle.dequeue('$q', $deq);
+\\if :r > 1
+COMMIT;
+\\else
+ROLLBACK;
+\\endif
+},
+		reader => qq{WITH r AS MATERIALIZED (SELECT msg_id, read_count FROM spindle.read('$q', 3, '$vt')),
+     l AS (INSERT INTO reads_$q SELECT msg_id, read_count, (SELECT e FROM epoch) FROM r)
+INSERT INTO acked_$q SELECT msg_id FROM r
+ WHERE CASE WHEN random() < 0.6 THEN spindle.ack('$q', msg_id) ELSE false END;
+});
+	my %names;
+	for my $k (keys %f)
+	{
+		my $file = "$dir/${k}_$q.sql";
+		open my $fh, '>', $file or die "$file: $!";
+		print $fh $f{$k};
+		close $fh;
+		$names{$k} = $file;
+	}
+	return \%names;
+}
+
+# Start pgbench in the background: $clients clients for $seconds, with
+# scripts given as [file, weight] pairs.  Returns a handle for stop_load.
+sub start_load
+{
+	my ($node, $db, $seconds, $clients, @scripts) = @_;
+	my %h = (out => '', err => '');
+	my @cmd = (
+		'pgbench', '-n', '-h', $node->host, '-p', $node->port,
+		'-c', $clients, '-j', 2, '-T', $seconds);
+	push @cmd, '-f', "$_->[0]\@$_->[1]" for @scripts;
+	push @cmd, $db;
+	$h{run} = IPC::Run::start(\@cmd, '<', \undef, '>', \$h{out}, '2>',
+		\$h{err});
+	return \%h;
+}
+
+# Wait for (or, with $kill, end) a load; returns (stdout, stderr).
+sub stop_load
+{
+	my ($h, $kill) = @_;
+	if ($kill)
+	{
+		$h->{run}->kill_kill;
+	}
+	else
+	{
+		eval { $h->{run}->finish; };
+	}
+	return ($h->{out}, $h->{err});
+}
+
+# Dequeue everything left in $q into its consumed log, waiting for leases
+# to run out; returns how many events it took.  Fails the test if the
+# queue is not empty after $limit seconds.
+sub drain_queue
+{
+	my ($node, $db, $q, $limit) = @_;
+	$limit //= 30;
+	my $t0 = [gettimeofday];
+	my $total = 0;
+	while (1)
+	{
+		my $n = $node->safe_psql(
+			$db, qq{
+WITH d AS (INSERT INTO consumed_$q SELECT msg_id, read_count
+             FROM spindle.dequeue('$q', 1000) RETURNING 1)
+SELECT count(*) FROM d});
+		$total += $n;
+		next if $n > 0;
+		last
+		  if $node->safe_psql($db, "SELECT count(*) FROM spindle_q.$q") eq
+		  '0';
+		if (tv_interval($t0) > $limit)
+		{
+			fail("drain of $q: queue empty within $limit s");
+			last;
+		}
+		usleep(100_000);
+	}
+	return $total;
+}
+
+# "produced:consumed:acked:in queue" of queue $q.
+sub log_counts
+{
+	my ($node, $db, $q) = @_;
+	return $node->safe_psql(
+		$db, qq{
+SELECT (SELECT count(*) FROM produced_$q) || ':' || (SELECT count(*) FROM consumed_$q)
+       || ':' || (SELECT count(*) FROM acked_$q) || ':' || (SELECT count(*) FROM spindle_q.$q)});
+}
+
+# Consistency of a spindle table with what exists today; the lead extends
+# it with spindle.verify() (helper N's verify_ok) once that is on main.
+# Call it with no load running.  For a queue (spindle_q.Q) with log
+# tables, also: the queue holds exactly produced - consumed - acked, no
+# msg_id was delivered twice (consumed, acked, or both), nothing delivered
+# that was not produced.  Runs its checks as tests named after $what;
+# returns true if all passed.
+sub check_consistent
+{
+	my ($node, $db, $rel, $what) = @_;
+	$what //= $rel;
+	my $ok = 1;
+	my $q;
+	$q = $1 if $rel =~ /^spindle_q\.([a-z_][a-z0-9_]*)$/;
+
+	# spindle.spindles: counters within bounds, one open spindle at most,
+	# ready spindles empty, the live events are what a scan sees
+	$ok &= is(
+		$node->safe_psql(
+			$db, qq{
+SELECT string_agg(spindle_no || ' ' || state || ' ' || events || '/' || purged_events || '/' || capacity, ', ')
+  FROM spindle.spindles
+ WHERE relation = '$rel'::regclass
+   AND (purged_events < 0 OR purged_events > events
+        OR (capacity > 0 AND events > capacity)
+        OR (state = 'ready' AND events <> 0)
+        OR (state = 'full' AND capacity > 0 AND events <> capacity)
+        OR state NOT IN ('open', 'full', 'ready'))}),
+		'',
+		"$what: every spindle's counters are within bounds");
+	$ok &= is(
+		$node->safe_psql(
+			$db, qq{
+SELECT count(*) FILTER (WHERE state = 'open') <= 1
+       AND count(*) = count(DISTINCT spindle_no)
+  FROM spindle.spindles WHERE relation = '$rel'::regclass}),
+		't',
+		"$what: at most one open spindle, spindle numbers unique");
+	# live events by the counters vs a scan: never fewer (the view never
+	# hides an event), and equal when nothing is in flight, also after a
+	# crash or an insert that failed while placing its tuples (disk full):
+	# the slots such an insert had taken count as purged
+	my $cmp = $node->safe_psql(
+		$db, qq{
+SELECT coalesce(sum(events - purged_events), 0) || ':' || (SELECT count(*) FROM $rel)
+  FROM spindle.spindles WHERE relation = '$rel'::regclass});
+	my ($live_view, $live_scan) = split /:/, $cmp;
+	my $eq = is($live_view, $live_scan,
+		"$what: spindle counters agree with count(*)");
+	$ok &= $eq;
+	diag(
+		$node->safe_psql(
+			$db, qq{
+SELECT (SELECT count(*) FROM $rel) || ' rows; spindles: ' ||
+       string_agg(spindle_no || ' ' || state || ' ' || events || '/' || purged_events, ', ' ORDER BY spindle_no)
+  FROM spindle.spindles WHERE relation = '$rel'::regclass AND events <> purged_events}))
+	  unless $eq;
+	# every invariant spindle.verify() checks
+	$ok &= verify_ok($node, $db, $rel, "$what: spindle.verify() finds nothing");
+
+	return $ok
+	  unless defined $q
+	  && $node->safe_psql($db,
+		"SELECT to_regclass('produced_$q') IS NOT NULL") eq 't';
+
+	$ok &= is(
+		$node->safe_psql(
+			$db, qq{
+SELECT (SELECT count(*) FROM (SELECT msg_id FROM consumed_$q GROUP BY 1 HAVING count(*) > 1) a)
+    || ':' || (SELECT count(*) FROM (SELECT msg_id FROM acked_$q GROUP BY 1 HAVING count(*) > 1) b)
+    || ':' || (SELECT count(*) FROM consumed_$q c JOIN acked_$q a USING (msg_id))
+    || ':' || (SELECT count(*) FROM (SELECT msg_id FROM spindle_q.$q GROUP BY 1 HAVING count(*) > 1) q)}),
+		'0:0:0:0',
+		"$what: nothing delivered twice (dequeued twice:acked twice:both:twice in the queue)"
+	);
+	$ok &= is(
+		$node->safe_psql(
+			$db, qq{
+SELECT (SELECT count(*) FROM (SELECT msg_id FROM consumed_$q UNION ALL SELECT msg_id FROM acked_$q
+                              EXCEPT SELECT msg_id FROM produced_$q) x)
+    || ':' || (SELECT count(*) FROM (SELECT msg_id FROM spindle_q.$q EXCEPT SELECT msg_id FROM produced_$q) y)}),
+		'0:0',
+		"$what: nothing delivered or queued that no committed enqueue produced");
+	$ok &= is(
+		$node->safe_psql(
+			$db, qq{
+SELECT count(*) FROM (SELECT msg_id FROM produced_$q
+                      EXCEPT (SELECT msg_id FROM consumed_$q UNION ALL SELECT msg_id FROM acked_$q
+                              UNION ALL SELECT msg_id FROM spindle_q.$q)) x}),
+		'0',
+		"$what: no committed event lost (every one consumed, acked or in the queue)"
+	);
+	$ok &= is(
+		$node->safe_psql(
+			$db, qq{
+SELECT count(*) FROM (SELECT msg_id FROM spindle_q.$q
+                      INTERSECT (SELECT msg_id FROM consumed_$q UNION ALL SELECT msg_id FROM acked_$q)) x}),
+		'0',
+		"$what: no consumed or acked event is still in the queue");
+	return $ok;
+}
+
+# Every redelivery counted: within one epoch (no restart between), the
+# reads of an event have read_count 1, 2, ... n with no gap and no repeat,
+# and a dequeue of an event after its reads shows at least their number.
+sub check_read_counts
+{
+	my ($node, $db, $q, $what) = @_;
+	$what //= $q;
+	my $bad = $node->safe_psql(
+		$db, qq{
+SELECT count(*) || ':' || coalesce(string_agg(msg_id || '\@' || epoch || '=' || rcs, ' '), '') FROM (
+  SELECT msg_id, epoch, string_agg(read_count::text, ',' ORDER BY read_count) rcs
+    FROM reads_$q GROUP BY msg_id, epoch
+  HAVING count(*) <> max(read_count) OR count(DISTINCT read_count) <> count(*)
+      OR min(read_count) <> 1) x});
+	my $ok = is($bad =~ s/:.*//sr, '0',
+		"$what: read_count counts every redelivery (1..n per event and epoch)");
+	diag("events with wrong read counts: $bad") unless $ok;
+	return $ok;
+}
+
+# Install wait_backend(kind, lockmode, timeout_s): polls (server side, every
+# 2 ms) for a process of backend_type kind, holding a granted relation lock
+# of lockmode if that is not NULL; returns its pid, or 0 after timeout_s.
+sub install_wait_backend
+{
+	my ($node, $db) = @_;
+	$node->safe_psql(
+		$db // 'postgres', q{
+CREATE OR REPLACE FUNCTION wait_backend(kind text, lockmode text, timeout_s float8)
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+  p int;
+  t0 timestamptz := clock_timestamp();
+BEGIN
+  LOOP
+    PERFORM pg_stat_clear_snapshot();
+    SELECT a.pid INTO p FROM pg_stat_activity a
+     WHERE a.backend_type = kind
+       AND (lockmode IS NULL OR EXISTS (
+             SELECT FROM pg_locks l WHERE l.pid = a.pid AND l.granted
+                AND l.locktype = 'relation' AND l.mode = lockmode))
+     LIMIT 1;
+    IF p IS NOT NULL THEN RETURN p; END IF;
+    IF clock_timestamp() - t0 > make_interval(secs => timeout_s) THEN RETURN 0; END IF;
+    PERFORM pg_sleep(0.002);
+  END LOOP;
+END $$;
+-- the pid of the worker while it holds the AccessExclusiveLock of an
+-- existing spindle (pg_spindle.s<table oid>_<spindle_no>, committed: one
+-- it is creating is not visible here), that is while it drops it; 0 after
+-- timeout_s
+CREATE OR REPLACE FUNCTION wait_worker_drop(timeout_s float8)
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+  p int;
+  t0 timestamptz := clock_timestamp();
+BEGIN
+  LOOP
+    PERFORM pg_stat_clear_snapshot();
+    SELECT a.pid INTO p FROM pg_stat_activity a
+      JOIN pg_locks l ON l.pid = a.pid AND l.granted AND l.locktype = 'relation'
+                     AND l.mode = 'AccessExclusiveLock'
+      JOIN pg_class c ON c.oid = l.relation
+      JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'pg_spindle'
+     WHERE a.backend_type = 'spindle worker'
+     LIMIT 1;
+    IF p IS NOT NULL THEN RETURN p; END IF;
+    IF clock_timestamp() - t0 > make_interval(secs => timeout_s) THEN RETURN 0; END IF;
+    PERFORM pg_sleep(0.002);
+  END LOOP;
+END $$});
+}
+
+# SIGKILL process $pid of $node; the postmaster restarts every backend
+# (restart_after_crash = on).  Waits until the server takes queries again.
+# Returns true if the postmaster reported that $pid died of signal 9
+# (false: it had exited before the signal came).
+sub kill9_and_wait
+{
+	my ($node, $pid) = @_;
+	my $off = -s $node->logfile;
+	# never kill(0): that is this process group
+	return 0 unless defined $pid && $pid =~ /^\d+$/ && $pid > 0;
+	return 0 unless kill('KILL', $pid);
+	my $t0 = [gettimeofday];
+	until ($node->log_contains(qr/\(PID $pid\) was terminated by signal 9/, $off))
+	{
+		# it had exited by itself before the signal came
+		return 0 if tv_interval($t0) > 10;
+		usleep(20_000);
+	}
+	$node->wait_for_log(qr/all server processes terminated; reinitializing/,
+		$off);
+	$node->poll_query_until('postgres', 'SELECT 1', '1')
+	  or die 'server did not come back after the SIGKILL';
+	return 1;
 }
 
 1;
