@@ -258,7 +258,8 @@ def write(R, outdir):
            "spindle queues and tables with events_per_spindle = %d. Sampled every %s s. Size: "
            "everything the queue owns (the table, its indexes and TOAST; spindle: the facade "
            "and every spindle, `spindle.tables.size_bytes`; partman: every partition; PgQ: every "
-           "table of schema pgq). Catalogs: pg_total_relation_size of %s, summed.\n"
+           "table of schema pgq; PgQ at its defaults truncates its event tables only every "
+           "queue_rotation_period, 2 hours). Catalogs: pg_total_relation_size of %s, summed.\n"
            % (conf["steady_rate"], conf["pgq_tick_every"], conf["pgq_maint_every"],
               conf["partman_every"], fmt(conf["partman_interval"]), fmt(conf["partman_retention"]),
               conf["steady_secs"], "side by side with the others (short mode)"
