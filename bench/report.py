@@ -198,6 +198,11 @@ def write(R, outdir):
                 T.add("enqueue batches of 100, %d client(s) ≥ 1.2x heap queue" % c,
                       "%s vs %s (%.2fx)" % (fmt(s), fmt(h), s / h), "≥ %s" % fmt(1.2 * h),
                       s >= 1.2 * h)
+            bh = er("bare_heap", c, 100)
+            if s and bh:
+                T.add("enqueue batches of 100, %d client(s) ≥ 0.95x bare heap INSERT" % c,
+                      "%s vs %s (%.2fx)" % (fmt(s), fmt(bh), s / bh), "≥ %s" % fmt(0.95 * bh),
+                      s >= 0.95 * bh)
     else:
         sec.append("Not run.\n")
     body.append("".join(sec))
