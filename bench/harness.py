@@ -941,6 +941,7 @@ def run_all(work):
                 R.setdefault("failures", {})[name] = str(e)[:2000]
                 log("%s FAILED: %s" % (name, e))
             R["timings"][name] = round(time.time() - t)
+            R.setdefault("load", {})[name] = open("/proc/loadavg").read().split()[0]
             with open(os.path.join(work, "results.json"), "w") as f:
                 json.dump(R, f, indent=1)
         R["machine"]["loadavg_end"] = subprocess.run(["cat", "/proc/loadavg"], capture_output=True,

@@ -538,7 +538,9 @@ def write(R, outdir):
                        ["load average at start / end", "%s / %s" % (m.get("loadavg", "?"),
                                                                   m.get("loadavg_end", "?"))],
                        ["time per workload (s)", ", ".join("%s %s" % kv for kv in
-                                                           R.get("timings", {}).items())]]),
+                                                           R.get("timings", {}).items())],
+                       ["1-minute load average at the end of each workload",
+                        ", ".join("%s %s" % kv for kv in R.get("load", {}).items()) or "?"]]),
                    "\nThe machine is shared with other work (the load average above says how busy "
                    "it was); figures are noisy, compare systems within one run.\n\n"
                    "One throwaway cluster (initdb in a temp dir, unix socket only), the same settings "
