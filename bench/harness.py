@@ -920,10 +920,17 @@ WORKLOADS = [("enqueue", w_enqueue), ("dequeue", w_dequeue), ("steady", w_steady
              ("held", w_held), ("head", w_head), ("cache", w_cache)]
 
 
+def overrides():
+    """The BENCH_* parameters this run was given (the report names them)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("BENCH_") and k not in (
+        "BENCH_PGBIN", "BENCH_COMMIT", "BENCH_COMMAND", "BENCH_OUT", "BENCH_KEEP", "BENCH_PYTHON")}
+
+
 def run_all(work):
     c = Cluster(work)
     R = {"conf": CONF, "short": SHORT, "settings": SERVER_SETTINGS, "timings": {},
-         "command": os.environ.get("BENCH_COMMAND", "make bench")}
+         "command": os.environ.get("BENCH_COMMAND", "make bench"),
+         "overrides": overrides()}
     c.initdb()
     c.start()
     try:
