@@ -923,7 +923,8 @@ WORKLOADS = [("enqueue", w_enqueue), ("dequeue", w_dequeue), ("steady", w_steady
 def overrides():
     """The BENCH_* parameters this run was given (the report names them)."""
     return {k: v for k, v in os.environ.items() if k.startswith("BENCH_") and k not in (
-        "BENCH_PGBIN", "BENCH_COMMIT", "BENCH_COMMAND", "BENCH_OUT", "BENCH_KEEP", "BENCH_PYTHON")}
+        "BENCH_PGBIN", "BENCH_COMMIT", "BENCH_COMMAND", "BENCH_OUT", "BENCH_KEEP", "BENCH_PYTHON",
+        "BENCH_SHORT", "BENCH_PORT")}
 
 
 def run_all(work):
