@@ -527,7 +527,8 @@ def write(R, outdir):
                 R.get("command", "make bench"), m.get("date", "?")),
             "\n%s\n" % mode]
     if custom:
-        head.append("\nThis run changed the harness's defaults: %s.\n" % ", ".join(
+        head.append("\n**A reduced run, not the full mode as it stands**: it changed the harness's "
+                    "defaults: %s.\n" % ", ".join(
             "`%s=%s`" % (k, given[k]) for k in custom))
     if R.get("failures"):
         head.append("\n**Workloads that failed:** %s\n" % "; ".join(
