@@ -52,3 +52,12 @@ PROVE_TESTS = test/t/*.pl
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# ---- benchmark harness (issue 9): bench/run.sh; the report is
+# docs/benchmarks.md.  Needs spindle installed (scripts/build.sh or make
+# install); as root it installs PgQ, pg_partman and gnuplot itself.
+.PHONY: bench bench-short
+bench:
+	PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/run.sh
+bench-short:
+	BENCH_SHORT=1 PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/run.sh

@@ -11,6 +11,10 @@ PACKAGES=(
     libipc-run-perl
     perl
     python3-psycopg
+    # the benchmark harness (bench/run.sh): the systems it compares, plots
+    postgresql-15-pgq3
+    postgresql-15-partman
+    gnuplot-nox
 )
 
 missing=()

@@ -1,0 +1,621 @@
+"""bench/report.py: docs/benchmarks.md and its plots from bench/harness.py's
+results.json (write(R, outdir)).  Plots are PNGs made with gnuplot; each
+section of the report is there even when its workload did not run (it then
+says so), so that a reader, and test/t/045_bench_short.pl, can rely on it.
+"""
+
+import os
+import statistics
+import subprocess
+
+from harness import LABEL, ENQ_LABEL, CATALOGS
+
+SECTIONS = ["Summary: targets", "Machine and settings", "1. Enqueue", "2. Dequeue from a backlog",
+            "3. Steady state", "4. Held snapshot", "5. Head cost", "6. WAL per event",
+            "7. Cache on and off", "8. Memory", "How to run"]
+PLOTS = ["steady_size.png", "steady_throughput.png", "steady_catalog.png", "held_size.png",
+         "held_throughput.png"]
+PLOTDIR = "benchmarks"      # the plots, next to benchmarks.md
+STEADY_ORDER = ["spindle", "spindle_ra", "spindle_sql", "heap", "pgq", "partman"]
+
+
+def med(xs):
+    xs = [x for x in (xs or []) if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def spread(xs):
+    xs = [x for x in (xs or []) if x is not None]
+    if not xs:
+        return "—"
+    m = statistics.median(xs)
+    if len(xs) == 1:
+        return fmt(m)
+    return "%s (%s–%s)" % (fmt(m), fmt(min(xs)), fmt(max(xs)))
+
+
+def cell(e):
+    """A table cell for one configuration: median (min–max), or why not."""
+    if not e:
+        return "—"
+    if e.get("errors") and not e.get("rate"):
+        return "failed¹"
+    return spread(e["rate"]) + ("¹" if e.get("errors") else "")
+
+
+def errors_note(res):
+    errs = [(k, v["errors"][0]) for k, v in sorted(res.items()) if v.get("errors")]
+    if not errs:
+        return ""
+    return ("\n¹ Runs that failed (not counted in the medians):\n\n" +
+            "".join("- `%s` (system|clients|events per transaction): %d failed run(s): `%s`\n"
+                    % (k, len(res[k]["errors"]), e.splitlines()[0][:400]) for k, e in errs))
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "—"
+    if float(v).is_integer() and abs(v) < 100:
+        return "%d%s" % (v, unit)
+    if abs(v) >= 100:
+        s = "{:,.0f}".format(v).replace(",", " ")
+    elif abs(v) >= 10:
+        s = "%.1f" % v
+    else:
+        s = "%.2f" % v
+    return s + unit
+
+
+def mib(v):
+    return "—" if v is None else "%.2f MiB" % (v / 1048576.0)
+
+
+def rates(samples, field):
+    out = []
+    for a, b in zip(samples, samples[1:]):
+        dt = b["t"] - a["t"]
+        if dt > 0:
+            out.append(((a["t"] + b["t"]) / 2, (b[field] - a[field]) / dt))
+    return out
+
+
+def window_rate(samples, field, t0, t1):
+    pts = [s for s in samples if t0 <= s["t"] <= t1]
+    if len(pts) < 2 or pts[-1]["t"] == pts[0]["t"]:
+        return None
+    return (pts[-1][field] - pts[0][field]) / (pts[-1]["t"] - pts[0]["t"])
+
+
+def gnuplot(outdir, name, title, ylabel, series, ylog=False, shade=None, multi=None):
+    """series: [(label, [(x, y)...])]; multi: [(title, ylabel, series)] panels."""
+    datadir = os.path.join(outdir, "data")
+    os.makedirs(datadir, exist_ok=True)
+    os.makedirs(os.path.join(outdir, PLOTDIR), exist_ok=True)
+    panels = multi or [(title, ylabel, series)]
+    lines = ["set terminal pngcairo noenhanced size 1000,%d font 'sans,10'" % (420 * len(panels)),
+             "set output '%s'" % os.path.join(outdir, PLOTDIR, name),
+             "set key outside right top", "set grid", "set xlabel 'time (s)'"]
+    if len(panels) > 1:
+        lines.append("set multiplot layout %d,1" % len(panels))
+    for pi, (ptitle, plabel, pseries) in enumerate(panels):
+        lines += ["set title '%s'" % ptitle.replace("'", ""), "set ylabel '%s'" % plabel]
+        if shade:
+            lines.append("set object 1 rect from %f, graph 0 to %f, graph 1 fc rgb '#dddddd' "
+                         "fs solid 0.5 noborder behind" % shade)
+        plots = []
+        for si, (label, pts) in enumerate(pseries):
+            f = os.path.join(datadir, "%s.%d.%d.dat" % (name, pi, si))
+            with open(f, "w") as fh:
+                for x, y in pts:
+                    fh.write("%g %g\n" % (x, y))
+            if pts:
+                plots.append("'%s' using 1:2 with linespoints pt 7 ps 0.4 lw 2 title '%s'"
+                             % (f, label.replace("'", "")))
+        if not plots:
+            lines.append("set label 1 'no data' at graph 0.5, graph 0.5 center")
+            plots.append("NaN notitle")
+        lines.append("plot " + ", ".join(plots))
+        lines.append("unset label 1")
+    if len(panels) > 1:
+        lines.append("unset multiplot")
+    script = os.path.join(datadir, name + ".gp")
+    with open(script, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    r = subprocess.run(["gnuplot", script], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("gnuplot failed for %s: %s" % (name, r.stderr))
+
+
+def table(head, rows):
+    out = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        out.append("| " + " | ".join(str(x) for x in r) + " |")
+    return "\n".join(out) + "\n"
+
+
+class Targets:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, what, measured, target, ok):
+        self.rows.append((what, measured, target,
+                          "n/a" if ok is None else ("**met**" if ok else "**not met**")))
+
+
+def write(R, outdir):
+    os.makedirs(outdir, exist_ok=True)
+    conf = R["conf"]
+    enq = R.get("enqueue", {})
+    deq = R.get("dequeue", {})
+    T = Targets()
+    body = []
+
+    def er(name, clients, batch, field="rate"):
+        return med(enq.get("%s|%d|%d" % (name, clients, batch), {}).get(field))
+
+    def dr(name, clients, batch, field="rate"):
+        return med(deq.get("%s|%d|%d" % (name, clients, batch), {}).get(field))
+
+    # ---- 1. enqueue
+    sec = ["## 1. Enqueue\n",
+           "Events/s, median of %d runs of %d s (min–max), pgbench -M prepared, one event per "
+           "transaction or batches of 100 per transaction; a fresh queue for each run. The commit "
+           "ceiling is a one-row `INSERT INTO ceiling VALUES (1)` per transaction (an int column, "
+           "no index).\n" % (conf["rounds"], conf["secs"])]
+    cfgs = [(int(c), int(b)) for c in conf["enqueue_clients"] for b in conf["enqueue_batches"]]
+    if enq:
+        rows = []
+        for name in ["ceiling", "spindle", "spindle_sql", "heap", "bare_heap", "pgq", "partman"]:
+            row = [ENQ_LABEL[name]]
+            for c, b in cfgs:
+                row.append(cell(enq.get("%s|%d|%d" % (name, c, b))))
+            rows.append(row)
+        sec.append(table(["system"] + ["%d client%s, %s" % (c, "s" if c > 1 else "",
+                                                            "1/txn" if b == 1 else "%d/txn" % b)
+                                       for c, b in cfgs], rows))
+        sec.append(errors_note(enq))
+        dflt = [med(v.get("in_default")) for k, v in enq.items() if k.startswith("partman")]
+        if any(dflt):
+            sec.append("\npg_partman: events that landed in the default partition (premake too "
+                       "short): %s.\n" % ", ".join(fmt(x) for x in dflt))
+        for c in map(int, conf["enqueue_clients"]):
+            ceil = er("ceiling", c, 1)
+            s, h, bh = er("spindle", c, 1), er("heap", c, 1), er("bare_heap", c, 1)
+            if None in (s, h, ceil):
+                continue
+            bar = min(1.2 * h, 0.9 * ceil)
+            T.add("enqueue 1/txn, %d client(s) ≥ 1.2x heap queue or 90%% of the ceiling" % c,
+                  "%s vs heap %s, ceiling %s (%.2fx heap)" % (fmt(s), fmt(h), fmt(ceil), s / h),
+                  "≥ %s" % fmt(bar), s >= bar)
+            if bh:
+                bar = min(0.95 * bh, 0.9 * ceil)
+                T.add("enqueue 1/txn, %d client(s) ≥ 0.95x bare heap INSERT or 90%% of the ceiling"
+                      % c, "%s vs bare heap %s (%.2fx)" % (fmt(s), fmt(bh), s / bh),
+                      "≥ %s" % fmt(bar), s >= bar)
+        for c in map(int, conf["enqueue_clients"]):
+            s, h = er("spindle", c, 100), er("heap", c, 100)
+            if s and h:
+                T.add("enqueue batches of 100, %d client(s) ≥ 1.2x heap queue" % c,
+                      "%s vs %s (%.2fx)" % (fmt(s), fmt(h), s / h), "≥ %s" % fmt(1.2 * h),
+                      s >= 1.2 * h)
+            bh = er("bare_heap", c, 100)
+            if s and bh:
+                T.add("enqueue batches of 100, %d client(s) ≥ 0.95x bare heap INSERT" % c,
+                      "%s vs %s (%.2fx)" % (fmt(s), fmt(bh), s / bh), "≥ %s" % fmt(0.95 * bh),
+                      s >= 0.95 * bh)
+    else:
+        sec.append("Not run.\n")
+    body.append("".join(sec))
+
+    # ---- 2. dequeue
+    sec = ["## 2. Dequeue from a backlog\n",
+           "Events/s consumed from a backlog of %s events (filled before each run), median of %d "
+           "runs (min–max). Each run: a %s s warm-up, then a fixed number of calls per consumer "
+           "that takes about %d s and leaves at least 20%% of the backlog (a run never finds the "
+           "queue empty); events/s = events removed (backlog before − after) / pgbench's time. "
+           "PgQ: one consumer (PgQ consumers are subscriptions that each receive every event), "
+           "batches made by one tick every N events.\n"
+           % (fmt(conf["backlog"]), conf["rounds"], conf["warmup"], conf["secs"])]
+    dcfgs = sorted({tuple(map(int, k.split("|")[1:])) for k in deq})
+    if deq:
+        rows = []
+        for name in ["spindle", "spindle_ra", "spindle_sql", "heap", "pgq", "partman"]:
+            row = [LABEL[name]]
+            for c, b in dcfgs:
+                row.append(cell(deq.get("%s|%d|%d" % (name, c, b))))
+            rows.append(row)
+        sec.append(table(["system"] + ["%d consumer%s, %d/call" % (c, "s" if c > 1 else "", b)
+                                       for c, b in dcfgs], rows))
+        sec.append(errors_note(deq))
+        short = [(k, max(v["short"])) for k, v in deq.items() if v.get("short") and max(v["short"]) > 0]
+        if short:
+            sec.append("\nRuns where calls returned fewer events than asked (events short): %s.\n"
+                       % ", ".join("%s %s" % (k, fmt(v)) for k, v in short))
+        s, h, ceil = dr("spindle", 4, 1), dr("heap", 4, 1), er("ceiling", 4, 1)
+        if s and h:
+            bar = min(2.5 * h, 0.9 * ceil) if ceil else 2.5 * h
+            T.add("dequeue 1/txn, 4 consumers ≥ 2.5x heap or 90% of the ceiling",
+                  "%s vs heap %s, ceiling %s (%.2fx heap)" % (fmt(s), fmt(h), fmt(ceil), s / h),
+                  "≥ %s" % fmt(bar), s >= bar)
+        for c in (1, 4):
+            s, h, ceil = dr("spindle", c, 10), dr("heap", c, 10), er("ceiling", c, 1)
+            if s and h:
+                bar = min(3 * h, 0.9 * ceil * 10) if ceil else 3 * h
+                T.add("dequeue 10/txn, %d consumer(s) ≥ 3x heap or 90%% of 10x the ceiling" % c,
+                      "%s vs heap %s (%.2fx)" % (fmt(s), fmt(h), s / h), "≥ %s" % fmt(bar), s >= bar)
+        s, p = dr("spindle", 1, 100), dr("pgq", 1, 100)
+        if s and p:
+            T.add("dequeue 100/txn, 1 consumer ≥ 1.5x PgQ per consumer",
+                  "%s vs PgQ %s (%.2fx)" % (fmt(s), fmt(p), s / p), "≥ %s" % fmt(1.5 * p),
+                  s >= 1.5 * p)
+    else:
+        sec.append("Not run.\n")
+    body.append("".join(sec))
+
+    # ---- 3. steady
+    st = R.get("steady", {})
+    sec = ["## 3. Steady state\n",
+           "2 producers at %d events/s in all (one event per transaction, pgbench -R) and 2 consumers "
+           "(10 events per call, at most 1.5x the produce rate; PgQ: one consumer, a batch per tick, "
+           "the ticker every %s s and pgq's maintenance every %s s; pg_partman: "
+           "run_maintenance every %s s, partitions of %s ids, retention %s ids) for %d s, each "
+           "system %s in a database of its own, autovacuum at its defaults, the spindle worker on; "
+           "spindle queues and tables with events_per_spindle = %d. Sampled every %s s. Size: "
+           "everything the queue owns (the table, its indexes and TOAST; spindle: the facade "
+           "and every spindle, `spindle.tables.size_bytes`; partman: every partition; PgQ: every "
+           "table of schema pgq; PgQ at its defaults truncates its event tables only every "
+           "queue_rotation_period, 2 hours). Catalogs: pg_total_relation_size of %s, summed.\n"
+           % (conf["steady_rate"], conf["pgq_tick_every"], conf["pgq_maint_every"],
+              conf["partman_every"], fmt(conf["partman_interval"]), fmt(conf["partman_retention"]),
+              conf["steady_secs"], "side by side with the others (short mode)"
+              if conf["steady_parallel"] else "alone", conf["events_per_spindle_steady"],
+              conf["sample"], ", ".join(CATALOGS))]
+    names = [n for n in STEADY_ORDER if n in st]
+    if st:
+        rows = []
+        for n in names:
+            sm = st[n]["samples"]
+            if not sm:
+                continue
+            half = sm[len(sm) // 2]["t"]
+            m1 = max([s["size"] for s in sm if s["t"] <= half] or [0])
+            m2 = max([s["size"] for s in sm if s["t"] > half] or [0])
+            c1 = max([s["catalog"] for s in sm if s["t"] <= half] or [0])
+            c2 = max([s["catalog"] for s in sm if s["t"] > half] or [0])
+            dur = sm[-1]["t"] - sm[0]["t"] or 1
+            rows.append([LABEL[n], fmt(sm[-1]["produced"] / dur), fmt(sm[-1]["consumed"] / dur),
+                         fmt(sm[-1]["produced"] - sm[-1]["consumed"]),
+                         mib(sm[-1]["size"]), mib(max(s["size"] for s in sm)),
+                         "%.2f" % (m2 / m1 if m1 else 0), fmt(st[n]["vacuums"]),
+                         mib(sm[0]["catalog"]), mib(sm[-1]["catalog"]),
+                         "%.2f" % (c2 / c1 if c1 else 0)])
+        sec.append(table(["system", "produced/s", "consumed/s", "backlog at end", "size at end",
+                          "max size", "max 2nd half / 1st half", "VACUUMs of it",
+                          "catalogs at start", "catalogs at end", "catalogs 2nd/1st half"], rows))
+        sec.append("\n![size over time](benchmarks/steady_size.png)\n\n![throughput over time]"
+                   "(benchmarks/steady_throughput.png)\n\n![catalog size over time](benchmarks/steady_catalog.png)\n")
+        notes = []
+        for n in names:
+            if st[n].get("worker"):
+                notes.append("%s: the spindle worker dropped %s spindles (%s bytes) in its database"
+                             % (LABEL[n], *(st[n]["worker"].split() + ["?", "?"])[:2]))
+            if st[n].get("in_default"):
+                notes.append("%s: %s events in the default partition" % (LABEL[n],
+                                                                       fmt(st[n]["in_default"])))
+            if st[n].get("errors"):
+                notes.append("%s: sampling errors: %s" % (LABEL[n], st[n]["errors"][0]))
+        if notes:
+            sec.append("\n" + "\n".join("- " + x for x in notes) + "\n")
+        end = {n: st[n]["samples"][-1]["size"] for n in names if st[n]["samples"]}
+        if "spindle" in end and "heap" in end:
+            ratio = end["spindle"] / end["heap"] if end["heap"] else 0
+            T.add("steady: spindle's size at the end ≤ heap's (size ratio)",
+                  "%s vs %s: ratio %.2f%s" % (mib(end["spindle"]), mib(end["heap"]), ratio,
+                                              "".join(", vs %s %.2f" % (LABEL[o], end["spindle"] / end[o])
+                                                      for o in ("pgq", "partman")
+                                                      if end.get(o))),
+                  "≤ 1.00", ratio <= 1.0)
+        for n in ("spindle",):
+            if n in st and st[n]["samples"]:
+                sm = st[n]["samples"]
+                half = sm[len(sm) // 2]["t"]
+                m1 = max(s["size"] for s in sm if s["t"] <= half)
+                m2 = max([s["size"] for s in sm if s["t"] > half] or [0])
+                T.add("steady: spindle's size bounded (max of the 2nd half ≤ 1.25x the 1st's)",
+                      "%s vs %s" % (mib(m2), mib(m1)), "≤ 1.25", m2 <= 1.25 * m1)
+                c1 = max(s["catalog"] for s in sm if s["t"] <= half)
+                c2 = max([s["catalog"] for s in sm if s["t"] > half] or [0])
+                T.add("steady: catalogs bounded with events_per_spindle = %d (2nd half ≤ 1.10x 1st)"
+                      % conf["events_per_spindle_steady"], "%s vs %s" % (mib(c2), mib(c1)),
+                      "≤ 1.10", c2 <= 1.10 * c1)
+        gnuplot(outdir, "steady_size.png", "Steady state: size on disk", "MiB",
+                [(LABEL[n], [(s["t"], s["size"] / 1048576.0) for s in st[n]["samples"]]) for n in names])
+        gnuplot(outdir, "steady_throughput.png", "", "", [], multi=[
+            ("Steady state: produced events/s", "events/s",
+             [(LABEL[n], rates(st[n]["samples"], "produced")) for n in names]),
+            ("Steady state: consumed events/s", "events/s",
+             [(LABEL[n], rates(st[n]["samples"], "consumed")) for n in names])])
+        gnuplot(outdir, "steady_catalog.png",
+                "Steady state: pg_class + pg_attribute + pg_type + pg_depend", "MiB",
+                [(LABEL[n], [(s["t"], s["catalog"] / 1048576.0) for s in st[n]["samples"]])
+                 for n in names])
+    else:
+        sec.append("Not run.\n")
+    body.append("".join(sec))
+
+    # ---- 4. held snapshot
+    hd = R.get("held", {})
+    hw = R.get("held_window", [conf["held_start"], conf["held_hold"]])
+    h0, h1 = hw[0], hw[0] + hw[1]
+    sec = ["## 4. Held snapshot\n",
+           "The steady run again (%d s) with a REPEATABLE READ transaction (`BEGIN ISOLATION LEVEL "
+           "REPEATABLE READ; SELECT 1; SELECT pg_sleep(%d)`) held open in the queue's database "
+           "from t = %d s to t = %d s (shaded in the plots). Back to bounded: the first sample "
+           "after the hold ends whose size is at most 1.25x the largest size before the hold "
+           "(+ 1 MiB).\n" % (conf["held_secs"], hw[1], h0, h1)]
+    hnames = [n for n in STEADY_ORDER if n in hd]
+    if hd:
+        rows = []
+        for n in hnames:
+            sm = hd[n]["samples"]
+            if not sm:
+                continue
+            before = [s["size"] for s in sm if s["t"] <= h0]
+            bound = 1.25 * max(before or [0]) + 1048576
+            during = [s["size"] for s in sm if h0 < s["t"] <= h1 + conf["sample"]]
+            back = next((s["t"] - h1 for s in sm if s["t"] > h1 and s["size"] <= bound), None)
+            rb = window_rate(sm, "consumed", 0, h0)
+            rd = window_rate(sm, "consumed", h0, h1)
+            ra = window_rate(sm, "consumed", h1, sm[-1]["t"])
+            hd[n]["_rates"] = (rb, rd)
+            rows.append([LABEL[n], fmt(rb), fmt(rd), fmt(ra), mib(max(before or [0])),
+                         mib(max(during or [0])), mib(sm[-1]["size"]),
+                         "%.0f s" % back if back is not None else "not within the run"])
+        sec.append(table(["system", "consumed/s before", "consumed/s during", "consumed/s after",
+                          "max size before", "max size during", "size at end",
+                          "back to bounded after"], rows))
+        sec.append("\n![size over time, snapshot held](benchmarks/held_size.png)\n\n![consumed events/s, "
+                   "snapshot held](benchmarks/held_throughput.png)\n")
+        if "spindle" in hd and hd["spindle"].get("_rates"):
+            rb, rd = hd["spindle"]["_rates"]
+            if rb and rd is not None:
+                T.add("held snapshot: spindle's dequeue rate during the hold / before (keeps up)",
+                      "%s / %s = %.2f" % (fmt(rd), fmt(rb), rd / rb), "≥ 0.90", rd >= 0.9 * rb)
+            if "heap" in hd and hd["heap"].get("_rates") and hd["heap"]["_rates"][1]:
+                hr = hd["heap"]["_rates"][1]
+                T.add("held snapshot: spindle's dequeue rate during the hold vs heap's",
+                      "%s vs %s: %.2fx" % (fmt(rd), fmt(hr), (rd or 0) / hr), "≥ 1.00",
+                      (rd or 0) >= hr)
+        for n in hnames:
+            hd[n].pop("_rates", None)
+        gnuplot(outdir, "held_size.png", "Held snapshot: size on disk", "MiB",
+                [(LABEL[n], [(s["t"], s["size"] / 1048576.0) for s in hd[n]["samples"]])
+                 for n in hnames], shade=(h0, h1))
+        gnuplot(outdir, "held_throughput.png", "Held snapshot: consumed events/s", "events/s",
+                [(LABEL[n], rates(hd[n]["samples"], "consumed")) for n in hnames], shade=(h0, h1))
+    else:
+        sec.append("Not run.\n")
+    body.append("".join(sec))
+
+    # ---- 5. head cost
+    hc = R.get("head", {})
+    sec = ["## 5. Head cost\n",
+           "Mean latency (ms) of one call consuming one event, pgbench -t %d, one client, median of "
+           "%d runs, with K consumed-but-not-dropped events ahead of the head (enqueued and dequeued "
+           "before, the spindle worker off so that their spindles stay).\n"
+           % (conf["head_txns"], conf["rounds"])]
+    if hc:
+        ks = sorted({int(k.split("|")[1]) for k in hc})
+        rows = []
+        for kind in ("dequeue", "read+ack"):
+            row = [kind]
+            for k in ks:
+                e = hc.get("%s|%d" % (kind, k))
+                row.append(("%s ms (%d spindles)" % (spread(e["lat"]), e["spindles"])) if e else "—")
+            rows.append(row)
+        sec.append(table(["call"] + ["K = %s" % fmt(k) for k in ks], rows))
+        base = med(hc.get("dequeue|%d" % ks[0], {}).get("lat"))
+        worst = max(med(hc["dequeue|%d" % k]["lat"]) for k in ks if "dequeue|%d" % k in hc)
+        if base:
+            T.add("head cost flat within 10%% (dequeue, K = %s .. %s)" % (fmt(ks[0]), fmt(ks[-1])),
+                  "%.3f ms at K = %s, worst %.3f ms (%.2fx)" % (base, fmt(ks[0]), worst, worst / base),
+                  "≤ 1.10x", worst <= 1.10 * base)
+    else:
+        sec.append("Not run.\n")
+    body.append("".join(sec))
+
+    # ---- 6. WAL
+    sec = ["## 6. WAL per event\n",
+           "Bytes of WAL per event (pg_current_wal_insert_lsn before and after each measured run, "
+           "divided by the events it enqueued or consumed; includes commit records and whatever "
+           "autovacuum and the spindle worker wrote meanwhile), medians.\n"]
+    rows = []
+    for name in ["spindle", "spindle_ra", "spindle_sql", "heap", "bare_heap", "pgq", "partman"]:
+        row = [LABEL[name] if name != "spindle" else "spindle (enqueue / dequeue)"]
+        for b in (1, 100):
+            row.append(fmt(med(enq.get("%s|1|%d" % (name, b), {}).get("wal"))))
+        for b in (1, 10, 100):
+            row.append(fmt(med(deq.get("%s|1|%d" % (name, b), {}).get("wal"))
+                           or med(deq.get("%s|4|%d" % (name, b), {}).get("wal"))))
+        rows.append(row)
+    sec.append(table(["system", "enqueue 1/txn", "enqueue 100/txn", "dequeue 1/call",
+                      "dequeue 10/call", "dequeue 100/call"], rows))
+    sec.append("\n(enqueue: 1 client; dequeue: 1 consumer, or 4 where 1 was not run)\n")
+    w = med(enq.get("spindle|1|1", {}).get("wal"))
+    if w is not None:
+        T.add("WAL per enqueue (1/txn) ≤ 250 B", fmt(w, " B"), "≤ 250 B", w <= 250)
+    w = med(deq.get("spindle|1|100", {}).get("wal")) or med(deq.get("spindle|4|100", {}).get("wal"))
+    if w is not None:
+        T.add("WAL per dequeue in batches of 100 ≤ 10 B", fmt(w, " B"), "≤ 10 B", w <= 10)
+    body.append("".join(sec))
+
+    # ---- 7. cache
+    ca = R.get("cache", {})
+    sec = ["## 7. Cache on and off\n",
+           "A consumer right behind a producer: one producer (`spindle.enqueue`, one per "
+           "transaction) and one consumer (`spindle.dequeue` of 10) at full speed for %d s, with "
+           "the cache at its default and with `spindle.cache_size = 0` (after a restart); "
+           "medians of %d runs.\n" % (conf["cache_secs"], conf["rounds"])]
+    if not ca:
+        sec.append("Not run.\n")
+    elif not ca.get("built"):
+        sec.append("\ncache: not built (this build has no `spindle.cache_size` setting).\n")
+        T.add("cache on > off", "cache: not built", "on > off", None)
+    else:
+        rows = []
+        for mode in ("on", "off"):
+            e = ca.get(mode, {})
+            rows.append(["%s (cache_size = %s)" % (mode, ca["default_size"] if mode == "on" else 0),
+                         spread(e.get("consumed")), spread(e.get("produced")), spread(e.get("lat")),
+                         " ".join(str(x) for x in (e.get("stats") or [["—"]])[-1])])
+        sec.append(table(["cache", "consumed/s", "produced/s", "dequeue latency (ms)",
+                          "cache_stats hits misses (before, after)"], rows))
+        on, off = med(ca.get("on", {}).get("consumed")), med(ca.get("off", {}).get("consumed"))
+        if on is not None and off is not None:
+            T.add("cache on > off (consumer right behind a producer)",
+                  "%s vs %s events/s" % (fmt(on), fmt(off)), "on > off", on > off)
+    body.append("".join(sec))
+
+    # ---- 8. memory
+    mem = R.get("memory", {})
+    sec = ["## 8. Memory\n",
+           "Shared memory spindle allocates (`pg_shmem_allocations` where the name contains "
+           "'spindle'), at the defaults of this run.\n"]
+    if mem:
+        dflt = {r[0]: r for r in mem.get("default", [])}
+        off = {r[0]: r for r in mem.get("cache_off", [])}
+        rows = []
+        for k in sorted(dflt):
+            rows.append([k, fmt(float(dflt[k][1])), fmt(float(dflt[k][2])),
+                         fmt(float(off[k][2])) if k in off else "—"])
+        total = sum(float(r[2]) for r in dflt.values())
+        rows.append(["**total**", "", fmt(total),
+                     fmt(sum(float(r[2]) for r in off.values())) if off else "—"])
+        sec.append(table(["allocation", "size (bytes)", "allocated (bytes)",
+                          "allocated with cache_size = 0"], rows))
+        sec.append("\nTotal: %s MiB at the defaults.\n" % ("%.2f" % (total / 1048576.0)))
+        if off:
+            diff = total - sum(float(r[2]) for r in off.values())
+            tables = [s for s in mem.get("settings", []) if "cache" in s[0] and s[0] != "spindle.cache_size"]
+            sec.append("The cache takes %s bytes at the defaults%s.\n" % (
+                fmt(diff), "".join("; %s = %s: %s bytes per cached table" % (
+                    s[0], s[1], fmt(diff / float(s[1]))) for s in tables if s[1].isdigit()
+                    and float(s[1]) > 0)))
+        else:
+            sec.append("Per cached table: cache: not built.\n")
+        sec.append("\nSettings of spindle in this run:\n\n" + table(
+            ["setting", "value", "unit"], mem.get("settings", [])))
+    else:
+        sec.append("Not run.\n")
+    body.append("".join(sec))
+
+    # ---- head of the document
+    m = R.get("machine", {})
+    if "overrides" in R:
+        given = R["overrides"]
+    else:
+        import harness
+        given = harness.overrides()
+    mode = ("**SHORT MODE** (BENCH_SHORT=1: a few seconds per workload, small backlog, steady and "
+            "held runs of seconds, the systems side by side, one run each): this proves the harness "
+            "and the report work; its figures say nothing about speed."
+            if R.get("short") else
+            "Full mode (`make bench`)." if not given else
+            "The full mode's workloads (`make bench`), with changed parameters (below).")
+    custom = sorted(given)
+    head = ["# spindle benchmarks\n",
+            "Generated by `bench/run.sh` (`%s`) on %s; do not edit by hand.\n" % (
+                R.get("command", "make bench"), m.get("date", "?")),
+            "\n%s\n" % mode]
+    if custom:
+        head.append("\n**A reduced run, not the full mode as it stands**: it changed the harness's "
+                    "defaults: %s.\n" % ", ".join(
+            "`%s=%s`" % (k, given[k]) for k in custom))
+    if R.get("failures"):
+        head.append("\n**Workloads that failed:** %s\n" % "; ".join(
+            "%s: %s" % (k, v.splitlines()[0][:300]) for k, v in R["failures"].items()))
+
+    machine_sec = ["## Machine and settings\n",
+                   table(["", ""], [
+                       ["CPUs (nproc)", m.get("nproc", "?")], ["CPU", m.get("cpu", "?")],
+                       ["RAM", m.get("ram", "?")], ["kernel", m.get("kernel", "?")],
+                       ["PostgreSQL", m.get("pg", "?")], ["spindle commit", m.get("spindle_commit", "?")],
+                       ["PgQ", m.get("pgq", "?")], ["pg_partman", m.get("partman", "?")],
+                       ["load average at start / end", "%s / %s" % (m.get("loadavg", "?"),
+                                                                  m.get("loadavg_end", "?"))],
+                       ["time per workload (s)", ", ".join("%s %s" % kv for kv in
+                                                           R.get("timings", {}).items())],
+                       ["1-minute load average at the end of each workload",
+                        ", ".join("%s %s" % kv for kv in R.get("load", {}).items()) or "?"]]),
+                   "\nThe machine is shared with other work (the load average above says how busy "
+                   "it was); figures are noisy, compare systems within one run.\n\n"
+                   "One throwaway cluster (initdb in a temp dir, unix socket only), the same settings "
+                   "for every system; everything else at PostgreSQL's defaults (autovacuum on):\n\n"
+                   "```\n" + "\n".join("%s = %s" % tuple(s) for s in R.get("settings", [])) + "\n```\n",
+                   "\nPayload: a ~120-byte jsonb document. Heap-like queues: `%s`.\n"
+                   % "(id bigserial PRIMARY KEY, enqueued_at timestamptz, prio int, payload jsonb)"]
+
+    summary = ["## Summary: targets\n",
+               "Targets from the design brief (\"Performance: where the bar is\"); single-event "
+               "targets read \"k times heap, or 90%% of the commit ceiling measured in the same run, "
+               "whichever is lower\".%s\n" % (" Short mode: met/not met here means nothing."
+                                              if R.get("short") else "")]
+    if T.rows:
+        summary.append(table(["target", "measured", "bar", "met?"], T.rows))
+        summary.append("\n%d met, %d not met%s.\n" % (
+            sum(1 for r in T.rows if r[3] == "**met**"), sum(1 for r in T.rows if r[3] == "**not met**"),
+            ", %d not measurable" % sum(1 for r in T.rows if r[3] == "n/a")
+            if any(r[3] == "n/a" for r in T.rows) else ""))
+    else:
+        summary.append("No target could be evaluated in this run.\n")
+
+    howto = ["## How to run\n",
+             "```sh\n"
+             "sudo ./scripts/build.sh        # build and install spindle (or make install)\n"
+             "sudo make bench                # full mode; rewrites docs/benchmarks.md\n"
+             "sudo make bench-short          # short mode (CI: test/t/045_bench_short.pl), "
+             "< 3 minutes\n"
+             "BENCH_OUT=/tmp/b make bench    # write the report elsewhere\n"
+             "```\n\n"
+             "`bench/run.sh` installs postgresql-15-pgq3, postgresql-15-partman and gnuplot-nox "
+             "when they are missing (as root), runs `bench/harness.py` as user postgres (when "
+             "invoked as root) on a cluster in a temp dir, and copies the report and its plots to "
+             "BENCH_OUT (default docs/). Every parameter can be changed with an environment "
+             "variable (BENCH_ROUNDS, BENCH_SECS, BENCH_BACKLOG, BENCH_STEADY_SECS, BENCH_HELD_SECS, "
+             "BENCH_HELD_START, BENCH_HELD_HOLD, BENCH_STEADY_RATE, BENCH_ONLY=enqueue,dequeue,...: "
+             "see the top of bench/harness.py). The raw figures are in results.json next to the "
+             "report. The run that wrote this report took %s.\n\nThe statements each system runs (pgbench scripts):\n\n" % (
+                 "%d minutes" % round(sum(R.get("timings", {}).values()) / 60.0)),
+             "```sql\n" + SCRIPTS + "```\n"]
+
+    doc = "".join(head) + "\n" + "".join(summary) + "\n" + "".join(machine_sec) + "\n" + \
+        "\n".join(body) + "\n" + "".join(howto)
+    with open(os.path.join(outdir, "benchmarks.md"), "w") as f:
+        f.write(doc)
+    return doc
+
+
+SCRIPTS = """-- enqueue (one per transaction; batches: enqueue_batch / INSERT ... SELECT
+-- generate_series(1, 100) / SELECT count(pgq.insert_event(...)) FROM generate_series(1, 100))
+SELECT spindle.enqueue('q', :payload);
+INSERT INTO st|hq|hb|pq (prio, payload) VALUES (0, :payload);
+SELECT pgq.insert_event('q', 'ev', :payload);
+INSERT INTO ceiling VALUES (1);                       -- the commit ceiling
+
+-- dequeue n
+SELECT msg_id, enqueued_at, payload FROM spindle.dequeue('q', n);
+SELECT coalesce(array_agg(msg_id), '{}') AS ids, coalesce(json_agg(payload), '[]')
+  FROM spindle.read('q', n, '60 s') \\gset
+SELECT count(*) FROM spindle.ack('q', CAST(:ids AS bigint[]));
+DELETE FROM hq WHERE id = (SELECT id FROM hq ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+  RETURNING id, enqueued_at, prio, payload;           -- n = 1 (st, pq alike)
+DELETE FROM hq WHERE id = ANY (ARRAY(SELECT id FROM hq ORDER BY id LIMIT n
+  FOR UPDATE SKIP LOCKED)) RETURNING id, enqueued_at, prio, payload;   -- n > 1
+BEGIN;                                                -- PgQ, one batch
+SELECT coalesce(pgq.next_batch('q', 'c'), 0) AS bid \\gset
+\\if :bid > 0
+SELECT ev_id, ev_time, ev_data FROM pgq.get_batch_events(:bid);
+SELECT pgq.finish_batch(:bid);
+\\endif
+COMMIT;
+"""
