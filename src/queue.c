@@ -1356,10 +1356,12 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 {
 	/* items are ready if due before this call: not the leases it grants */
 	TimestampTz ready_at = GetCurrentTimestamp();
+	int			fruitless = 0;
 
 	while (out->n < want)
 	{
 		int64		head_before = qs->head;
+		int			nitems_before = qs->nitems;
 		ConsumeResult res;
 		int			delivered = 0;
 		int			i;
@@ -1374,8 +1376,20 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 				out->c[out->n++] = res.c[i];
 				delivered++;
 			}
-		if (res.n == 0 || *pool_full ||
-			(delivered == 0 && qs->head == head_before))
+		/*
+		 * An attempt that delivered nothing may still have made progress:
+		 * it moved the head, or found the events of an item to examine
+		 * again gone (acknowledged meanwhile) and freed it; the events past
+		 * them are then for the next attempt, not for the next call (which
+		 * would return nothing while events wait).  A bounded number of
+		 * attempts in a row that only changed items ends the call, so that
+		 * items others keep changing cannot keep it here.
+		 */
+		if (res.n == 0 || *pool_full)
+			break;
+		if (delivered > 0 || qs->head != head_before)
+			fruitless = 0;
+		else if (qs->nitems == nitems_before || ++fruitless > 16)
 			break;
 	}
 }
