@@ -64,6 +64,7 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -492,8 +493,9 @@ spindle_cache_reset(Oid relid)
  *     entries bigint, hits bigint, misses bigint, evictions bigint,
  *     memory_bytes bigint)
  *
- * The table slots of this database.  No table lock: the view
- * spindle.cache_stats joins it to pg_class and checks privileges by OID.
+ * The table slots of this database whose table the caller may SELECT
+ * from (checked by OID, no table lock: anyone may call this function, as
+ * the view spindle.cache_stats does).
  */
 Datum
 spindle_cache_stats(PG_FUNCTION_ARGS)
@@ -511,6 +513,7 @@ spindle_cache_stats(PG_FUNCTION_ARGS)
 		bool		nulls[7] = {false};
 		Oid			relid;
 		int			entries;
+		bool		is_missing = false;
 
 		LWLockAcquire(table_lock(i), LW_SHARED);
 		relid = t->relid;
@@ -519,6 +522,9 @@ spindle_cache_stats(PG_FUNCTION_ARGS)
 			relid = InvalidOid;
 		LWLockRelease(table_lock(i));
 		if (!OidIsValid(relid))
+			continue;
+		if (pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT,
+								  &is_missing) != ACLCHECK_OK || is_missing)
 			continue;
 		values[0] = ObjectIdGetDatum(relid);
 		values[1] = Int64GetDatum(spindle_cache_size);
