@@ -882,8 +882,12 @@ spindle_counters_build(Oid facade, const SpindleEntry *sp,
 		e->building = false;
 		e->appended = appended;
 		e->built_full = appended >= 0 ? full : false;
-		/* a prepared transaction's work: count again once it ended */
-		e->stale = prepared_work;
+		/*
+		 * A prepared transaction's work: count again once it ended.  (In
+		 * recovery a count is made again whenever more WAL was replayed,
+		 * which its end is.)
+		 */
+		e->stale = prepared_work && !recovery;
 		e->in_recovery = recovery;
 		e->built_at = GetCurrentTimestamp();
 		e->built_lsn = recovery ? replayed : InvalidXLogRecPtr;
