@@ -24,7 +24,8 @@
  * A queue table takes a slot at its first enqueue while one is free, or
  * the slot least recently used if that one was idle for a minute; else it
  * is not cached.  A slot is freed when its table is dropped or truncated
- * (spindle_cache_reset) and is cleared when it is taken again.
+ * (spindle_cache_reset) or its database dropped
+ * (spindle_cache_forget_database), and is cleared when it is taken again.
  *
  * What the cache promises is only "msg_id m was placed at (segment, ptid)
  * by xmin with this payload": an event's payload, enqueued_at and place
@@ -478,6 +479,35 @@ spindle_cache_reset(Oid relid)
 		CacheTable *t = &cshared->tables[i];
 
 		if (t->relid != relid || t->dbid != MyDatabaseId)
+			continue;
+		LWLockAcquire(table_lock(i), LW_EXCLUSIVE);
+		t->relid = InvalidOid;
+		t->dbid = InvalidOid;
+		t->entries = 0;
+		LWLockRelease(table_lock(i));
+	}
+	LWLockRelease(cshared->assign_lock);
+}
+
+/*
+ * Database dboid was dropped (nobody is connected to it): free its slots.
+ * A database created later with the same OID, from a template that holds
+ * a queue, has that queue's relation OID, msg_ids and spindle OIDs, but
+ * not the dropped database's pages.
+ */
+void
+spindle_cache_forget_database(Oid dboid)
+{
+	int			i;
+
+	if (!cache_enabled())
+		return;
+	LWLockAcquire(cshared->assign_lock, LW_EXCLUSIVE);
+	for (i = 0; i < spindle_cache_tables; i++)
+	{
+		CacheTable *t = &cshared->tables[i];
+
+		if (t->dbid != dboid || !OidIsValid(t->relid))
 			continue;
 		LWLockAcquire(table_lock(i), LW_EXCLUSIVE);
 		t->relid = InvalidOid;
