@@ -10,15 +10,17 @@ SELECT spindle.create_queue('rs_cq');
 SELECT count(*) FROM spindle.enqueue_batch('rs_cq',
     ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 3) g));
 SELECT count(*) FROM spindle.dequeue('rs_cq', 1);
-SELECT relid = 'spindle_q.rs_cq'::regclass AS mine, entries, hits
-  FROM spindle._cache_stats();
+SELECT entries, hits FROM spindle._cache_stats()
+ WHERE relid = 'spindle_q.rs_cq'::regclass;
 SET ROLE rs_cache_nobody;
 SELECT count(*) FROM spindle.cache_stats;
-SELECT count(*) FROM spindle._cache_stats();
+SELECT count(*) FROM spindle._cache_stats()
+ WHERE relid = 'spindle_q.rs_cq'::regclass;
 RESET ROLE;
 GRANT SELECT ON spindle_q.rs_cq TO rs_cache_nobody;
 SET ROLE rs_cache_nobody;
-SELECT count(*) FROM spindle._cache_stats();
+SELECT count(*) FROM spindle._cache_stats()
+ WHERE relid = 'spindle_q.rs_cq'::regclass;
 RESET ROLE;
 SELECT spindle.drop_queue('rs_cq');
 DROP ROLE rs_cache_nobody;
