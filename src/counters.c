@@ -721,6 +721,7 @@ count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest,
 	BlockNumber blk;
 	TransactionId oldest_xmin = GetOldestNonRemovableTransactionId(seg);
 	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
+	TransactionId checked_xid = InvalidTransactionId;
 
 	*unpurged = 0;
 	*latest = InvalidTransactionId;
@@ -741,6 +742,7 @@ count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest,
 		{
 			ItemId		itemid = PageGetItemId(page, off);
 			HeapTupleData tuple;
+			HTSV_Result vis;
 
 			if (!ItemIdIsNormal(itemid))
 				continue;
@@ -748,7 +750,8 @@ count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest,
 			tuple.t_len = ItemIdGetLength(itemid);
 			tuple.t_tableOid = RelationGetRelid(seg);
 			ItemPointerSet(&tuple.t_self, blk, off);
-			switch (HeapTupleSatisfiesVacuum(&tuple, oldest_xmin, buf))
+			vis = HeapTupleSatisfiesVacuum(&tuple, oldest_xmin, buf);
+			switch (vis)
 			{
 				case HEAPTUPLE_RECENTLY_DEAD:
 					{
@@ -766,14 +769,20 @@ count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest,
 					(*unpurged)++;
 					break;
 				case HEAPTUPLE_INSERT_IN_PROGRESS:
-					(*unpurged)++;
-					if (xid_is_prepared(HeapTupleHeaderGetXmin(tuple.t_data)))
-						*prepared_work = true;
-					break;
 				case HEAPTUPLE_DELETE_IN_PROGRESS:
-					(*unpurged)++;
-					if (xid_is_prepared(HeapTupleHeaderGetUpdateXid(tuple.t_data)))
-						*prepared_work = true;
+					{
+						TransactionId x = (vis == HEAPTUPLE_INSERT_IN_PROGRESS) ?
+							HeapTupleHeaderGetXmin(tuple.t_data) :
+							HeapTupleHeaderGetUpdateXid(tuple.t_data);
+
+						(*unpurged)++;
+						/* one look at the proc array per running xid */
+						if (!*prepared_work && x != checked_xid)
+						{
+							checked_xid = x;
+							*prepared_work = xid_is_prepared(x);
+						}
+					}
 					break;
 			}
 		}
