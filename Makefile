@@ -44,7 +44,8 @@ REGRESS = am_basic cache options dml indexes drop_spindles views ddl_refusals to
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
-	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes views_counters
+	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes views_counters \
+	review_s_many_spindles
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1
