@@ -39,12 +39,13 @@ PG_CPPFLAGS = -I$(srcdir)/src
 REGRESS = am_basic cache options dml indexes drop_spindles views ddl_refusals toast tids owners \
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
 	creation queue_fk verify bad_input privileges_queue views_counters \
-	ttl_subxact ttl_fk temp_spindle ttl_memory
+	ttl_subxact ttl_fk temp_spindle ttl_memory \
+	review_s_counters review_s_cache review_s_dropdb
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
 	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes views_counters \
-	queue_ack_items
+	queue_ack_items review_s_many_spindles
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1

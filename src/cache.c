@@ -24,7 +24,8 @@
  * A queue table takes a slot at its first enqueue while one is free, or
  * the slot least recently used if that one was idle for a minute; else it
  * is not cached.  A slot is freed when its table is dropped or truncated
- * (spindle_cache_reset) and is cleared when it is taken again.
+ * (spindle_cache_reset) or its database dropped
+ * (spindle_cache_forget_database), and is cleared when it is taken again.
  *
  * What the cache promises is only "msg_id m was placed at (segment, ptid)
  * by xmin with this payload": an event's payload, enqueued_at and place
@@ -64,6 +65,7 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -488,12 +490,42 @@ spindle_cache_reset(Oid relid)
 }
 
 /*
+ * Database dboid was dropped (nobody is connected to it): free its slots.
+ * A database created later with the same OID, from a template that holds
+ * a queue, has that queue's relation OID, msg_ids and spindle OIDs, but
+ * not the dropped database's pages.
+ */
+void
+spindle_cache_forget_database(Oid dboid)
+{
+	int			i;
+
+	if (!cache_enabled())
+		return;
+	LWLockAcquire(cshared->assign_lock, LW_EXCLUSIVE);
+	for (i = 0; i < spindle_cache_tables; i++)
+	{
+		CacheTable *t = &cshared->tables[i];
+
+		if (t->dbid != dboid || !OidIsValid(t->relid))
+			continue;
+		LWLockAcquire(table_lock(i), LW_EXCLUSIVE);
+		t->relid = InvalidOid;
+		t->dbid = InvalidOid;
+		t->entries = 0;
+		LWLockRelease(table_lock(i));
+	}
+	LWLockRelease(cshared->assign_lock);
+}
+
+/*
  * spindle._cache_stats() RETURNS TABLE (relid oid, capacity bigint,
  *     entries bigint, hits bigint, misses bigint, evictions bigint,
  *     memory_bytes bigint)
  *
- * The table slots of this database.  No table lock: the view
- * spindle.cache_stats joins it to pg_class and checks privileges by OID.
+ * The table slots of this database whose table the caller may SELECT
+ * from (checked by OID, no table lock: anyone may call this function, as
+ * the view spindle.cache_stats does).
  */
 Datum
 spindle_cache_stats(PG_FUNCTION_ARGS)
@@ -511,6 +543,7 @@ spindle_cache_stats(PG_FUNCTION_ARGS)
 		bool		nulls[7] = {false};
 		Oid			relid;
 		int			entries;
+		bool		is_missing = false;
 
 		LWLockAcquire(table_lock(i), LW_SHARED);
 		relid = t->relid;
@@ -519,6 +552,9 @@ spindle_cache_stats(PG_FUNCTION_ARGS)
 			relid = InvalidOid;
 		LWLockRelease(table_lock(i));
 		if (!OidIsValid(relid))
+			continue;
+		if (pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT,
+								  &is_missing) != ACLCHECK_OK || is_missing)
 			continue;
 		values[0] = ObjectIdGetDatum(relid);
 		values[1] = Int64GetDatum(spindle_cache_size);

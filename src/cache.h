@@ -60,5 +60,6 @@ extern void spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids,
 
 /* the table is dropped or truncated */
 extern void spindle_cache_reset(Oid relid);
+extern void spindle_cache_forget_database(Oid dboid);
 
 #endif							/* SPINDLE_CACHE_H */

@@ -31,6 +31,11 @@
  * spindles it wrote are marked *stale*.  A stale counter stays exact while
  * the transaction is prepared (its work is not committed), and is rebuilt
  * from disk by the first view that finds the prepared transaction gone.
+ * A prepared transaction that let the lock of a spindle go (it wrote in
+ * more spindles than a writer keeps locked) does not stop a build: a count
+ * that saw work of a prepared transaction still running stays stale, and
+ * is counted again by each view until that transaction has ended (COMMIT
+ * or ROLLBACK PREPARED runs in a backend that has no deltas of it).
  *
  * Entries are made (1) empty, when a spindle's slot counter is first built
  * and finds no slot used on disk (slots.c: the spindle never held an
@@ -72,6 +77,7 @@
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/subtrans.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -685,20 +691,41 @@ spindle_counters_get(Oid facade, const SpindleEntry *sp,
 }
 
 /*
+ * Is xid, seen running by a build, the work of a prepared transaction (or
+ * of one that ended since)?  No backend runs it.  Such work ends by COMMIT
+ * or ROLLBACK PREPARED in a backend with no pending deltas for it, so a
+ * count that saw it running must not be kept as exact (see the build).
+ */
+static bool
+xid_is_prepared(TransactionId xid)
+{
+	TransactionId top;
+
+	if (!TransactionIdIsNormal(xid) || TransactionIdIsCurrentTransactionId(xid))
+		return false;
+	top = TransactionIdPrecedes(xid, TransactionXmin) ? xid :
+		SubTransGetTopmostTransaction(xid);
+	return BackendXidGetPid(top) == 0;
+}
+
+/*
  * Count spindle seg from disk: events not purged (live, or whose inserter
  * or deleter is running) and the newest deleter of an event some snapshot
  * may still see.
  */
 static void
-count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest)
+count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest,
+			   bool *prepared_work)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(seg);
 	BlockNumber blk;
 	TransactionId oldest_xmin = GetOldestNonRemovableTransactionId(seg);
 	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
+	TransactionId checked_xid = InvalidTransactionId;
 
 	*unpurged = 0;
 	*latest = InvalidTransactionId;
+	*prepared_work = false;
 	for (blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -715,6 +742,7 @@ count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest)
 		{
 			ItemId		itemid = PageGetItemId(page, off);
 			HeapTupleData tuple;
+			HTSV_Result vis;
 
 			if (!ItemIdIsNormal(itemid))
 				continue;
@@ -722,7 +750,8 @@ count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest)
 			tuple.t_len = ItemIdGetLength(itemid);
 			tuple.t_tableOid = RelationGetRelid(seg);
 			ItemPointerSet(&tuple.t_self, blk, off);
-			switch (HeapTupleSatisfiesVacuum(&tuple, oldest_xmin, buf))
+			vis = HeapTupleSatisfiesVacuum(&tuple, oldest_xmin, buf);
+			switch (vis)
 			{
 				case HEAPTUPLE_RECENTLY_DEAD:
 					{
@@ -737,9 +766,23 @@ count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest)
 				case HEAPTUPLE_DEAD:
 					break;
 				case HEAPTUPLE_LIVE:
+					(*unpurged)++;
+					break;
 				case HEAPTUPLE_INSERT_IN_PROGRESS:
 				case HEAPTUPLE_DELETE_IN_PROGRESS:
-					(*unpurged)++;
+					{
+						TransactionId x = (vis == HEAPTUPLE_INSERT_IN_PROGRESS) ?
+							HeapTupleHeaderGetXmin(tuple.t_data) :
+							HeapTupleHeaderGetUpdateXid(tuple.t_data);
+
+						(*unpurged)++;
+						/* one look at the proc array per running xid */
+						if (!*prepared_work && x != checked_xid)
+						{
+							checked_xid = x;
+							*prepared_work = xid_is_prepared(x);
+						}
+					}
 					break;
 			}
 		}
@@ -774,6 +817,7 @@ spindle_counters_build(Oid facade, const SpindleEntry *sp,
 	CounterEntry *e;
 	bool		existed;
 	bool		ok = false;
+	bool		prepared_work = false;
 	uint32		mygen = 0;
 	XLogRecPtr	replayed = recovery ? GetXLogReplayRecPtr(NULL) : InvalidXLogRecPtr;
 
@@ -820,7 +864,7 @@ spindle_counters_build(Oid facade, const SpindleEntry *sp,
 	}
 	else
 		appended = -1;			/* the slot counters know it */
-	count_unpurged(seg, &unpurged, &latest);
+	count_unpurged(seg, &unpurged, &latest, &prepared_work);
 	total = appended;
 	if (total < 0)
 	{
@@ -847,7 +891,12 @@ spindle_counters_build(Oid facade, const SpindleEntry *sp,
 		e->building = false;
 		e->appended = appended;
 		e->built_full = appended >= 0 ? full : false;
-		e->stale = false;
+		/*
+		 * A prepared transaction's work: count again once it ended.  (In
+		 * recovery a count is made again whenever more WAL was replayed,
+		 * which its end is.)
+		 */
+		e->stale = prepared_work && !recovery;
 		e->in_recovery = recovery;
 		e->built_at = GetCurrentTimestamp();
 		e->built_lsn = recovery ? replayed : InvalidXLogRecPtr;

@@ -81,6 +81,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "cache.h"
 #include "layout.h"
 #include "slotmap.h"
 #include "directory.h"
@@ -89,6 +90,7 @@
 #include "facade.h"
 #include "detach.h"
 #include "options.h"
+#include "queue_state.h"
 #include "worker.h"
 #include "spindle.h"
 
@@ -1115,9 +1117,19 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			spindle_worker_resume(pause_db);
 		}
 		PG_END_TRY();
-		/* the database is gone, and nobody was connected to it */
+		/*
+		 * The database is gone, and nobody was connected to it.  A
+		 * database made later with its OID (CREATE DATABASE ... OID, or
+		 * after an OID wraparound) from a template holding a queue has
+		 * that queue's relation OID and msg_ids: it must not find the
+		 * dropped one's consumer state or cached events.
+		 */
 		if (IsA(parsetree, DropdbStmt))
+		{
 			spindle_slots_forget_database(pause_db);
+			spindle_queue_forget_database(pause_db);
+			spindle_cache_forget_database(pause_db);
+		}
 	}
 	else
 		run_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
