@@ -780,53 +780,29 @@ sort_directory(SpindleDirectory *dir)
 	qsort(dir->byseg, dir->nspindles, sizeof(SpindleSegRef), cmp_segref);
 }
 
-/* Read the whole directory of a facade from the catalog. */
-static SpindleDirectory *
-read_full_directory(Relation facade, CatalogRels *cr, Snapshot snap)
-{
-	SpindleDirectory *dir = new_directory(RelationGetRelid(facade), 64);
-	TupleDesc	td = RelationGetDescr(cr->heap);
-	ScanKeyData keys[3];
-	SysScanDesc scan;
-	HeapTuple	tup;
-
-	scan = begin_rows_scan(cr, dir->facade, PG_INT64_MIN, PG_INT64_MAX,
-						   snap, keys);
-	while ((tup = systable_getnext_ordered(scan, ForwardScanDirection)) != NULL)
-	{
-		SpindleEntry sp;
-		bool		dropped;
-
-		decode_row(td, tup, &sp, &dropped);
-		dir->max_spindle_no = Max(dir->max_spindle_no, sp.spindle_no);
-		if (dropped)
-			continue;
-		reserve_spindles(dir, dir->nspindles + 1);
-		dir->spindles[dir->nspindles++] = sp;
-	}
-	systable_endscan_ordered(scan);
-	sort_directory(dir);
-	return dir;
-}
-
 /*
- * Read only the newest spindles of a facade: the rows from the end back to
- * the first one that is known full (its fill time recorded, or below its
- * table's full mark: slots.c) or dropped.
- * Spindles fill in order, so every spindle below such a row is full, and
- * an insert never needs them (see place_tuples); a producer's session then
- * reads a few rows instead of the whole directory.  The result is marked
- * partial: lookups by number or TID must use a complete directory
- * (spindle_directory_acquire reads one in full when it finds a partial
- * one).  Normally the worker has recorded every fill time but the last; if
- * nobody has, this reads the whole directory backwards.
+ * Read a facade's directory from the catalog: every live spindle, or, if
+ * tail_only, only the newest ones, from the last row back to the first
+ * that is known full (its fill time recorded, or numbered below its
+ * table's full mark: slots.c) or dropped.  Spindles fill in order, so every
+ * spindle below such a row is full, and an insert never needs them (see
+ * place_tuples): a producer's session then reads a few rows instead of the
+ * whole directory.  Such a directory is marked partial: lookups by number
+ * or TID must use a complete one (spindle_directory_acquire reads one in
+ * full when it finds a partial one).  Normally the worker has recorded
+ * every fill time but the last; if nobody has, the tail is the whole
+ * directory, read backwards.
  */
 static SpindleDirectory *
-read_tail_directory(Relation facade, CatalogRels *cr, Snapshot snap)
+read_directory(Relation facade, CatalogRels *cr, Snapshot snap,
+			   bool tail_only)
 {
-	SpindleDirectory *dir = new_directory(RelationGetRelid(facade), 8);
+	SpindleDirectory *dir = new_directory(RelationGetRelid(facade),
+										  tail_only ? 8 : 64);
 	TupleDesc	td = RelationGetDescr(cr->heap);
-	int64		full_below = spindle_slots_full_below(dir->facade);
+	int64		full_below = tail_only ? spindle_slots_full_below(dir->facade) : 0;
+	ScanDirection direction = tail_only ? BackwardScanDirection :
+		ForwardScanDirection;
 	ScanKeyData keys[3];
 	SysScanDesc scan;
 	HeapTuple	tup;
@@ -835,24 +811,26 @@ read_tail_directory(Relation facade, CatalogRels *cr, Snapshot snap)
 
 	scan = begin_rows_scan(cr, dir->facade, PG_INT64_MIN, PG_INT64_MAX,
 						   snap, keys);
-	while ((tup = systable_getnext_ordered(scan, BackwardScanDirection)) != NULL)
+	while ((tup = systable_getnext_ordered(scan, direction)) != NULL)
 	{
 		SpindleEntry sp;
 		bool		dropped;
 
 		decode_row(td, tup, &sp, &dropped);
 		dir->max_spindle_no = Max(dir->max_spindle_no, sp.spindle_no);
-		if (dropped)
+		if (dropped && tail_only)
 			break;
+		if (dropped)
+			continue;
 		reserve_spindles(dir, n + 1);
 		dir->spindles[n++] = sp;
-		if (sp.filled_at != 0 || sp.spindle_no < full_below)
+		if (tail_only && (sp.filled_at != 0 || sp.spindle_no < full_below))
 			break;
 	}
 	systable_endscan_ordered(scan);
 
-	/* read newest first: put them in the order of their numbers */
-	for (i = 0; i < n / 2; i++)
+	/* the tail was read newest first: put it in the order of numbers */
+	for (i = 0; tail_only && i < n / 2; i++)
 	{
 		SpindleEntry tmp = dir->spindles[i];
 
@@ -860,7 +838,7 @@ read_tail_directory(Relation facade, CatalogRels *cr, Snapshot snap)
 		dir->spindles[n - 1 - i] = tmp;
 	}
 	dir->nspindles = n;
-	dir->partial = tup != NULL;
+	dir->partial = tail_only && tup != NULL;
 	sort_directory(dir);
 	return dir;
 }
@@ -1191,11 +1169,10 @@ refresh_directory(Relation facade, DirCacheEntry *e, bool complete)
 	}
 	if (dir == NULL)
 	{
-		/* a producer needs only the newest spindles (read_tail_directory) */
-		if (complete || spindle_created_here(facade) || IsInParallelMode())
-			dir = read_full_directory(facade, &cr, snap);
-		else
-			dir = read_tail_directory(facade, &cr, snap);
+		/* a producer needs only the newest spindles (read_directory) */
+		dir = read_directory(facade, &cr, snap,
+							 !complete && !spindle_created_here(facade) &&
+							 !IsInParallelMode());
 		changed = true;
 	}
 	UnregisterSnapshot(snap);
@@ -1277,7 +1254,7 @@ spindle_directory_acquire(Relation facade)
 
 /*
  * The same for an insert, which needs only the newest spindles: the
- * directory returned may be partial (see read_tail_directory), holding the
+ * directory returned may be partial (see read_directory), holding the
  * spindles from one that is known full, or the first, to the newest.
  */
 SpindleDirectory *
