@@ -1363,20 +1363,22 @@ spindle_created_here(Relation facade)
 		facade->rd_firstRelfilenodeSubid != InvalidSubTransactionId;
 }
 
-/* Make sure spindle.table_catalog has a row for the facade. */
-void
-spindle_register_table(Oid facade)
+/*
+ * Read the facade's row of spindle.table_catalog by index (latest
+ * snapshot): whether it has one, and its retire_slots if asked (0 when
+ * there is no row).
+ */
+static bool
+read_table_row(Oid facade, int64 *retire_slots)
 {
-	Oid			types[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(facade)};
 	Relation	heap;
 	Relation	idx;
 	ScanKeyData key;
 	SysScanDesc scan;
 	Snapshot	snap;
-	bool		known;
+	HeapTuple	tup;
+	bool		found;
 
-	/* a plain read first: the row exists but for a table's first spindle */
 	heap = open_own_table("table_catalog");
 	idx = open_index_on(heap, 1, InvalidAttrNumber);
 	if (idx == NULL)
@@ -1388,12 +1390,33 @@ spindle_register_table(Oid facade)
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(facade));
 	scan = systable_beginscan_ordered(heap, idx, snap, 1, &key);
-	known = systable_getnext_ordered(scan, ForwardScanDirection) != NULL;
+	tup = systable_getnext_ordered(scan, ForwardScanDirection);
+	found = tup != NULL;
+	if (found && retire_slots != NULL)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_tc_retire_slots,
+									 RelationGetDescr(heap), &isnull);
+
+		if (!isnull)
+			*retire_slots = DatumGetInt64(d);
+	}
 	systable_endscan_ordered(scan);
 	UnregisterSnapshot(snap);
 	index_close(idx, NoLock);
 	table_close(heap, NoLock);
-	if (!known)
+	return found;
+}
+
+/* Make sure spindle.table_catalog has a row for the facade. */
+void
+spindle_register_table(Oid facade)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(facade)};
+
+	/* a plain read first: the row exists but for a table's first spindle */
+	if (!read_table_row(facade, NULL))
 	{
 		/* not a row of the directory */
 		writing_creation = true;
@@ -2437,39 +2460,9 @@ spindle_catalog_mark_dropped(Oid facade, const SpindleEntry *sp,
 int64
 spindle_catalog_retire_slots(Oid facade)
 {
-	Relation	heap;
-	Relation	idx;
-	ScanKeyData key;
-	SysScanDesc scan;
-	Snapshot	snap;
-	HeapTuple	tup;
 	int64		result = 0;
 
-	heap = open_own_table("table_catalog");
-	idx = open_index_on(heap, 1, InvalidAttrNumber);
-	if (idx == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("spindle.table_catalog is not as this version of spindle made it"),
-				 errhint("Reinstall the spindle extension.")));
-	snap = read_snapshot();
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(facade));
-	scan = systable_beginscan_ordered(heap, idx, snap, 1, &key);
-	tup = systable_getnext_ordered(scan, ForwardScanDirection);
-	if (tup != NULL)
-	{
-		bool		isnull;
-		Datum		d = heap_getattr(tup, Anum_tc_retire_slots,
-									 RelationGetDescr(heap), &isnull);
-
-		if (!isnull)
-			result = DatumGetInt64(d);
-	}
-	systable_endscan_ordered(scan);
-	UnregisterSnapshot(snap);
-	index_close(idx, NoLock);
-	table_close(heap, NoLock);
+	(void) read_table_row(facade, &result);
 	return result;
 }
 
