@@ -102,6 +102,7 @@ typedef struct FullMark
 typedef struct SlotShared
 {
 	LWLock	   *lock;
+	uint64		removals;		/* entries of full spindles removed so far */
 } SlotShared;
 
 static SlotShared *slot_shared = NULL;
@@ -183,6 +184,7 @@ spindle_slots_shmem_startup(void)
 		LWLockPadded *locks = GetNamedLWLockTranche("spindle_slots");
 
 		slot_shared->lock = &locks[0].lock;
+		slot_shared->removals = 0;
 	}
 	info.keysize = sizeof(SlotKey);
 	info.entrysize = sizeof(SlotEntry);
@@ -310,7 +312,10 @@ spindle_slots_recorded(const SpindleEntry *sp)
 	e = lookup(sp->segment);
 	if (e != NULL && e->spindle_no == sp->spindle_no &&
 		pg_atomic_read_u32(&e->full) && pg_atomic_read_u32(&e->inflight) == 0)
+	{
 		hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
+		slot_shared->removals++;
+	}
 	LWLockRelease(slot_shared->lock);
 }
 
@@ -435,6 +440,8 @@ evict_full_entries(void)
 			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
 			evicted++;
 		}
+	if (evicted > 0)
+		slot_shared->removals++;
 	return evicted;
 }
 
@@ -445,8 +452,11 @@ evict_full_entries(void)
  * spindle no longer exists.  Opens the spindle (and the next one) with
  * AccessShareLock, outside any LWLock: two backends may count at once, the
  * first to enter its entry wins, and no slot can be handed out before an
- * entry exists.  A spindle found full gets no entry if the full mark can
- * cover it.
+ * entry exists.  A count is stale if the winner's entry came and went
+ * while it was taken (it filled, then was evicted or dropped once its fill
+ * time was recorded): then its spindle is full and the count is taken
+ * again, so that a slot is never handed out twice.  A spindle found full
+ * gets no entry if the full mark can cover it.
  */
 static SlotState
 ensure_entry(Relation facade, SpindleDirectory *dir, int i)
@@ -463,8 +473,11 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 	int64		used;
 	bool		full;
 	int			evicted = -1;
+	uint64		removals;
 
+retry:
 	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	removals = slot_shared->removals;
 	e = lookup(sp.segment);
 	present = e != NULL && e->spindle_no == sp.spindle_no;
 	known_full = known_full_locked(RelationGetRelid(facade), &sp);
@@ -510,6 +523,15 @@ ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 		/* a stale entry of a relation whose OID was reused */
 		hash_search(slot_hash, &key, HASH_REMOVE, NULL);
 		e = NULL;
+	}
+	if (e == NULL && slot_shared->removals != removals)
+	{
+		/* an entry may have come and gone since the count: count again */
+		LWLockRelease(slot_shared->lock);
+		if (nextseg != NULL)
+			relation_close(nextseg, AccessShareLock);
+		relation_close(seg, AccessShareLock);
+		goto retry;
 	}
 	if (e == NULL)
 	{
