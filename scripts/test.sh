@@ -21,6 +21,16 @@ if ! bash "$ROOT/scripts/build.sh"; then
     exit 1
 fi
 
+# The test-only hooks some TAP tests load (test/modules; never installed by
+# the extension's own `make install`).
+if [[ $(id -u) -eq 0 ]]; then HSUDO=(); elif command -v sudo >/dev/null 2>&1; then HSUDO=(sudo); else HSUDO=(); fi
+if ! make -s -C "$ROOT/test/modules" PG_CONFIG="$PG_CONFIG" >/dev/null ||
+   ! "${HSUDO[@]}" make -s -C "$ROOT/test/modules" PG_CONFIG="$PG_CONFIG" install >/dev/null; then
+    echo "test.sh: building or installing test/modules failed; no test was run" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
 # Do not let the caller's PG* environment leak into the tests.
 unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGDATA PGSERVICE PGOPTIONS
 

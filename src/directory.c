@@ -1264,6 +1264,28 @@ spindle_directory_acquire_tail(Relation facade)
 }
 
 /*
+ * The same, knowing every committed spindle numbered up to spindle_no: for
+ * a caller that holds the number of a spindle someone else has seen (a
+ * queue position another consumer claimed or leased, a msg_id given to
+ * ack).  A spindle the directory does not list is gone if a higher number
+ * was read (creation is serialised, so spindles commit in the order of
+ * their numbers); a higher one may have committed since the directory was
+ * read with its invalidation not arrived yet (it is sent after the commit
+ * shows in snapshots), so then the catalog is read again for what changed.
+ */
+SpindleDirectory *
+spindle_directory_acquire_upto(Relation facade, int64 spindle_no)
+{
+	SpindleDirectory *dir = acquire_directory(facade, true);
+
+	if (spindle_no <= dir->max_spindle_no)
+		return dir;
+	spindle_directory_release(dir);
+	spindle_directory_forget(RelationGetRelid(facade));
+	return acquire_directory(facade, true);
+}
+
+/*
  * Have the next acquire of a facade's directory read the catalog for what
  * changed, when an invalidation may not have arrived yet (see
  * spindle_resolve_tid): it finds every spindle committed by then.

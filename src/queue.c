@@ -1277,6 +1277,7 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	int			got;
 	int			s;
 	int			cache_slot;
+	int64		newest = 0;
 	TimestampTz now = GetCurrentTimestamp();
 	TransactionId xid = purge ? GetCurrentTransactionId() : InvalidTransactionId;
 
@@ -1289,6 +1290,19 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	{
 		spindle_directory_release(dir);
 		return res;
+	}
+	for (s = 0; s < nsources; s++)
+		newest = Max(newest, spindle_msgid_spindle(sources[s].end - 1));
+	if (newest > dir->max_spindle_no)
+	{
+		/*
+		 * Items of spindles this directory does not know yet: another
+		 * consumer saw them, so they are committed; read what changed, or
+		 * locate() would take their events for gone and leave them behind
+		 * the head for good.
+		 */
+		spindle_directory_release(dir);
+		dir = spindle_directory_acquire_upto(facade, newest);
 	}
 	res.c = palloc0(sizeof(Candidate) * got);
 	for (s = 0; s < nsources; s++)
@@ -1772,7 +1786,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	if (msg_id < 0)
 		return false;
 	/* read before the state lock: it may read the catalog */
-	dir = spindle_directory_acquire(facade);
+	dir = spindle_directory_acquire_upto(facade, spindle_msgid_spindle(msg_id));
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
