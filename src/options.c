@@ -751,6 +751,38 @@ refuse_brin(const char *name, const char *parent)
 }
 
 /*
+ * TRUNCATE naming a spindle itself (pg_spindle.s<table>_<n>) would empty it
+ * behind its table's slot map, as refused DML would change it
+ * (segment_am.c, refuse_direct_dml): refuse it, whoever asks.  A spindle
+ * table's own TRUNCATE drops its spindles without such a statement.
+ */
+static void
+refuse_truncate_of_spindle(Oid relid)
+{
+	HeapTuple	tup;
+	Oid			segam;
+
+	if (!OidIsValid(spindle_facade_am_oid()))
+		return;					/* the extension is not installed here */
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		return;
+	segam = get_am_oid("spindle_segment", true);
+	if (OidIsValid(segam) && ((Form_pg_class) GETSTRUCT(tup))->relam == segam)
+	{
+		char	   *name = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
+
+		ReleaseSysCache(tup);
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("cannot truncate spindle \"%s\" directly", name),
+				 errdetail("A spindle holds the events of a spindle table and is changed only through it."),
+				 errhint("Truncate its spindle table, or delete the events through it.")));
+	}
+	ReleaseSysCache(tup);
+}
+
+/*
  * The spindle tables a TRUNCATE may empty, found as ExecuteTruncate finds
  * what it truncates: the named tables, every table inheriting from one
  * named without ONLY (partitions included), and with CASCADE every table
@@ -791,8 +823,13 @@ truncate_targets(TruncateStmt *stmt)
 		}
 	}
 	foreach(lc, relids)
-		if (relid_is_facade(lfirst_oid(lc)))
-			result = lappend_oid(result, lfirst_oid(lc));
+	{
+		Oid			relid = lfirst_oid(lc);
+
+		refuse_truncate_of_spindle(relid);
+		if (relid_is_facade(relid))
+			result = lappend_oid(result, relid);
+	}
 	return result;
 }
 
