@@ -753,7 +753,8 @@ refuse_brin(const char *name, const char *parent)
 /*
  * TRUNCATE naming a spindle itself (pg_spindle.s<table>_<n>) would empty it
  * behind its table's slot map, as refused DML would change it
- * (segment_am.c, refuse_direct_dml): refuse it, whoever asks.  A spindle
+ * (segment_am.c, refuse_direct_dml): refuse it to whoever has the right
+ * (its owner, a superuser; others get core's 42501).  A spindle
  * table's own TRUNCATE drops its spindles without such a statement.
  */
 static void
@@ -768,7 +769,9 @@ refuse_truncate_of_spindle(Oid relid)
 	if (!HeapTupleIsValid(tup))
 		return;
 	segam = get_am_oid("spindle_segment", true);
-	if (OidIsValid(segam) && ((Form_pg_class) GETSTRUCT(tup))->relam == segam)
+	/* a role core would refuse hears core's 42501, as before */
+	if (OidIsValid(segam) && ((Form_pg_class) GETSTRUCT(tup))->relam == segam &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_TRUNCATE) == ACLCHECK_OK)
 	{
 		char	   *name = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
 
