@@ -56,5 +56,4 @@ SELECT rd_try('DROP TABLE IF EXISTS rt_missing_one, %s');
 SELECT count(*) FROM rd;
 SELECT * FROM spindle.verify('rd');
 DROP TABLE rd;
-SELECT count(*) FROM spindle.spindle_catalog WHERE relation = 0;
 DROP FUNCTION rd_try(text);
