@@ -751,6 +751,86 @@ refuse_brin(const char *name, const char *parent)
 }
 
 /*
+ * TRUNCATE naming a spindle itself (pg_spindle.s<table>_<n>) would empty it
+ * behind its table's slot map, as refused DML would change it
+ * (segment_am.c, refuse_direct_dml): refuse it to whoever has the right
+ * (its owner, a superuser; others get core's 42501).  A spindle
+ * table's own TRUNCATE drops its spindles without such a statement.
+ */
+static void
+refuse_truncate_of_spindle(Oid relid)
+{
+	HeapTuple	tup;
+	Oid			segam;
+
+	if (!OidIsValid(spindle_facade_am_oid()))
+		return;					/* the extension is not installed here */
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		return;
+	segam = get_am_oid("spindle_segment", true);
+	/* a role core would refuse hears core's 42501, as before */
+	if (OidIsValid(segam) && ((Form_pg_class) GETSTRUCT(tup))->relam == segam &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_TRUNCATE) == ACLCHECK_OK)
+	{
+		char	   *name = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
+
+		ReleaseSysCache(tup);
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("cannot truncate spindle \"%s\" directly", name),
+				 errdetail("A spindle holds the events of a spindle table and is changed only through it."),
+				 errhint("Truncate its spindle table, or delete the events through it.")));
+	}
+	ReleaseSysCache(tup);
+}
+
+/*
+ * DROP TABLE naming a spindle itself would take its events from its table
+ * behind the directory's back: refused like TRUNCATE of one, to whoever
+ * owns it (others get core's 42501).  A spindle table's DROP and the
+ * worker drop spindles by dependency or performDeletion, never by name.
+ */
+static void
+refuse_drop_of_spindles(DropStmt *stmt)
+{
+	ListCell   *lc;
+	Oid			segam;
+
+	if (stmt->removeType != OBJECT_TABLE ||
+		!OidIsValid(spindle_facade_am_oid()))
+		return;
+	segam = get_am_oid("spindle_segment", true);
+	if (!OidIsValid(segam))
+		return;
+	foreach(lc, stmt->objects)
+	{
+		RangeVar   *rv = makeRangeVarFromNameList((List *) lfirst(lc));
+		Oid			relid = RangeVarGetRelid(rv, NoLock, true);
+		HeapTuple	tup;
+
+		if (!OidIsValid(relid))
+			continue;
+		tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+		if (!HeapTupleIsValid(tup))
+			continue;
+		if (((Form_pg_class) GETSTRUCT(tup))->relam == segam &&
+			pg_class_ownercheck(relid, GetUserId()))
+		{
+			char	   *name = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
+
+			ReleaseSysCache(tup);
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("cannot drop spindle \"%s\" directly", name),
+					 errdetail("A spindle holds the events of a spindle table and is dropped only through it."),
+					 errhint("Delete or purge its events through its spindle table; spindle.drop_spindles() and the worker drop it then.")));
+		}
+		ReleaseSysCache(tup);
+	}
+}
+
+/*
  * The spindle tables a TRUNCATE may empty, found as ExecuteTruncate finds
  * what it truncates: the named tables, every table inheriting from one
  * named without ONLY (partitions included), and with CASCADE every table
@@ -791,8 +871,13 @@ truncate_targets(TruncateStmt *stmt)
 		}
 	}
 	foreach(lc, relids)
-		if (relid_is_facade(lfirst_oid(lc)))
-			result = lappend_oid(result, lfirst_oid(lc));
+	{
+		Oid			relid = lfirst_oid(lc);
+
+		refuse_truncate_of_spindle(relid);
+		if (relid_is_facade(relid))
+			result = lappend_oid(result, relid);
+	}
 	return result;
 }
 
@@ -1056,6 +1141,8 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				break;
 			}
 		case T_DropStmt:
+			refuse_drop_of_spindles((DropStmt *) parsetree);
+			/* FALLTHROUGH */
 		case T_DropOwnedStmt:
 			{
 				/*

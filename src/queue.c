@@ -1258,7 +1258,15 @@ typedef struct ConsumeResult
 {
 	Candidate  *c;
 	int			n;
+	int			nalloc;			/* room in c[] (consume's result only) */
 } ConsumeResult;
+
+/*
+ * consume()'s result starts with room for this many events and grows as
+ * they are delivered: max_events bounds the call, it is no allocation
+ * (2147483647 of them would not fit in palloc's 1 GB).
+ */
+#define CONSUME_INITIAL_ROOM	256
 
 /*
  * One attempt to take up to want events of the queue: dequeue (purge =
@@ -1269,7 +1277,7 @@ static ConsumeResult
 consume_once(Relation facade, QueueState *qs, int want, bool purge,
 			 TimestampTz lease_due, TimestampTz ready_at, bool *pool_full)
 {
-	ConsumeResult res = {NULL, 0};
+	ConsumeResult res = {NULL, 0, 0};
 	SpindleDirectory *dir;
 	Source	   *sources;
 	int			nsources;
@@ -1387,6 +1395,14 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 		for (i = 0; i < res.n; i++)
 			if (res.c[i].outcome == EV_DELIVER)
 			{
+				/* out->n < want: consume_once took at most want - out->n */
+				if (out->n >= out->nalloc)
+				{
+					out->nalloc = (int) Min((int64) want,
+											(int64) out->nalloc * 2);
+					out->c = repalloc(out->c,
+									  sizeof(Candidate) * out->nalloc);
+				}
 				out->c[out->n++] = res.c[i];
 				delivered++;
 			}
@@ -1420,7 +1436,8 @@ consume(Relation facade, QueueState *qs, int want, bool purge,
 	TimestampTz deadline = plus_usecs(GetCurrentTimestamp(), wait_us);
 	ConsumeResult res;
 
-	res.c = palloc0(sizeof(Candidate) * want);
+	res.nalloc = Min(want, CONSUME_INITIAL_ROOM);
+	res.c = palloc0(sizeof(Candidate) * res.nalloc);
 	res.n = 0;
 	for (;;)
 	{
