@@ -1269,6 +1269,13 @@ typedef struct ConsumeResult
 #define CONSUME_INITIAL_ROOM	256
 
 /*
+ * One attempt claims at most this many positions: its candidates are
+ * allocated for all it claims (a whole spindle at the head may hold
+ * millions), and claims held while examining keep others waiting.
+ */
+#define CONSUME_ATTEMPT_MAX		1024
+
+/*
  * One attempt to take up to want events of the queue: dequeue (purge =
  * true) or read with a lease until lease_due.  Returns the candidates;
  * those with outcome EV_DELIVER were delivered.
@@ -1389,7 +1396,8 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
-		res = consume_once(facade, qs, want - out->n, purge,
+		res = consume_once(facade, qs, Min(want - out->n, CONSUME_ATTEMPT_MAX),
+						   purge,
 						   plus_usecs(GetCurrentTimestamp(), lease_us),
 						   ready_at, pool_full);
 		for (i = 0; i < res.n; i++)
@@ -1406,6 +1414,8 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 				out->c[out->n++] = res.c[i];
 				delivered++;
 			}
+		if (res.c != NULL)
+			pfree(res.c);
 		/*
 		 * An attempt that delivered nothing may still have made progress:
 		 * it moved the head, or found the events of an item to examine
