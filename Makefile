@@ -40,7 +40,7 @@ REGRESS = am_basic cache options dml indexes drop_spindles views ddl_refusals to
 	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
 	creation queue_fk verify bad_input privileges_queue views_counters \
 	ttl_subxact ttl_fk temp_spindle ttl_memory \
-	review_s_counters review_s_cache review_s_dropdb \
+	review_s_counters review_s_cache review_s_dropdb queue_drop_rollback \
 	review_t_segment review_t_input
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle

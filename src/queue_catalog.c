@@ -112,6 +112,22 @@ static SpindleIdCapture *capture_top = NULL;
 /* this transaction deleted registry rows: check dead-letter queues */
 static bool registry_rows_deleted = false;
 
+/*
+ * Queue tables this transaction dropped: their consumers' shared state
+ * (leases, read counts, the head) is reset when the drop commits, not when
+ * it happens, so that a drop that rolls back (or a savepoint rolled back
+ * to) leaves them as they were.  In TopTransactionContext.
+ */
+typedef struct DroppedQueue
+{
+	Oid			relid;
+	SubTransactionId subid;
+} DroppedQueue;
+
+static List *dropped_queues = NIL;
+
+static void reset_dropped_queues(void);
+
 static object_access_hook_type prev_object_access = NULL;
 
 /* ----------------------------------------------------------------
@@ -526,6 +542,36 @@ check_dead_letter_queues(void)
 				 errhint("Drop queue \"%s\" first.", user)));
 }
 
+/* Reset the consumers' state of the queue tables this transaction dropped. */
+static void
+reset_dropped_queues(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, dropped_queues)
+		spindle_queue_state_reset(((DroppedQueue *) lfirst(lc))->relid);
+}
+
+/* A rolled-back savepoint undoes its drops; a released one hands them up. */
+static void
+queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	foreach(lc, dropped_queues)
+	{
+		DroppedQueue *d = lfirst(lc);
+
+		if (d->subid != mySubid)
+			continue;
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+			d->subid = parentSubid;
+		else if (event == SUBXACT_EVENT_ABORT_SUB)
+			dropped_queues = foreach_delete_current(dropped_queues, lc);
+	}
+}
+
 static void
 queue_xact_callback(XactEvent event, void *arg)
 {
@@ -538,10 +584,19 @@ queue_xact_callback(XactEvent event, void *arg)
 			registry_rows_deleted = false;
 			break;
 		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
 		case XACT_EVENT_PARALLEL_COMMIT:
+
+			/*
+			 * A prepared drop commits in another backend, which knows
+			 * nothing of it: reset now (a rollback then costs the leases,
+			 * as a restart does).
+			 */
+			reset_dropped_queues();
+			/* FALLTHROUGH */
+		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			dropped_queues = NIL;
 			registry_rows_deleted = false;
 			/* an error may have left captures behind (their frames are gone) */
 			capture_top = NULL;
@@ -867,9 +922,15 @@ queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		return;
 	if (access == OAT_DROP)
 	{
+		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+		DroppedQueue *d = palloc(sizeof(DroppedQueue));
+
+		d->relid = objectId;
+		d->subid = GetCurrentSubTransactionId();
+		dropped_queues = lappend(dropped_queues, d);
+		MemoryContextSwitchTo(old);
 		forget_queue_relation(objectId);
-		/* its consumers' state goes too (rebuilt if the drop rolls back) */
-		spindle_queue_state_reset(objectId);
+		/* its cached events go now (a rollback costs misses) */
 		spindle_cache_reset(objectId);
 	}
 	else
@@ -902,6 +963,7 @@ spindle_queue_catalog_init(void)
 								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	CacheRegisterRelcacheCallback(queue_relcache_callback, (Datum) 0);
 	RegisterXactCallback(queue_xact_callback, NULL);
+	RegisterSubXactCallback(queue_subxact_callback, NULL);
 
 	prev_object_access = object_access_hook;
 	object_access_hook = queue_object_access;
