@@ -751,82 +751,160 @@ refuse_brin(const char *name, const char *parent)
 }
 
 /*
- * TRUNCATE naming a spindle itself (pg_spindle.s<table>_<n>) would empty it
- * behind its table's slot map, as refused DML would change it
- * (segment_am.c, refuse_direct_dml): refuse it to whoever has the right
- * (its owner, a superuser; others get core's 42501).  A spindle
- * table's own TRUNCATE drops its spindles without such a statement.
+ * The name of relid if it is a spindle (a relation of access method
+ * spindle_segment, pg_spindle.s<table>_<n>) that the current role owns (a
+ * superuser owns everything); NULL otherwise.  Statements naming a spindle
+ * itself are refused to such roles; others hear core's own error.
+ */
+static char *
+owned_spindle_name(Oid relid)
+{
+	HeapTuple	tup;
+	Oid			segam;
+	char	   *name = NULL;
+
+	if (!OidIsValid(relid) || !OidIsValid(spindle_facade_am_oid()))
+		return NULL;			/* the extension is not installed here */
+	segam = get_am_oid("spindle_segment", true);
+	if (!OidIsValid(segam))
+		return NULL;
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		return NULL;
+	if (((Form_pg_class) GETSTRUCT(tup))->relam == segam &&
+		pg_class_ownercheck(relid, GetUserId()))
+		name = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
+	ReleaseSysCache(tup);
+	return name;
+}
+
+/*
+ * TRUNCATE naming a spindle itself would empty it behind its table's slot
+ * map, as refused DML would change it (segment_am.c, refuse_direct_dml).
+ * A spindle table's own TRUNCATE drops its spindles without such a
+ * statement.
  */
 static void
 refuse_truncate_of_spindle(Oid relid)
 {
-	HeapTuple	tup;
-	Oid			segam;
+	char	   *name = owned_spindle_name(relid);
 
-	if (!OidIsValid(spindle_facade_am_oid()))
-		return;					/* the extension is not installed here */
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		return;
-	segam = get_am_oid("spindle_segment", true);
-	/* a role core would refuse hears core's 42501, as before */
-	if (OidIsValid(segam) && ((Form_pg_class) GETSTRUCT(tup))->relam == segam &&
-		pg_class_aclcheck(relid, GetUserId(), ACL_TRUNCATE) == ACLCHECK_OK)
-	{
-		char	   *name = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
-
-		ReleaseSysCache(tup);
+	if (name != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("cannot truncate spindle \"%s\" directly", name),
 				 errdetail("A spindle holds the events of a spindle table and is changed only through it."),
 				 errhint("Truncate its spindle table, or delete the events through it.")));
-	}
-	ReleaseSysCache(tup);
 }
 
 /*
  * DROP TABLE naming a spindle itself would take its events from its table
- * behind the directory's back: refused like TRUNCATE of one, to whoever
- * owns it (others get core's 42501).  A spindle table's DROP and the
- * worker drop spindles by dependency or performDeletion, never by name.
+ * behind the directory's back.  A spindle table's DROP and the worker drop
+ * spindles by dependency or performDeletion, never by name.
  */
 static void
 refuse_drop_of_spindles(DropStmt *stmt)
 {
 	ListCell   *lc;
-	Oid			segam;
 
-	if (stmt->removeType != OBJECT_TABLE ||
-		!OidIsValid(spindle_facade_am_oid()))
-		return;
-	segam = get_am_oid("spindle_segment", true);
-	if (!OidIsValid(segam))
+	if (stmt->removeType != OBJECT_TABLE)
 		return;
 	foreach(lc, stmt->objects)
 	{
 		RangeVar   *rv = makeRangeVarFromNameList((List *) lfirst(lc));
-		Oid			relid = RangeVarGetRelid(rv, NoLock, true);
-		HeapTuple	tup;
+		char	   *name = owned_spindle_name(RangeVarGetRelid(rv, NoLock, true));
 
-		if (!OidIsValid(relid))
-			continue;
-		tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-		if (!HeapTupleIsValid(tup))
-			continue;
-		if (((Form_pg_class) GETSTRUCT(tup))->relam == segam &&
-			pg_class_ownercheck(relid, GetUserId()))
-		{
-			char	   *name = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
-
-			ReleaseSysCache(tup);
+		if (name != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 					 errmsg("cannot drop spindle \"%s\" directly", name),
 					 errdetail("A spindle holds the events of a spindle table and is dropped only through it."),
 					 errhint("Delete or purge its events through its spindle table; spindle.drop_spindles() and the worker drop it then.")));
-		}
-		ReleaseSysCache(tup);
+	}
+}
+
+/* The refusal of other DDL naming a spindle itself (what: the command). */
+static void
+refuse_ddl_of_spindle(const RangeVar *rv, const char *what)
+{
+	char	   *name;
+
+	if (rv == NULL)
+		return;
+	name = owned_spindle_name(RangeVarGetRelid(rv, NoLock, true));
+	if (name != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("cannot run %s on spindle \"%s\" directly", what, name),
+				 errdetail("A spindle holds the events of a spindle table: its columns, storage, indexes, triggers, rules, policies and privileges follow its table, and a change made to it alone would not be seen through the table."),
+				 errhint("Run the command on its spindle table.")));
+}
+
+/*
+ * ALTER, RENAME, SET SCHEMA, CREATE INDEX / TRIGGER / RULE / POLICY and
+ * GRANT naming a spindle itself (REVOKE, COMMENT and LOCK change nothing a
+ * reader of the table relies on and stay allowed).  A superuser's ALTER
+ * TABLE of a spindle was accepted and left it at odds with its table
+ * (spindle.verify() reported it); GRANT on one let a role read events its
+ * table's privileges deny.
+ */
+static void
+refuse_spindle_ddl(Node *parsetree)
+{
+	ListCell   *lc;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+			if (((AlterTableStmt *) parsetree)->objtype == OBJECT_TABLE)
+				refuse_ddl_of_spindle(((AlterTableStmt *) parsetree)->relation,
+									  "ALTER TABLE");
+			break;
+		case T_RenameStmt:
+			refuse_ddl_of_spindle(((RenameStmt *) parsetree)->relation,
+								  "ALTER ... RENAME");
+			break;
+		case T_AlterObjectSchemaStmt:
+			refuse_ddl_of_spindle(((AlterObjectSchemaStmt *) parsetree)->relation,
+								  "ALTER ... SET SCHEMA");
+			break;
+		case T_IndexStmt:
+			refuse_ddl_of_spindle(((IndexStmt *) parsetree)->relation,
+								  "CREATE INDEX");
+			break;
+		case T_CreateTrigStmt:
+			refuse_ddl_of_spindle(((CreateTrigStmt *) parsetree)->relation,
+								  "CREATE TRIGGER");
+			break;
+		case T_RuleStmt:
+			refuse_ddl_of_spindle(((RuleStmt *) parsetree)->relation,
+								  "CREATE RULE");
+			break;
+		case T_CreatePolicyStmt:
+			refuse_ddl_of_spindle(((CreatePolicyStmt *) parsetree)->table,
+								  "CREATE POLICY");
+			break;
+		case T_GrantStmt:
+			{
+				GrantStmt  *stmt = (GrantStmt *) parsetree;
+
+				if (!stmt->is_grant || stmt->objtype != OBJECT_TABLE)
+					break;
+				if (stmt->targtype == ACL_TARGET_OBJECT)
+					foreach(lc, stmt->objects)
+						refuse_ddl_of_spindle(lfirst_node(RangeVar, lc), "GRANT");
+				else if (stmt->targtype == ACL_TARGET_ALL_IN_SCHEMA)
+					foreach(lc, stmt->objects)
+						if (strcmp(strVal(lfirst(lc)), "pg_spindle") == 0)
+							ereport(ERROR,
+									(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+									 errmsg("cannot run GRANT on every spindle at once"),
+									 errdetail("Schema pg_spindle holds the spindles of every spindle table; their privileges follow their tables."),
+									 errhint("Grant the privileges on the spindle tables.")));
+				break;
+			}
+		default:
+			break;
 	}
 }
 
@@ -971,6 +1049,7 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	if (readOnlyTree)
 		pstmt = copyObject(pstmt);
 	parsetree = pstmt->utilityStmt;
+	refuse_spindle_ddl(parsetree);
 
 	switch (nodeTag(parsetree))
 	{
