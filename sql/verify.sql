@@ -157,6 +157,17 @@ SELECT spindle._verify_corrupt('c2', 'map_set',
     (SELECT vbase + 6 FROM spindle.spindle_catalog WHERE relation = 'c2'::regclass AND spindle_no = 1),
     200);
 SELECT * FROM verify_masked('c2');
+-- set_k through those entries: a clear error, nothing written (it wrote
+-- past the page's line pointers before); and past the spindle's end
+SELECT spindle._verify_corrupt('c2', 'set_k',
+    (SELECT vbase + 6 FROM spindle.spindle_catalog WHERE relation = 'c2'::regclass AND spindle_no = 1),
+    1);
+SELECT spindle._verify_corrupt('c2', 'map_set',
+    (SELECT vbase + 7 FROM spindle.spindle_catalog WHERE relation = 'c2'::regclass AND spindle_no = 1),
+    (1000 << 16) + 1);
+SELECT spindle._verify_corrupt('c2', 'set_k',
+    (SELECT vbase + 7 FROM spindle.spindle_catalog WHERE relation = 'c2'::regclass AND spindle_no = 1),
+    1);
 DROP TABLE c2;
 -- a slot used twice, and a slot number outside the spindle
 CREATE TABLE c3 (id int) USING spindle WITH (events_per_spindle = 10);

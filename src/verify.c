@@ -1358,11 +1358,19 @@ spindle_verify_corrupt(PG_FUNCTION_ARGS)
 			elog(ERROR, "slot %lld has no event", (long long) vslot);
 		seg = relation_open(sp->segment, RowExclusiveLock);
 		spindle_directory_release(dir);
+		if (ItemPointerGetBlockNumber(&ptid) >= RelationGetNumberOfBlocks(seg))
+			elog(ERROR, "slot %lld maps past the end of its spindle",
+				 (long long) vslot);
 		buf = ReadBuffer(seg, ItemPointerGetBlockNumber(&ptid));
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 		page = BufferGetPage(buf);
+		/* the map may be corrupt already (map_set): look before writing */
+		if (ItemPointerGetOffsetNumber(&ptid) < FirstOffsetNumber ||
+			ItemPointerGetOffsetNumber(&ptid) > PageGetMaxOffsetNumber(page))
+			elog(ERROR, "slot %lld maps to no line pointer", (long long) vslot);
 		lp = PageGetItemId(page, ItemPointerGetOffsetNumber(&ptid));
-		if (!ItemIdIsNormal(lp))
+		if (!ItemIdIsNormal(lp) ||
+			ItemIdGetLength(lp) < SizeofHeapTupleHeader + 2 * sizeof(int32))
 			elog(ERROR, "slot %lld has no event", (long long) vslot);
 		START_CRIT_SECTION();
 		memcpy((char *) PageGetItem(page, lp) + ItemIdGetLength(lp) -
