@@ -52,6 +52,7 @@
 #include "access/xloginsert.h"
 #include "access/xlogreader.h"
 #include "access/xlogutils.h"
+#include "access/bufmask.h"
 #include "catalog/pg_type_d.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
@@ -77,15 +78,7 @@
 
 PG_FUNCTION_INFO_V1(spindle_purge_events);
 
-/*
- * RM_EXPERIMENTAL_ID is for development; a released version must reserve
- * an ID (see docs/design.md, "Range purges (WAL)").
- */
-#define SPINDLE_RMGR_ID			RM_EXPERIMENTAL_ID
 #define SPINDLE_RMGR_NAME		"spindle"
-
-/* record types (the high four bits of xl_info) */
-#define XLOG_SPINDLE_PURGE		0x10
 
 /* xl_spindle_purge.flags */
 #define XLSP_ALL_VISIBLE_CLEARED	0x01	/* PD_ALL_VISIBLE and the VM bits
@@ -114,6 +107,7 @@ static bool rangepurge_registered = false;
 static void spindle_rmgr_redo(XLogReaderState *record);
 static void spindle_rmgr_desc(StringInfo buf, XLogReaderState *record);
 static const char *spindle_rmgr_identify(uint8 info);
+static void spindle_rmgr_mask(char *pagedata, BlockNumber blkno);
 
 static RmgrData spindle_rmgr = {
 	.rm_name = SPINDLE_RMGR_NAME,
@@ -122,7 +116,7 @@ static RmgrData spindle_rmgr = {
 	.rm_identify = spindle_rmgr_identify,
 	.rm_startup = NULL,			/* redo keeps no state between records */
 	.rm_cleanup = NULL,
-	.rm_mask = heap_mask,		/* heap pages: wal_consistency_checking */
+	.rm_mask = spindle_rmgr_mask,	/* wal_consistency_checking */
 	.rm_decode = NULL			/* spindles are never published */
 };
 
@@ -426,6 +420,9 @@ spindle_rmgr_redo(XLogReaderState *record)
 		case XLOG_SPINDLE_PURGE:
 			spindle_redo_purge(record);
 			break;
+		case XLOG_SPINDLE_MAP_SET:
+			spindle_slotmap_redo_set(record);
+			break;
 		default:
 			elog(PANIC, "spindle_rmgr_redo: unknown op code %u", info);
 	}
@@ -437,7 +434,9 @@ spindle_rmgr_desc(StringInfo buf, XLogReaderState *record)
 {
 	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
 
-	if (info == XLOG_SPINDLE_PURGE)
+	if (info == XLOG_SPINDLE_MAP_SET)
+		spindle_slotmap_desc_set(buf, record);
+	else if (info == XLOG_SPINDLE_PURGE)
 	{
 		xl_spindle_purge *xlrec = (xl_spindle_purge *) XLogRecGetData(record);
 		Size		len = 0;
@@ -476,9 +475,34 @@ spindle_rmgr_identify(uint8 info)
 	{
 		case XLOG_SPINDLE_PURGE:
 			return "PURGE";
+		case XLOG_SPINDLE_MAP_SET:
+			return "MAP_SET";
 		default:
 			return NULL;
 	}
+}
+
+/*
+ * Mask a page for wal_consistency_checking: a spindle's heap page (purge
+ * records) as heap does, a slot map page (map records) as a page of no
+ * tuples.  Map pages are made by PageInit(page, BLCKSZ, 0) and never get a
+ * tuple, so pd_upper stays at BLCKSZ; a heap page with pd_upper there has
+ * no tuple storage either, and heap_mask would only mask what this masks
+ * (its entries must not be read as line pointers: they are not).
+ */
+static void
+spindle_rmgr_mask(char *pagedata, BlockNumber blkno)
+{
+	PageHeader	phdr = (PageHeader) pagedata;
+
+	if (PageIsNew(pagedata) || phdr->pd_upper < BLCKSZ)
+	{
+		heap_mask(pagedata, blkno);
+		return;
+	}
+	mask_page_lsn_and_checksum(pagedata);
+	mask_page_hint_bits(pagedata);
+	mask_unused_space(pagedata);
 }
 
 /* ----------------------------------------------------------------

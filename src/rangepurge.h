@@ -13,6 +13,19 @@
 #include "storage/off.h"
 #include "utils/rel.h"
 
+#include "access/rmgr.h"
+
+/*
+ * The "spindle" custom resource manager (registered, redone and described
+ * in rangepurge.c).  RM_EXPERIMENTAL_ID is for development; a released
+ * version must reserve an ID (docs/design.md, "Range purges (WAL)").
+ */
+#define SPINDLE_RMGR_ID			RM_EXPERIMENTAL_ID
+
+/* its record types (the high four bits of xl_info) */
+#define XLOG_SPINDLE_PURGE		0x10	/* rangepurge.c */
+#define XLOG_SPINDLE_MAP_SET	0x20	/* slotmap.c */
+
 extern void spindle_rangepurge_register(void);	/* from _PG_init, only while process_shared_preload_libraries_in_progress */
 
 /*

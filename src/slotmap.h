@@ -10,6 +10,7 @@
 
 #include "access/htup_details.h"
 #include "access/transam.h"
+#include "lib/stringinfo.h"
 #include "storage/itemptr.h"
 #include "storage/smgr.h"
 #include "utils/rel.h"
@@ -67,6 +68,12 @@ extern void spindle_slotmap_get_range(Relation facade, int64 first, int n,
 extern void spindle_slotmap_set(Relation facade, int64 first, int n,
 								ItemPointer ptids);
 extern void spindle_slotmap_clear(Relation facade, int64 first, int64 n);
+
+/* the resource manager's part (rangepurge.c dispatches) */
+struct XLogReaderState;
+extern void spindle_slotmap_redo_set(struct XLogReaderState *record);
+extern void spindle_slotmap_desc_set(StringInfo buf,
+									 struct XLogReaderState *record);
 extern int64 spindle_slotmap_last_used(Relation facade, int64 first, int64 n);
 extern void spindle_slotmap_copy(Relation from, Relation to);
 extern void spindle_slotmap_forget_size(Relation facade);
