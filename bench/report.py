@@ -210,12 +210,13 @@ def write(R, outdir):
     # ---- 2. dequeue
     sec = ["## 2. Dequeue from a backlog\n",
            "Events/s consumed from a backlog of %s events (filled before each run), median of %d "
-           "runs (min–max). Each run: a %s s warm-up, then a fixed number of calls per consumer "
-           "that takes about %d s and leaves at least 20%% of the backlog (a run never finds the "
-           "queue empty); events/s = events removed (backlog before − after) / pgbench's time. "
+           "runs (min–max). Each run: a warm-up that consumes 5%% of the backlog, then a fixed "
+           "number of calls per consumer that takes about %d s and leaves at least 20%% of the "
+           "backlog (a run never finds the queue empty); events/s = events removed (backlog "
+           "before − after) / pgbench's time. "
            "PgQ: one consumer (PgQ consumers are subscriptions that each receive every event), "
            "batches made by one tick every N events.\n"
-           % (fmt(conf["backlog"]), conf["rounds"], conf["warmup"], conf["secs"])]
+           % (fmt(conf["backlog"]), conf["rounds"], conf["secs"])]
     dcfgs = sorted({tuple(map(int, k.split("|")[1:])) for k in deq})
     if deq:
         rows = []
