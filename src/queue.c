@@ -1297,7 +1297,13 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	TransactionId xid = purge ? GetCurrentTransactionId() : InvalidTransactionId;
 
 	AcceptInvalidationMessages();
-	dir = spindle_directory_acquire(facade);
+
+	/*
+	 * Every committed spindle: a consumer woken by a producer's COMMIT runs
+	 * before that COMMIT sends its invalidations, and would otherwise find
+	 * no spindle at the head and sleep until its wait ends.
+	 */
+	dir = spindle_directory_acquire_current(facade);
 	sources = palloc(sizeof(Source) * max_sources);
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
 					  ready_at, pool_full);
