@@ -46,7 +46,8 @@ REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.co
 	--load-extension=spindle
 ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
 	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes views_counters \
-	queue_ack_items review_s_many_spindles
+	queue_ack_items review_s_many_spindles \
+	review_u_consume_progress
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1
