@@ -100,6 +100,8 @@ $old->query_safe(q{SELECT count(*) FROM spindle_q.q});
 $node->poll_query_until('postgres',
 	"SELECT count(*) = $n FROM spindle_q.q")
   or die 'the events never became visible';
+is($old->query_safe(q{SELECT count(*) FROM spindle.verify('spindle_q.q')}),
+	'0', 'spindle.verify() by the older session finds nothing wrong');
 is( $old->query_safe(
 		qq{SELECT count(*) || ':' || count(*) FILTER (WHERE msg_id IN ($a, $b)) FROM spindle_q.q}),
 	"$n:2",
