@@ -1014,11 +1014,12 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 	}
 	smgrclose(srel);
 
-	/* TRUNCATE: its spindles go too, and its cached events */
+	/* TRUNCATE: its spindles go too, its cached events, its consumers' state */
 	if (truncating)
 	{
 		spindle_drop_all_spindles(rel);
 		spindle_cache_reset(RelationGetRelid(rel));
+		spindle_queue_note_truncate(rel);
 	}
 }
 
