@@ -1180,6 +1180,17 @@ refresh_directory(Relation facade, DirCacheEntry *e, bool complete)
 	if (recheck != NULL)
 		pfree(recheck);
 
+	/*
+	 * The directory was read with the latest snapshot; the catalog snapshot
+	 * (syscache and relcache lookups) may be older, taken before a creator
+	 * it lists committed and not renewed since, its invalidation not sent
+	 * yet, or kept by a REPEATABLE READ transaction: opening that spindle
+	 * would find no relation, and its events would be taken for gone.  A
+	 * catalog snapshot taken from now on sees every spindle listed.
+	 */
+	if (!IsInParallelMode())
+		InvalidateCatalogSnapshot();
+
 	dir->updating = false;
 	/* nothing above should have processed an invalidation; if one did: */
 	dir->stale = dir->needs_full = dir_invalidations != invalidations;
@@ -1279,6 +1290,29 @@ spindle_directory_acquire_upto(Relation facade, int64 spindle_no)
 	SpindleDirectory *dir = acquire_directory(facade, true);
 
 	if (spindle_no <= dir->max_spindle_no)
+		return dir;
+	spindle_directory_release(dir);
+	spindle_directory_forget(RelationGetRelid(facade));
+	return acquire_directory(facade, true);
+}
+
+/*
+ * The same, knowing every spindle whose creation committed before the call:
+ * for a reader whose snapshot (or whose decision that something is gone)
+ * must cover every committed spindle.  A creator shows in snapshots before
+ * it sends its invalidation, and cleanup may forget its pending range in
+ * between, so neither the cached directory nor the pending ranges say
+ * whether a spindle committed meanwhile; the slot map's next spindle number
+ * does: it was taken before the creation committed.  Numbers taken by
+ * creations that are running or rolled back cost a read of what changed
+ * (one index probe) until the next creation commits.
+ */
+SpindleDirectory *
+spindle_directory_acquire_current(Relation facade)
+{
+	SpindleDirectory *dir = acquire_directory(facade, true);
+
+	if (spindle_peek_spindle_no(facade) - 1 <= dir->max_spindle_no)
 		return dir;
 	spindle_directory_release(dir);
 	spindle_directory_forget(RelationGetRelid(facade));

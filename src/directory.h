@@ -94,6 +94,7 @@ extern SpindleDirectory *spindle_directory_acquire(Relation facade);
 extern SpindleDirectory *spindle_directory_acquire_tail(Relation facade);
 extern SpindleDirectory *spindle_directory_acquire_upto(Relation facade,
 														 int64 spindle_no);
+extern SpindleDirectory *spindle_directory_acquire_current(Relation facade);
 extern void spindle_directory_release(SpindleDirectory *dir);
 extern void spindle_directory_forget(Oid facade);
 extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);

@@ -273,7 +273,12 @@ spindle_resolve_tid(Relation facade, ItemPointer vtid, SpindleEntry *sp,
 		 * the pending ranges first, then at the catalog: a creator that was
 		 * running when we looked and commits now is found in the catalog.
 		 * One that has just ended may not have sent its invalidation yet,
-		 * so read the catalog afresh then.
+		 * and cleanup may have forgotten its pending range already (it
+		 * forgets those of ended creators the catalog has): whether a
+		 * spindle committed that the directory lacks, the next spindle
+		 * number says (spindle_directory_acquire_current), not the pending
+		 * ranges.  Saying TID_DEAD for it would have the index kill the
+		 * entry of a live event.
 		 */
 		spindle_directory_release(dir);
 		pending = vslot_pending(facade, vslot);
@@ -281,7 +286,7 @@ spindle_resolve_tid(Relation facade, ItemPointer vtid, SpindleEntry *sp,
 			spindle_directory_forget(RelationGetRelid(facade));
 		else
 			AcceptInvalidationMessages();
-		dir = spindle_directory_acquire(facade);
+		dir = spindle_directory_acquire_current(facade);
 		found = spindle_find_by_vslot(dir, vslot);
 	}
 	if (found != NULL)
@@ -1009,11 +1014,12 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 	}
 	smgrclose(srel);
 
-	/* TRUNCATE: its spindles go too, and its cached events */
+	/* TRUNCATE: its spindles go too, its cached events, its consumers' state */
 	if (truncating)
 	{
 		spindle_drop_all_spindles(rel);
 		spindle_cache_reset(RelationGetRelid(rel));
+		spindle_queue_note_truncate(rel);
 	}
 }
 

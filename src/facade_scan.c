@@ -144,7 +144,12 @@ facade_scan_begin(Relation rel, Snapshot snapshot, int nkeys,
 	s->base.rs_key = key;
 	s->base.rs_flags = flags;
 	s->base.rs_parallel = pscan;
-	s->dir = spindle_directory_acquire(rel);
+	/*
+	 * Every spindle committed before the scan: its snapshot may show a
+	 * creator that has not sent its invalidations yet, whose events in the
+	 * spindles it created must show as its others do.
+	 */
+	s->dir = spindle_directory_acquire_current(rel);
 	/* we own the snapshot; spindles are read in order, never synchronised */
 	s->heap_flags = flags & ~(SO_TEMP_SNAPSHOT | SO_ALLOW_SYNC);
 	s->cur = -1;

@@ -859,6 +859,26 @@ refuse_spindle_ddl(Node *parsetree)
 			if (((AlterTableStmt *) parsetree)->objtype == OBJECT_TABLE)
 				refuse_ddl_of_spindle(((AlterTableStmt *) parsetree)->relation,
 									  "ALTER TABLE");
+			/* a spindle as a parent: see T_CreateStmt */
+			foreach(lc, ((AlterTableStmt *) parsetree)->cmds)
+			{
+				AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+				if (cmd->subtype == AT_AddInherit && cmd->def != NULL &&
+					IsA(cmd->def, RangeVar))
+					refuse_ddl_of_spindle((RangeVar *) cmd->def,
+										  "ALTER TABLE ... INHERIT");
+			}
+			break;
+		case T_CreateStmt:
+
+			/*
+			 * A child would depend on the spindle: its drop (by the worker,
+			 * DROP or TRUNCATE of its table) then fails for good.
+			 */
+			foreach(lc, ((CreateStmt *) parsetree)->inhRelations)
+				refuse_ddl_of_spindle(lfirst_node(RangeVar, lc),
+									  "CREATE TABLE ... INHERITS");
 			break;
 		case T_RenameStmt:
 			refuse_ddl_of_spindle(((RenameStmt *) parsetree)->relation,

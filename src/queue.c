@@ -1297,7 +1297,13 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	TransactionId xid = purge ? GetCurrentTransactionId() : InvalidTransactionId;
 
 	AcceptInvalidationMessages();
-	dir = spindle_directory_acquire(facade);
+
+	/*
+	 * Every committed spindle: a consumer woken by a producer's COMMIT runs
+	 * before that COMMIT sends its invalidations, and would otherwise find
+	 * no spindle at the head and sleep until its wait ends.
+	 */
+	dir = spindle_directory_acquire_current(facade);
 	sources = palloc(sizeof(Source) * max_sources);
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
 					  ready_at, pool_full);
@@ -1393,6 +1399,7 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 		int			nitems_before = qs->nitems;
 		ConsumeResult res;
 		int			delivered = 0;
+		bool		settled = false;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
@@ -1414,22 +1421,29 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 				out->c[out->n++] = res.c[i];
 				delivered++;
 			}
+			else if (res.c[i].outcome != EV_RETRY)
+				settled = true;
 		if (res.c != NULL)
 			pfree(res.c);
 		/*
 		 * An attempt that delivered nothing may still have made progress:
-		 * it moved the head, or found the events of an item to examine
-		 * again gone (acknowledged meanwhile) and freed it; the events past
-		 * them are then for the next attempt, not for the next call (which
-		 * would return nothing while events wait).  A bounded number of
-		 * attempts in a row that only changed items ends the call, so that
-		 * items others keep changing cannot keep it here.
+		 * it moved the head, or settled what it took -- found the events
+		 * of an item to examine again gone (acknowledged meanwhile) and
+		 * freed it, or found them pending on a running transaction (a row
+		 * lock, say) or delayed, which the next attempt does not take
+		 * again; the events past them are then for the next attempt, not
+		 * for the next call (which would return nothing while events
+		 * wait).  Only events found not placed yet (EV_RETRY) are taken
+		 * again at once: an attempt that found nothing else ends the call.
+		 * A bounded number of attempts in a row that only settled items
+		 * ends it too, so that items others keep changing cannot keep it
+		 * here.
 		 */
 		if (res.n == 0 || *pool_full)
 			break;
 		if (delivered > 0 || qs->head != head_before)
 			fruitless = 0;
-		else if (qs->nitems == nitems_before || ++fruitless > 16)
+		else if (!(settled || qs->nitems != nitems_before) || ++fruitless > 16)
 			break;
 	}
 }

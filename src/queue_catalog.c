@@ -113,10 +113,11 @@ static SpindleIdCapture *capture_top = NULL;
 static bool registry_rows_deleted = false;
 
 /*
- * Queue tables this transaction dropped: their consumers' shared state
- * (leases, read counts, the head) is reset when the drop commits, not when
- * it happens, so that a drop that rolls back (or a savepoint rolled back
- * to) leaves them as they were.  In TopTransactionContext.
+ * Queue tables this transaction dropped or truncated: their consumers'
+ * shared state (leases, read counts, the head) is reset when the drop or
+ * TRUNCATE commits, not when it happens, so that one that rolls back (or a
+ * savepoint rolled back to) leaves them as they were.  In
+ * TopTransactionContext.
  */
 typedef struct DroppedQueue
 {
@@ -542,6 +543,33 @@ check_dead_letter_queues(void)
 				 errhint("Drop queue \"%s\" first.", user)));
 }
 
+/* Remember relid for a reset of its consumers' state at commit. */
+static void
+note_reset_at_commit(Oid relid)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	DroppedQueue *d = palloc(sizeof(DroppedQueue));
+
+	d->relid = relid;
+	d->subid = GetCurrentSubTransactionId();
+	dropped_queues = lappend(dropped_queues, d);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * A TRUNCATE of rel (a spindle table) dropped its spindles: if it is a
+ * queue table, its consumers' items and leases name events that are gone
+ * once it commits (spindle.queues counted them as leased for as long as
+ * their visibility timeouts ran, and they held the lease budget).  Called
+ * by the access method.
+ */
+void
+spindle_queue_note_truncate(Relation rel)
+{
+	if (spindle_relation_is_queue(rel))
+		note_reset_at_commit(RelationGetRelid(rel));
+}
+
 /* Reset the consumers' state of the queue tables this transaction dropped. */
 static void
 reset_dropped_queues(void)
@@ -922,13 +950,7 @@ queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		return;
 	if (access == OAT_DROP)
 	{
-		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-		DroppedQueue *d = palloc(sizeof(DroppedQueue));
-
-		d->relid = objectId;
-		d->subid = GetCurrentSubTransactionId();
-		dropped_queues = lappend(dropped_queues, d);
-		MemoryContextSwitchTo(old);
+		note_reset_at_commit(objectId);
 		forget_queue_relation(objectId);
 		/* its cached events go now (a rollback costs misses) */
 		spindle_cache_reset(objectId);

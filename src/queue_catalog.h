@@ -59,6 +59,7 @@ extern bool spindle_queue_dead_letter_user(const char *name, char *user);
 
 /* msg_id assignment and capture (store_events in facade_am.c) */
 extern bool spindle_relation_is_queue(Relation rel);
+extern void spindle_queue_note_truncate(Relation rel);
 extern void spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots,
 									 int n, int64 spindle_no, int64 k0,
 									 CommandId cid);

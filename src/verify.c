@@ -1330,6 +1330,12 @@ spindle_verify_corrupt(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("slot %lld is out of range", (long long) vslot)));
+	if (strcmp(what, "queue_item") == 0 &&
+		(vslot < 0 || arg <= 0 || arg > PG_INT64_MAX - vslot))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queue item [%lld, %lld + %lld) is not a range of msg_ids",
+						(long long) vslot, (long long) vslot, (long long) arg)));
 	facade = spindle_open_facade(relid, RowExclusiveLock);
 
 	if (strcmp(what, "map_clear") == 0 || strcmp(what, "map_set") == 0)
