@@ -169,6 +169,22 @@ SELECT spindle._verify_corrupt('c2', 'set_k',
     (SELECT vbase + 7 FROM spindle.spindle_catalog WHERE relation = 'c2'::regclass AND spindle_no = 1),
     1);
 DROP TABLE c2;
+-- an insert cut off between placing its tuple and writing its map entry
+-- (a backend killed there, 035) leaves an aborted event with no entry: no
+-- event, nothing to report (it was reported as an empty map entry)
+CREATE TABLE c5 (id int) USING spindle WITH (events_per_spindle = 10);
+INSERT INTO c5 SELECT generate_series(1, 3);
+BEGIN;
+INSERT INTO c5 VALUES (4);
+ROLLBACK;
+SELECT spindle._verify_corrupt('c5', 'map_clear',
+    (SELECT vbase + 3 FROM spindle.spindle_catalog WHERE relation = 'c5'::regclass AND spindle_no = 1));
+SELECT * FROM verify_masked('c5');
+-- the same for a committed event is reported
+SELECT spindle._verify_corrupt('c5', 'map_clear',
+    (SELECT vbase + 2 FROM spindle.spindle_catalog WHERE relation = 'c5'::regclass AND spindle_no = 1));
+SELECT * FROM verify_masked('c5');
+DROP TABLE c5;
 -- a slot used twice, and a slot number outside the spindle
 CREATE TABLE c3 (id int) USING spindle WITH (events_per_spindle = 10);
 INSERT INTO c3 SELECT generate_series(1, 15);

@@ -558,6 +558,8 @@ typedef struct VEvent
 	bool		layout_ok;
 	int32		k;
 	TransactionId xmin;
+	bool		xmin_committed; /* hinted committed or frozen */
+	bool		xmin_invalid;	/* hinted aborted */
 } VEvent;
 
 /* Does the tuple carry its two hidden columns, not null? */
@@ -581,6 +583,24 @@ insert_running(TransactionId xmin)
 	return TransactionIdIsNormal(xmin) &&
 		!TransactionIdIsCurrentTransactionId(xmin) &&
 		TransactionIdIsInProgress(xmin);
+}
+
+/*
+ * Did the event's inserting transaction abort (or end in a crash)?  Its
+ * hint bits say so when set; otherwise its xmin is not frozen, so no older
+ * than the spindle's relfrozenxid, and the commit log still knows it.
+ */
+static bool
+inserter_aborted(const VEvent *ev)
+{
+	if (ev->xmin_committed)
+		return false;
+	if (ev->xmin_invalid)
+		return true;
+	return TransactionIdIsNormal(ev->xmin) &&
+		!TransactionIdIsCurrentTransactionId(ev->xmin) &&
+		!TransactionIdIsInProgress(ev->xmin) &&
+		!TransactionIdDidCommit(ev->xmin);
 }
 
 /*
@@ -677,6 +697,9 @@ check_spindle(VerifyState *vs, VRow *r, Relation seg)
 			ev->layout_ok = tuple_has_k(seg, tup);
 			ev->k = ev->layout_ok ? spindle_event_k(tup, ItemIdGetLength(lp)) : -1;
 			ev->xmin = HeapTupleHeaderGetRawXmin(tup);
+			ev->xmin_committed = HeapTupleHeaderXminCommitted(tup);
+			ev->xmin_invalid = HeapTupleHeaderXminInvalid(tup) &&
+				!HeapTupleHeaderXminFrozen(tup);
 			nslots++;
 		}
 		UnlockReleaseBuffer(buf);
@@ -713,8 +736,12 @@ check_spindle(VerifyState *vs, VRow *r, Relation seg)
 			seen[ev->k / 8] |= (1 << (ev->k % 8));
 			if (!spindle_slotmap_get(facade, r->vbase + ev->k, &m))
 			{
-				/* a running insert writes the entry after placing the tuple */
-				if (!insert_running(ev->xmin))
+				/*
+				 * A running insert writes the entry after placing the tuple;
+				 * one that failed or was cut off by a crash in between left
+				 * an event of an aborted transaction, which is no event.
+				 */
+				if (!insert_running(ev->xmin) && !inserter_aborted(ev))
 					vreport(vs, "slot map: spindle %lld, slot %d: the map entry of event (%u,%u) is empty",
 							(long long) r->spindle_no, ev->k, blk, ev->off);
 			}
