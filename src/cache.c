@@ -463,11 +463,12 @@ spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids,
 }
 
 /*
- * Table relid of this database is dropped or truncated (maybe by a
- * transaction that rolls back, which costs only misses): free its slot.
+ * Free the table slots of database dbid holding relid, or holding any
+ * table with relid InvalidOid.  Takes the assignment lock, then each
+ * slot's lock.
  */
-void
-spindle_cache_reset(Oid relid)
+static void
+free_slots(Oid dbid, Oid relid)
 {
 	int			i;
 
@@ -478,7 +479,8 @@ spindle_cache_reset(Oid relid)
 	{
 		CacheTable *t = &cshared->tables[i];
 
-		if (t->relid != relid || t->dbid != MyDatabaseId)
+		if (t->dbid != dbid || !OidIsValid(t->relid) ||
+			(OidIsValid(relid) && t->relid != relid))
 			continue;
 		LWLockAcquire(table_lock(i), LW_EXCLUSIVE);
 		t->relid = InvalidOid;
@@ -490,6 +492,17 @@ spindle_cache_reset(Oid relid)
 }
 
 /*
+ * Table relid of this database is dropped or truncated (maybe by a
+ * transaction that rolls back, which costs only misses): free its slot.
+ */
+void
+spindle_cache_reset(Oid relid)
+{
+	if (OidIsValid(relid))
+		free_slots(MyDatabaseId, relid);
+}
+
+/*
  * Database dboid was dropped (nobody is connected to it): free its slots.
  * A database created later with the same OID, from a template that holds
  * a queue, has that queue's relation OID, msg_ids and spindle OIDs, but
@@ -498,24 +511,7 @@ spindle_cache_reset(Oid relid)
 void
 spindle_cache_forget_database(Oid dboid)
 {
-	int			i;
-
-	if (!cache_enabled())
-		return;
-	LWLockAcquire(cshared->assign_lock, LW_EXCLUSIVE);
-	for (i = 0; i < spindle_cache_tables; i++)
-	{
-		CacheTable *t = &cshared->tables[i];
-
-		if (t->dbid != dboid || !OidIsValid(t->relid))
-			continue;
-		LWLockAcquire(table_lock(i), LW_EXCLUSIVE);
-		t->relid = InvalidOid;
-		t->dbid = InvalidOid;
-		t->entries = 0;
-		LWLockRelease(table_lock(i));
-	}
-	LWLockRelease(cshared->assign_lock);
+	free_slots(dboid, InvalidOid);
 }
 
 /*
