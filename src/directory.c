@@ -1310,13 +1310,9 @@ spindle_directory_acquire_upto(Relation facade, int64 spindle_no)
 SpindleDirectory *
 spindle_directory_acquire_current(Relation facade)
 {
-	SpindleDirectory *dir = acquire_directory(facade, true);
-
-	if (spindle_peek_spindle_no(facade) - 1 <= dir->max_spindle_no)
-		return dir;
-	spindle_directory_release(dir);
-	spindle_directory_forget(RelationGetRelid(facade));
-	return acquire_directory(facade, true);
+	/* every spindle committed by now has a number below the next one */
+	return spindle_directory_acquire_upto(facade,
+										  spindle_peek_spindle_no(facade) - 1);
 }
 
 /*
