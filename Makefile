@@ -24,6 +24,7 @@ OBJS = \
 	src/rangepurge.o \
 	src/queue_catalog.o \
 	src/queue_api.o \
+	src/queue_insert.o \
 	src/detach.o \
 	src/verify.o \
 	src/cache.o
@@ -37,7 +38,7 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # pg_regress and pg_isolation_regress run a private server built from the
 # installed binaries; shared_preload_libraries comes from test/spindle.conf.
 REGRESS = am_basic cache options dml indexes drop_spindles views ddl_refusals toast tids owners \
-	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_consume \
+	purge_expired freeze inheritance privileges hardening rangepurge queue_api queue_insert queue_consume \
 	creation queue_fk verify bad_input privileges_queue views_counters \
 	ttl_subxact ttl_fk temp_spindle ttl_memory \
 	review_s_counters review_s_cache review_s_dropdb queue_drop_rollback \

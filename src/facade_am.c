@@ -400,14 +400,16 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 		TupleTableSlot **hslots = palloc(sizeof(TupleTableSlot *) * n);
 		HeapTuple  *tuples = palloc(sizeof(HeapTuple) * n);
 
+		/* unpinned: pinning the relation's descriptor per slot costs */
+		TupleDesc	desc = CreateTupleDescCopy(RelationGetDescr(facade));
+
 		Assert(!speculative);
 		for (j = 0; j < n; j++)
 		{
 			HeapTuple	tuple = spindle_form_event(facade, slots[j],
 												   (int32) (k0 + j), now);
 
-			hslots[j] = MakeSingleTupleTableSlot(RelationGetDescr(facade),
-												 &TTSOpsHeapTuple);
+			hslots[j] = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
 			ExecStoreHeapTuple(tuple, hslots[j], true);
 		}
 		heap_multi_insert(seg, hslots, n, cid, options, bistate);
@@ -421,6 +423,7 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 						  n, ptids, tuples);
 		for (j = 0; j < n; j++)
 			ExecDropSingleTupleTableSlot(hslots[j]);
+		FreeTupleDesc(desc);
 		pfree(hslots);
 		pfree(tuples);
 	}

@@ -11,7 +11,9 @@
  * needs the owner and runs DROP TABLE as the caller; the object access
  * hook removes the registry row.
  *
- * enqueue and enqueue_batch run INSERT INTO spindle_q.<name> (payload,
+ * enqueue and enqueue_batch place their events without the executor when
+ * the queue's table has nothing an INSERT must do besides (queue_insert.c).
+ * Otherwise they run INSERT INTO spindle_q.<name> (payload,
  * visible_at) VALUES ($1, now() + $2) through SPI as the calling user, so
  * the table's privileges, row-level security policies and triggers apply
  * as to any INSERT; they are not SECURITY DEFINER and switch no user.  The
@@ -58,6 +60,7 @@
 #include "slotmap.h"
 #include "queue_catalog.h"
 #include "queue_api.h"
+#include "queue_insert.h"
 
 
 PG_FUNCTION_INFO_V1(spindle_create_queue);
@@ -193,14 +196,23 @@ get_plan(const SpindleQueue *q, bool batch)
  * caller's memory context.
  */
 static int64 *
-insert_events(const SpindleQueue *q, bool batch, Datum payload, Datum delay,
-			  int *nids)
+insert_events(const SpindleQueue *q, bool batch, Datum payload,
+			  Datum *elems, int nelems, Datum delay, int *nids)
 {
 	SpindleIdCapture cap;
 	SPIPlanPtr	plan;
 	Datum		values[2];
 	int			rc = 0;
 	MemoryContext callercxt = CurrentMemoryContext;
+	int64	   *ids;
+
+	/* without the executor when the table allows (queue_insert.c) */
+	if (spindle_queue_insert_direct(q, batch ? elems : &payload,
+									batch ? nelems : 1, delay, &ids))
+	{
+		*nids = batch ? nelems : 1;
+		return ids;
+	}
 
 	sweep_stale_plans();
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -283,7 +295,7 @@ spindle_enqueue(PG_FUNCTION_ARGS)
 	delay = delay_arg(fcinfo, 2);
 	spindle_queue_check_payload_size(&q, PG_GETARG_DATUM(1), 0);
 
-	ids = insert_events(&q, false, PG_GETARG_DATUM(1), delay, &nids);
+	ids = insert_events(&q, false, PG_GETARG_DATUM(1), NULL, 0, delay, &nids);
 	if (nids == 0)
 		PG_RETURN_NULL();		/* a BEFORE trigger skipped it */
 	PG_RETURN_INT64(ids[0]);
@@ -333,7 +345,8 @@ spindle_enqueue_batch(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (nelems == 0)
 		return (Datum) 0;
-	ids = insert_events(&q, true, PointerGetDatum(arr), delay, &nids);
+	ids = insert_events(&q, true, PointerGetDatum(arr), elems, nelems, delay,
+						 &nids);
 	for (i = 0; i < nids; i++)
 	{
 		Datum		value = Int64GetDatum(ids[i]);
