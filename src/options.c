@@ -71,6 +71,7 @@
 #include "catalog/pg_depend.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_publication_rel.h"
 #include "catalog/pg_rewrite.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
@@ -906,7 +907,9 @@ refuse_ddl_of_spindle(const RangeVar *rv, const char *what)
  * created object for the others; plain SELECT and EXPLAIN of a spindle,
  * and function bodies kept as strings, record nothing and stay allowed.
  * A spindle's own objects (its row type and array type, its TOAST table)
- * depend on it internally and are not refused.  Objects made by C code
+ * depend on it internally and are not refused; a publication's entry
+ * for a spindle is left to publication.c, which refuses it (0A000) after
+ * core ran the statement, with a hint of its own.  Objects made by C code
  * outside any utility statement are not seen; spindle's own creation of
  * spindles is the only such code that names a spindle.  The other way
  * round, a spindle made to depend on another object (a partition of a
@@ -1074,6 +1077,9 @@ refuse_dependencies_of(Relation depRel, Oid classId, Oid objectId,
 
 		/* a spindle's row type and TOAST table are its own */
 		if (dep->deptype == DEPENDENCY_INTERNAL)
+			continue;
+		/* publication.c refuses publishing a spindle, with its own hint */
+		if (dep->classid == PublicationRelRelationId)
 			continue;
 		if (dep->refclassid == RelationRelationId)
 			spindle = spindle_relid(dep->refobjid, segam);
