@@ -24,6 +24,9 @@
  * a partitioned table or (ALTER TYPE ... CASCADE) a composite type into a
  * spindle table and changes its columns is refused, naming the spindle
  * table, and so is a BRIN index that a partitioned parent would give it.
+ * No object may depend on a spindle itself or on its row type (a view,
+ * a function body or signature, a column, ...: see "Objects depending on
+ * a spindle"): such a dependency made every drop of the spindle fail.
  * TRUNCATE gives every spindle table it empties (named, inherited, or
  * reached by CASCADE) a new open spindle.  DROP TABLE, DROP SCHEMA ...
  * CASCADE and DROP OWNED first empty the spindle tables they will drop of
@@ -37,10 +40,11 @@
  * The DROP statements lock the spindle tables they drop (in ACCESS
  * EXCLUSIVE mode, after core's ownership checks, as core would) before core
  * runs them.  Everything else here reads the catalogs without locking
- * and leaves the locks to core; checks that must see the locked state
- * (BRIN indexes of a new or attached partition, the spindles of a
- * truncated table) run after core has run the statement, in the same
- * transaction.
+ * and leaves the locks to core (the check of the dependencies a statement
+ * recorded reads pg_depend with AccessShareLock after core ran it);
+ * checks that must see the locked state (BRIN indexes of a new or
+ * attached partition, the spindles of a truncated table) run after core
+ * has run the statement, in the same transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -56,19 +60,26 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/catalog.h"
+#include "catalog/dependency.h"
 #include "catalog/heap.h"
 #include "catalog/indexing.h"
 #include "catalog/objectaccess.h"
 #include "catalog/partition.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_attrdef.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_depend.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_publication_rel.h"
+#include "catalog/pg_rewrite.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "parser/parse_type.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
@@ -79,6 +90,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "cache.h"
@@ -100,6 +112,25 @@
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access = NULL;
+
+/*
+ * Objects created or altered while utility statements run (see "Objects
+ * depending on a spindle" below): utility_depth counts the statements
+ * running (nested ones included), new_objects lists what the object
+ * access hook saw meanwhile, in new_objects_cxt (a child of
+ * TopMemoryContext: statements such as CREATE INDEX CONCURRENTLY or a
+ * procedure's COMMIT end transactions while they run).
+ */
+typedef struct NewObject
+{
+	Oid			classId;
+	Oid			objectId;
+	int32		subId;
+} NewObject;
+
+static int	utility_depth = 0;
+static List *new_objects = NIL;
+static MemoryContext new_objects_cxt = NULL;
 
 /* Options of the spindle table being created by the current statement. */
 static bool pending_create = false;
@@ -823,15 +854,12 @@ refuse_drop_of_spindles(DropStmt *stmt)
 	}
 }
 
-/* The refusal of other DDL naming a spindle itself (what: the command). */
+/* The refusal of other DDL naming spindle relid itself (what: the command). */
 static void
-refuse_ddl_of_spindle(const RangeVar *rv, const char *what)
+refuse_ddl_of_spindle_oid(Oid relid, const char *what)
 {
-	char	   *name;
+	char	   *name = owned_spindle_name(relid);
 
-	if (rv == NULL)
-		return;
-	name = owned_spindle_name(RangeVarGetRelid(rv, NoLock, true));
 	if (name != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -840,13 +868,353 @@ refuse_ddl_of_spindle(const RangeVar *rv, const char *what)
 				 errhint("Run the command on its spindle table.")));
 }
 
+/* The same for a spindle named by rv. */
+static void
+refuse_ddl_of_spindle(const RangeVar *rv, const char *what)
+{
+	if (rv != NULL)
+		refuse_ddl_of_spindle_oid(RangeVarGetRelid(rv, NoLock, true), what);
+}
+
+/* ----------------------------------------------------------------
+ * Objects depending on a spindle
+ *
+ * A spindle is dropped whole (by spindle.drop_spindles(), the worker, or
+ * TRUNCATE or DROP of its table) once its events are gone, and the drop
+ * fails with 2BP01 while any other object depends on it: the spindle
+ * then stays, its table grows without bound, and the worker retries it
+ * for ever.  Naming a spindle in a view, a materialized view, a rule, a
+ * policy, a trigger's WHEN, an index or a column's default, check or
+ * generation expression, or an SQL-standard function body records such a
+ * dependency, and so does any use of its row type (or that type's array
+ * type) as the type of a column, a composite attribute, a domain, a range,
+ * a cast or a function's argument or result.  All of them are refused
+ * with 42809.
+ *
+ * How: the object access hook lists every object created or altered
+ * (OAT_POST_CREATE, OAT_POST_ALTER) while a utility statement runs, and
+ * when the statement is done, the dependencies those objects recorded are
+ * read from pg_depend by dependent (the pg_depend_depender_index, one
+ * index scan per object); one whose referenced object is a spindle or the
+ * row type or array type of one fails the statement, which rolls back
+ * all of it.  A new index is checked at once instead (CREATE INDEX
+ * CONCURRENTLY commits it before the statement ends).  Chosen over
+ * checking parse trees (post_parse_analyze, or per statement type)
+ * because it sees exactly what makes the drop fail, whatever the path:
+ * each statement type stores its expressions differently, and types are
+ * named outside any range table.  It costs
+ * nothing for statements that create no object, and one index scan per
+ * created object for the others; plain SELECT and EXPLAIN of a spindle,
+ * and function bodies kept as strings, record nothing and stay allowed.
+ * A spindle's own objects (its row type and array type, its TOAST table)
+ * depend on it internally and are not refused; a publication's entry
+ * for a spindle is left to publication.c, which refuses it (0A000) after
+ * core ran the statement, with a hint of its own.  Objects made by C code
+ * outside any utility statement are not seen; spindle's own creation of
+ * spindles is the only such code that names a spindle.  The other way
+ * round, a spindle made to depend on another object (a partition of a
+ * table, a member of an extension) is refused by name in
+ * refuse_spindle_ddl.
+ * ----------------------------------------------------------------
+ */
+
+/* The segment access method's OID, InvalidOid if not installed here. */
+static Oid
+segment_am_if_installed(void)
+{
+	if (!OidIsValid(spindle_facade_am_oid()))
+		return InvalidOid;
+	return get_am_oid("spindle_segment", true);
+}
+
+/* relid if it is a spindle (of access method segam), else InvalidOid */
+static Oid
+spindle_relid(Oid relid, Oid segam)
+{
+	HeapTuple	tup;
+	Oid			result = InvalidOid;
+
+	if (!OidIsValid(relid) || !OidIsValid(segam))
+		return InvalidOid;
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (HeapTupleIsValid(tup))
+	{
+		if (((Form_pg_class) GETSTRUCT(tup))->relam == segam)
+			result = relid;
+		ReleaseSysCache(tup);
+	}
+	return result;
+}
+
 /*
- * ALTER, RENAME, SET SCHEMA, CREATE INDEX / TRIGGER / RULE / POLICY and
- * GRANT naming a spindle itself (REVOKE, COMMENT and LOCK change nothing a
- * reader of the table relies on and stay allowed).  A superuser's ALTER
- * TABLE of a spindle was accepted and left it at odds with its table
- * (spindle.verify() reported it); GRANT on one let a role read events its
- * table's privileges deny.
+ * The spindle whose row type typid is, or the element type of typid if it
+ * is an array type; InvalidOid if none.
+ */
+static Oid
+spindle_of_type(Oid typid)
+{
+	Oid			segam = segment_am_if_installed();
+	HeapTuple	tup;
+	Oid			relid = InvalidOid;
+
+	if (!OidIsValid(typid) || !OidIsValid(segam))
+		return InvalidOid;
+	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	relid = ((Form_pg_type) GETSTRUCT(tup))->typrelid;
+	if (!OidIsValid(relid) && IsTrueArrayType((Form_pg_type) GETSTRUCT(tup)))
+		relid = get_typ_typrelid(((Form_pg_type) GETSTRUCT(tup))->typelem);
+	ReleaseSysCache(tup);
+	return spindle_relid(relid, segam);
+}
+
+/* The spindle table a spindle belongs to (its AUTO dependency), or NULL. */
+static char *
+facade_name_of_spindle(Oid spindle)
+{
+	Relation	depRel = table_open(DependRelationId, AccessShareLock);
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	char	   *result = NULL;
+
+	ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(RelationRelationId));
+	ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(spindle));
+	scan = systable_beginscan(depRel, DependDependerIndexId, true, NULL,
+							  2, key);
+	while (result == NULL && (tup = systable_getnext(scan)) != NULL)
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+
+		if (dep->refclassid == RelationRelationId &&
+			dep->deptype == DEPENDENCY_AUTO && relid_is_facade(dep->refobjid))
+			result = get_rel_name(dep->refobjid);
+	}
+	systable_endscan(scan);
+	table_close(depRel, AccessShareLock);
+	return result;
+}
+
+/*
+ * How to name the dependent object in the error: a view rather than its
+ * _RETURN rule, else as core describes it.
+ */
+static char *
+describe_dependent(const ObjectAddress *object)
+{
+	if (object->classId == RewriteRelationId)
+	{
+		Relation	rewrite = table_open(RewriteRelationId, AccessShareLock);
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tup;
+		Oid			view = InvalidOid;
+
+		ScanKeyInit(&key, Anum_pg_rewrite_oid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(object->objectId));
+		scan = systable_beginscan(rewrite, RewriteOidIndexId, true, NULL,
+								  1, &key);
+		tup = systable_getnext(scan);
+		if (HeapTupleIsValid(tup) &&
+			((Form_pg_rewrite) GETSTRUCT(tup))->ev_type == '0' + CMD_SELECT)
+			view = ((Form_pg_rewrite) GETSTRUCT(tup))->ev_class;
+		systable_endscan(scan);
+		table_close(rewrite, AccessShareLock);
+		if (OidIsValid(view))
+		{
+			ObjectAddress addr;
+
+			ObjectAddressSet(addr, RelationRelationId, view);
+			return getObjectDescription(&addr, true);
+		}
+	}
+	return getObjectDescription(object, true);
+}
+
+static void
+refuse_dependency_on_spindle(const ObjectAddress *dependent, Oid spindle)
+{
+	char	   *desc = describe_dependent(dependent);
+	char	   *name = get_rel_name(spindle);
+	char	   *facade = facade_name_of_spindle(spindle);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 errmsg("cannot make %s depend on spindle \"%s\"",
+					desc ? desc : "an object", name ? name : "?"),
+			 errdetail("A spindle is dropped once its events are purged; an object depending on it or on its row type would make every drop of it fail, and its spindle table would grow without bound."),
+			 facade ?
+			 errhint("Name the spindle table \"%s\" instead.", facade) :
+			 errhint("Name its spindle table instead.")));
+}
+
+/*
+ * Refuse a dependency that object (classId, objectId), any of its columns
+ * included, records on a spindle or its row type.  snapshot: NULL for the
+ * catalog snapshot, SnapshotSelf to see what the current command wrote.
+ */
+static void
+refuse_dependencies_of(Relation depRel, Oid classId, Oid objectId,
+					   Snapshot snapshot, Oid segam)
+{
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(classId));
+	ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(objectId));
+	scan = systable_beginscan(depRel, DependDependerIndexId, true, snapshot,
+							  2, key);
+	while ((tup = systable_getnext(scan)) != NULL)
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+		Oid			spindle = InvalidOid;
+
+		/* a spindle's row type and TOAST table are its own */
+		if (dep->deptype == DEPENDENCY_INTERNAL)
+			continue;
+		/* publication.c refuses publishing a spindle, with its own hint */
+		if (dep->classid == PublicationRelRelationId)
+			continue;
+		if (dep->refclassid == RelationRelationId)
+			spindle = spindle_relid(dep->refobjid, segam);
+		else if (dep->refclassid == TypeRelationId)
+			spindle = spindle_of_type(dep->refobjid);
+		if (OidIsValid(spindle))
+		{
+			ObjectAddress dependent;
+
+			dependent.classId = dep->classid;
+			dependent.objectId = dep->objid;
+			dependent.objectSubId = dep->objsubid;
+			/* to describe what the current command made */
+			CommandCounterIncrement();
+			refuse_dependency_on_spindle(&dependent, spindle);
+		}
+	}
+	systable_endscan(scan);
+}
+
+/*
+ * The dependencies that the objects listed from position `from` of
+ * new_objects on have recorded: refuse one on a spindle or its row type.
+ */
+static void
+refuse_new_dependencies_on_spindles(int from)
+{
+	Relation	depRel;
+	Oid			segam;
+	int			i;
+
+	if (list_length(new_objects) <= from || !IsTransactionState())
+		return;
+	segam = segment_am_if_installed();
+	if (!OidIsValid(segam))
+		return;
+	/* see what the statement wrote last */
+	CommandCounterIncrement();
+	depRel = table_open(DependRelationId, AccessShareLock);
+	for (i = from; i < list_length(new_objects); i++)
+	{
+		NewObject  *obj = (NewObject *) list_nth(new_objects, i);
+		Oid			objectId = obj->objectId;
+
+		/* StoreAttrDefault tells the column, not the pg_attrdef row */
+		if (obj->classId == AttrDefaultRelationId)
+			objectId = GetAttrDefaultOid(objectId, (AttrNumber) obj->subId);
+		if (OidIsValid(objectId))
+			refuse_dependencies_of(depRel, obj->classId, objectId, NULL, segam);
+	}
+	table_close(depRel, AccessShareLock);
+}
+
+/*
+ * A new index, checked at once: CREATE INDEX CONCURRENTLY commits its
+ * catalog entries before it builds the index, long before the statement
+ * ends.  index_create records the dependencies before it calls the hook.
+ */
+static void
+refuse_new_index_on_spindle(Oid relid)
+{
+	Relation	rel = RelationIdGetRelation(relid);
+	bool		is_index = false;
+	Oid			segam;
+
+	if (rel != NULL)
+	{
+		is_index = rel->rd_rel->relkind == RELKIND_INDEX;
+		RelationClose(rel);
+	}
+	if (!is_index)
+		return;
+	segam = segment_am_if_installed();
+	if (OidIsValid(segam))
+	{
+		Relation	depRel = table_open(DependRelationId, AccessShareLock);
+
+		refuse_dependencies_of(depRel, RelationRelationId, relid,
+							   SnapshotSelf, segam);
+		table_close(depRel, AccessShareLock);
+	}
+}
+
+/* Remember an object created or altered by the running utility statement. */
+static void
+note_new_object(Oid classId, Oid objectId, int subId)
+{
+	MemoryContext oldcxt;
+	NewObject  *obj;
+
+	if (new_objects != NIL)
+	{
+		NewObject  *last = (NewObject *) llast(new_objects);
+
+		/* ALTER TABLE reports a table once per subcommand */
+		if (last->classId == classId && last->objectId == objectId &&
+			last->subId == subId)
+			return;
+	}
+	if (new_objects_cxt == NULL)
+		new_objects_cxt = AllocSetContextCreate(TopMemoryContext,
+												"spindle new objects",
+												ALLOCSET_SMALL_SIZES);
+	oldcxt = MemoryContextSwitchTo(new_objects_cxt);
+	obj = palloc(sizeof(NewObject));
+	obj->classId = classId;
+	obj->objectId = objectId;
+	obj->subId = subId;
+	new_objects = lappend(new_objects, obj);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/* Forget the objects a finished utility statement listed. */
+static void
+forget_new_objects(int from)
+{
+	if (utility_depth == 0)
+	{
+		new_objects = NIL;
+		if (new_objects_cxt != NULL)
+			MemoryContextReset(new_objects_cxt);
+	}
+	else if (list_length(new_objects) > from)
+		new_objects = list_truncate(new_objects, from);
+}
+
+/*
+ * ALTER, RENAME, SET SCHEMA, CREATE INDEX / TRIGGER / RULE / POLICY,
+ * GRANT, ATTACH PARTITION and ALTER EXTENSION ... ADD (of a spindle or its
+ * row type) naming a spindle itself (REVOKE, COMMENT and LOCK change
+ * nothing a reader of the table relies on and stay allowed).  A
+ * superuser's ALTER TABLE of a spindle was accepted and left it at odds
+ * with its table (spindle.verify() reported it); GRANT on one let a role
+ * read events its table's privileges deny; a partition's or an extension
+ * member's drop alone fails or reads its events through another table.
  */
 static void
 refuse_spindle_ddl(Node *parsetree)
@@ -868,8 +1236,41 @@ refuse_spindle_ddl(Node *parsetree)
 					IsA(cmd->def, RangeVar))
 					refuse_ddl_of_spindle((RangeVar *) cmd->def,
 										  "ALTER TABLE ... INHERIT");
+				/* a partition's events would be read through its parent */
+				if (cmd->subtype == AT_AttachPartition && cmd->def != NULL)
+					refuse_ddl_of_spindle(((PartitionCmd *) cmd->def)->name,
+										  "ALTER TABLE ... ATTACH PARTITION");
 			}
 			break;
+		case T_AlterExtensionContentsStmt:
+			{
+				/*
+				 * An extension's member is dropped only with it: core
+				 * refuses to drop the spindle (or its row type) alone.
+				 */
+				AlterExtensionContentsStmt *stmt =
+				(AlterExtensionContentsStmt *) parsetree;
+
+				if (stmt->action <= 0)
+					break;
+				if (stmt->objtype == OBJECT_TABLE)
+				{
+					List	   *names = (List *) stmt->object;
+
+					refuse_ddl_of_spindle(makeRangeVarFromNameList(names),
+										  "ALTER EXTENSION ... ADD");
+				}
+				else if (stmt->objtype == OBJECT_TYPE)
+				{
+					TypeName   *tn = (TypeName *) stmt->object;
+					Oid			typid = LookupTypeNameOid(NULL, tn, true);
+
+					refuse_ddl_of_spindle_oid(spindle_of_type(typid),
+											  "ALTER EXTENSION ... ADD");
+				}
+				break;
+			}
+		case T_CreateForeignTableStmt:
 		case T_CreateStmt:
 
 			/*
@@ -1038,12 +1439,31 @@ run_utility(PlannedStmt *pstmt, const char *queryString,
 			ProcessUtilityContext context, ParamListInfo params,
 			QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, false, context, params,
-							queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, false, context, params,
+	int			from = list_length(new_objects);
+
+	/*
+	 * The objects the statement creates or alters must not depend on a
+	 * spindle (see "Objects depending on a spindle").  Statements it runs
+	 * (a procedure's, a DO block's, CREATE SCHEMA's subcommands) check
+	 * their own objects when they end.
+	 */
+	utility_depth++;
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, queryString, false, context, params,
 								queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, false, context, params,
+									queryEnv, dest, qc);
+		refuse_new_dependencies_on_spindles(from);
+	}
+	PG_FINALLY();
+	{
+		utility_depth--;
+		forget_new_objects(from);
+	}
+	PG_END_TRY();
 }
 
 static void
@@ -1444,6 +1864,16 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 {
 	if (prev_object_access)
 		prev_object_access(access, classId, objectId, subId, arg);
+
+	/* checked when the statement ends: see run_utility */
+	if (utility_depth > 0 &&
+		(access == OAT_POST_CREATE || access == OAT_POST_ALTER))
+	{
+		note_new_object(classId, objectId, subId);
+		if (access == OAT_POST_CREATE && classId == RelationRelationId &&
+			subId == 0)
+			refuse_new_index_on_spindle(objectId);
+	}
 
 	if (classId != RelationRelationId)
 		return;
