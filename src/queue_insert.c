@@ -222,12 +222,14 @@ direct_insert_ok(Relation rel, Datum *enqueued_at)
  * now() + delay, without the executor.  Returns false, having done nothing
  * but lock the table, if the table needs the executor (see the header);
  * otherwise true, with the msg_ids of the events, in order, in *ids
- * (allocated in the caller's memory context).  The caller has checked
- * the privileges and the arguments.
+ * (allocated in the caller's memory context).  Returns false with *gone
+ * set if q's table was dropped since the caller looked q up (while we
+ * waited for its lock, say): the name may mean another table now.  The
+ * caller has checked the privileges and the arguments.
  */
 bool
 spindle_queue_insert_direct(const SpindleQueue *q, Datum *payloads, int n,
-							Datum delay, int64 **ids)
+							Datum delay, int64 **ids, bool *gone)
 {
 	Relation	rel;
 	Datum		enqueued_at = (Datum) 0;
@@ -240,9 +242,13 @@ spindle_queue_insert_direct(const SpindleQueue *q, Datum *payloads, int n,
 	int			done;
 	int			i;
 
+	*gone = false;
 	rel = try_table_open(q->relid, RowExclusiveLock);
 	if (rel == NULL)
-		return false;			/* gone: SPI says what became of it */
+	{
+		*gone = true;			/* the caller looks the name up again */
+		return false;
+	}
 	if (!insert_rights_ok(rel) || !direct_insert_ok(rel, &enqueued_at))
 	{
 		table_close(rel, NoLock);
