@@ -29,7 +29,11 @@
  * Every check comes before any lock on the queue's table: the name (42602),
  * existence (42P01), privileges (42501), then the arguments (22004 for
  * NULL, 22023 for a negative delay, 54000 for a payload over
- * spindle.max_payload_size).  A failed call changes nothing.
+ * spindle.max_payload_size).  A failed call changes nothing.  A queue
+ * dropped while enqueue waited for its table's lock is looked up again by
+ * name, as the INSERT would find it: a queue made again under that name
+ * gets the events (its existence and rights checked again), none means
+ * 42P01.
  *
  * Locks: create_queue takes AccessShareLock on the dead-letter queue's
  * table (so it cannot be dropped before this transaction ends); the
@@ -205,13 +209,33 @@ insert_events(const SpindleQueue *q, bool batch, Datum payload,
 	int			rc = 0;
 	MemoryContext callercxt = CurrentMemoryContext;
 	int64	   *ids;
+	SpindleQueue fresh;
+	bool		gone;
+	int			tries = 0;
 
 	/* without the executor when the table allows (queue_insert.c) */
-	if (spindle_queue_insert_direct(q, batch ? elems : &payload,
-									batch ? nelems : 1, delay, &ids))
+	while (spindle_queue_insert_direct(q, batch ? elems : &payload,
+									   batch ? nelems : 1, delay, &ids,
+									   &gone) ||
+		   gone)
 	{
-		*nids = batch ? nelems : 1;
-		return ids;
+		if (!gone)
+		{
+			*nids = batch ? nelems : 1;
+			return ids;
+		}
+
+		/*
+		 * The table was dropped while we waited for its lock: the INSERT
+		 * would find what the name means now, a queue made again under
+		 * it (its OID is what the msg_ids are collected by) or nothing
+		 * (42P01).  Its rights are checked as for the first.
+		 */
+		if (++tries > 10)
+			break;				/* dropped again and again: SPI says */
+		(void) spindle_queue_lookup(q->name, &fresh, false);
+		spindle_queue_check_rights(&fresh, ACL_INSERT);
+		q = &fresh;
 	}
 
 	sweep_stale_plans();

@@ -20,7 +20,8 @@
  * exactly the four columns create_queue gave it (and the hidden ones
  * every spindle table has, layout.c), with the types it gave
  * them, a default of msg_id (which the access method overwrites) that
- * calls no volatile function, and a default of enqueued_at that is a
+ * the planner folds into a constant (evaluating it raises what the
+ * INSERT's planning would), and a default of enqueued_at that is a
  * constant or now().  Anything a user added to the table
  * sends enqueue back through SPI, where all of it applies as to any
  * INSERT.  The checks read the relcache entry under the table's lock: a
@@ -31,7 +32,11 @@
  * a read-only transaction (hot standby included) refuses with 25006, and
  * parallel mode with 25000.  Privileges were checked by the caller
  * (spindle_queue_check_rights: INSERT on the table, or on payload and
- * visible_at, which is all the SPI INSERT needs too).
+ * visible_at, which is all the SPI INSERT needs too) before the lock; they
+ * are checked again under it, with USAGE on schema spindle_q that the
+ * INSERT's name needs, as the executor checks them once it holds the
+ * table, and a security module's ExecutorCheckPerms_hook sends enqueue
+ * through SPI: a REVOKE committed while enqueue waited refuses it.
  *
  * Locks: RowExclusiveLock on the queue's table, as an INSERT takes, to the
  * end of the transaction; the access method takes the rest.
@@ -44,11 +49,13 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_type_d.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/primnodes.h"
 #include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -92,6 +99,35 @@ simple_default(const char *adbin, Oid typid, Datum *value, bool *is_now)
 			typid == TIMESTAMPTZOID;
 	}
 	return false;
+}
+
+/*
+ * Would the INSERT let the current user place events in rel, now that the
+ * lock on rel is held?  The caller checked before it waited for the lock
+ * (spindle_queue_check_rights), but the executor checks again once the
+ * table is locked, so a REVOKE committed meanwhile refuses it; and the
+ * INSERT names the table as spindle_q.<name>, which needs USAGE on the
+ * schema.  A security module's ExecutorCheckPerms_hook (sepgsql, pgaudit)
+ * must see the INSERT too.  When any of this says no, SPI's INSERT raises
+ * the executor's error.
+ */
+static bool
+insert_rights_ok(Relation rel)
+{
+	Oid			user = GetUserId();
+	Oid			relid = RelationGetRelid(rel);
+
+	if (ExecutorCheckPerms_hook != NULL)
+		return false;
+	if (pg_namespace_aclcheck(RelationGetNamespace(rel), user,
+							  ACL_USAGE) != ACLCHECK_OK)
+		return false;
+	if (pg_class_aclcheck(relid, user, ACL_INSERT) == ACLCHECK_OK)
+		return true;
+	return pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_PAYLOAD, user,
+								 ACL_INSERT) == ACLCHECK_OK &&
+		pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_VISIBLE_AT, user,
+							  ACL_INSERT) == ACLCHECK_OK;
 }
 
 /*
@@ -151,8 +187,18 @@ direct_insert_ok(Relation rel, Datum *enqueued_at)
 
 		if (d->adnum == SPINDLE_QUEUE_ATT_MSG_ID)
 		{
-			/* overwritten: only its evaluation could matter (nextval) */
-			if (contain_volatile_functions(stringToNode(d->adbin)))
+			Node	   *expr;
+
+			/*
+			 * Overwritten, but the INSERT evaluates it first: only a
+			 * default the planner folds into a constant that is not null
+			 * (create_queue's int8(0)) is evaluated for nothing.  Folding
+			 * raises what the INSERT's planning would (1 / 0); anything
+			 * left to evaluate per row (nextval, a stable function that
+			 * may fail) or a null (a not-null violation) goes through SPI.
+			 */
+			expr = eval_const_expressions(NULL, stringToNode(d->adbin));
+			if (!IsA(expr, Const) || ((Const *) expr)->constisnull)
 				return false;
 			have[0] = true;
 			continue;
@@ -176,12 +222,14 @@ direct_insert_ok(Relation rel, Datum *enqueued_at)
  * now() + delay, without the executor.  Returns false, having done nothing
  * but lock the table, if the table needs the executor (see the header);
  * otherwise true, with the msg_ids of the events, in order, in *ids
- * (allocated in the caller's memory context).  The caller has checked
- * the privileges and the arguments.
+ * (allocated in the caller's memory context).  Returns false with *gone
+ * set if q's table was dropped since the caller looked q up (while we
+ * waited for its lock, say): the name may mean another table now.  The
+ * caller has checked the privileges and the arguments.
  */
 bool
 spindle_queue_insert_direct(const SpindleQueue *q, Datum *payloads, int n,
-							Datum delay, int64 **ids)
+							Datum delay, int64 **ids, bool *gone)
 {
 	Relation	rel;
 	Datum		enqueued_at = (Datum) 0;
@@ -194,10 +242,14 @@ spindle_queue_insert_direct(const SpindleQueue *q, Datum *payloads, int n,
 	int			done;
 	int			i;
 
+	*gone = false;
 	rel = try_table_open(q->relid, RowExclusiveLock);
 	if (rel == NULL)
-		return false;			/* gone: SPI says what became of it */
-	if (!direct_insert_ok(rel, &enqueued_at))
+	{
+		*gone = true;			/* the caller looks the name up again */
+		return false;
+	}
+	if (!insert_rights_ok(rel) || !direct_insert_ok(rel, &enqueued_at))
 	{
 		table_close(rel, NoLock);
 		return false;

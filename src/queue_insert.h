@@ -13,6 +13,6 @@
 
 extern bool spindle_queue_insert_direct(const SpindleQueue *q,
 										Datum *payloads, int n, Datum delay,
-										int64 **ids);
+										int64 **ids, bool *gone);
 
 #endif							/* SPINDLE_QUEUE_INSERT_H */
