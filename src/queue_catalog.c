@@ -298,6 +298,23 @@ spindle_queue_lookup(const char *name, SpindleQueue *q, bool missing_ok)
 }
 
 /*
+ * Does user hold right mode (one bit) on queue table relid?  INSERT may
+ * also be held on the two columns an enqueue writes, payload and
+ * visible_at, which is all its INSERT needs.
+ */
+bool
+spindle_queue_has_right(Oid relid, Oid user, AclMode mode)
+{
+	if (pg_class_aclcheck(relid, user, mode) == ACLCHECK_OK)
+		return true;
+	return mode == ACL_INSERT &&
+		pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_PAYLOAD, user,
+							  ACL_INSERT) == ACLCHECK_OK &&
+		pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_VISIBLE_AT, user,
+							  ACL_INSERT) == ACLCHECK_OK;
+}
+
+/*
  * ERROR 42501 naming the queue unless the current user has each privilege
  * of modes (ACL_INSERT, ACL_SELECT, ACL_DELETE, ...) on the queue's table.
  * INSERT may also be held on the columns enqueue writes (payload and
@@ -314,15 +331,8 @@ spindle_queue_check_rights(const SpindleQueue *q, AclMode modes)
 	{
 		if ((modes & m) == 0)
 			continue;
-		if (pg_class_aclcheck(q->relid, user, m) == ACLCHECK_OK)
-			continue;
-		if (m == ACL_INSERT &&
-			pg_attribute_aclcheck(q->relid, SPINDLE_QUEUE_ATT_PAYLOAD,
-								  user, ACL_INSERT) == ACLCHECK_OK &&
-			pg_attribute_aclcheck(q->relid, SPINDLE_QUEUE_ATT_VISIBLE_AT,
-								  user, ACL_INSERT) == ACLCHECK_OK)
-			continue;
-		missing |= m;
+		if (!spindle_queue_has_right(q->relid, user, m))
+			missing |= m;
 	}
 	if (missing != 0)
 		ereport(ERROR,

@@ -46,6 +46,7 @@ extern char *spindle_queue_name_arg(FunctionCallInfo fcinfo, int argno);
 extern Oid	spindle_queue_namespace(bool missing_ok);
 extern bool spindle_queue_lookup(const char *name, SpindleQueue *q,
 								 bool missing_ok);
+extern bool spindle_queue_has_right(Oid relid, Oid user, AclMode mode);
 extern void spindle_queue_check_rights(const SpindleQueue *q, AclMode modes);
 extern void spindle_queue_open_arg(FunctionCallInfo fcinfo, int argno,
 								   AclMode modes, SpindleQueue *q);

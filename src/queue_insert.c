@@ -115,19 +115,13 @@ static bool
 insert_rights_ok(Relation rel)
 {
 	Oid			user = GetUserId();
-	Oid			relid = RelationGetRelid(rel);
 
 	if (ExecutorCheckPerms_hook != NULL)
 		return false;
 	if (pg_namespace_aclcheck(RelationGetNamespace(rel), user,
 							  ACL_USAGE) != ACLCHECK_OK)
 		return false;
-	if (pg_class_aclcheck(relid, user, ACL_INSERT) == ACLCHECK_OK)
-		return true;
-	return pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_PAYLOAD, user,
-								 ACL_INSERT) == ACLCHECK_OK &&
-		pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_VISIBLE_AT, user,
-							  ACL_INSERT) == ACLCHECK_OK;
+	return spindle_queue_has_right(RelationGetRelid(rel), user, ACL_INSERT);
 }
 
 /*
