@@ -63,7 +63,7 @@ CONF = {
     "held_start": env("HELD_START", 120, 3),
     "held_hold": env("HELD_HOLD", 120, 4),
     "head_backlogs": env("HEAD_BACKLOGS", ["0", "100000", "1000000"], ["0", "1000", "10000"]),
-    "head_txns": env("HEAD_TXNS", 5000, 300),
+    "head_txns": env("HEAD_TXNS", 10000, 300),
     "cache_secs": env("CACHE_SECS", 10, 2),
     "events_per_spindle_steady": env("STEADY_EVENTS_PER_SPINDLE", 1000, 1000),
     "partman_interval": env("PARTMAN_INTERVAL", 10000, 10000),
@@ -203,8 +203,11 @@ class Cluster:
             cmd += ["-P", str(progress)]
         return cmd + [db]
 
-    def pgbench(self, script, clients, db="bench", **kw):
-        r = subprocess.run(self.pgbench_cmd(script, clients, db, **kw), capture_output=True, text=True)
+    def pgbench(self, script, clients, db="bench", options=None, **kw):
+        """Runs pgbench; options, if given, is the PGOPTIONS of its sessions."""
+        env = dict(os.environ, PGOPTIONS=options) if options else None
+        r = subprocess.run(self.pgbench_cmd(script, clients, db, **kw), capture_output=True, text=True,
+                           env=env)
         if r.returncode != 0:
             raise RuntimeError("pgbench failed: %s\n%s" % (r.stderr[-2000:], r.stdout[-2000:]))
         return parse_pgbench(r.stdout)
@@ -807,14 +810,28 @@ def set_worker(c, on):
     time.sleep(1)
 
 
+HEAD_KINDS = [("dequeue", Spindle, None),
+              ("read+ack", SpindleRA, None),
+              # the same call without waiting for its commit's WAL flush: what
+              # is left is the cost of finding the head, which K could change
+              ("dequeue, no flush", Spindle, "-c synchronous_commit=off")]
+
+
 def w_head(c, R):
     """Dequeue latency with K consumed-but-not-dropped events ahead of the
-    head: the worker is off, so their spindles stay."""
+    head: the worker is off, so their spindles stay.  Each K has a database
+    of its own, built first; the measured runs then take the Ks in turn,
+    starting from a different K each round, so that a drift of the shared
+    disk's flush time over the workload lands on every K alike."""
     res = R.setdefault("head", {})
+    ks = list(map(int, CONF["head_backlogs"]))
+    txns = CONF["head_txns"]
     set_worker(c, False)
     try:
-        for k in map(int, CONF["head_backlogs"]):
-            s = Spindle(c)
+        for k in ks:
+            db = "head_%d" % k
+            make_db(c, db)
+            s = Spindle(c, db)
             s.setup()
             done = 0
             while done < k:
@@ -823,19 +840,23 @@ def w_head(c, R):
                       "ARRAY[%d]))" % (PAYLOAD, n))
                 s.sql("SELECT count(*) FROM spindle.dequeue('q', %d)" % n)
                 done += n
-            txns = CONF["head_txns"]
-            s.fill(txns * (CONF["rounds"] * 2 + 1))
-            spindles = s.spindles()
-            c.psql("CHECKPOINT")
-            for kind in ("dequeue", "read+ack"):
-                script = c.script(Spindle(c).dequeue_sql(1) if kind == "dequeue"
-                                  else SpindleRA(c).dequeue_sql(1))
-                for _ in range(CONF["rounds"]):
-                    r = c.pgbench(script, 1, txns=txns)
-                    res.setdefault("%s|%d" % (kind, k), {"lat": [], "spindles": spindles})["lat"].append(
-                        r["lat_ms"])
-                log("head cost %-8s %8d consumed ahead (%d spindles): %.3f ms"
-                    % (kind, k, spindles, median(res["%s|%d" % (kind, k)]["lat"])))
+            s.fill(txns * (CONF["rounds"] * len(HEAD_KINDS) + 1))
+            for kind, _, _ in HEAD_KINDS:
+                res["%s|%d" % (kind, k)] = {"lat": [], "spindles": s.spindles()}
+        c.psql("CHECKPOINT")
+        scripts = {kind: c.script(cls(c).dequeue_sql(1)) for kind, cls, _ in HEAD_KINDS}
+        for rnd in range(CONF["rounds"]):
+            for k in ks[rnd % len(ks):] + ks[:rnd % len(ks)]:
+                for kind, _, opts in HEAD_KINDS:
+                    r = c.pgbench(scripts[kind], 1, "head_%d" % k, txns=txns, options=opts)
+                    res["%s|%d" % (kind, k)]["lat"].append(r["lat_ms"])
+        for kind, _, _ in HEAD_KINDS:
+            for k in ks:
+                e = res["%s|%d" % (kind, k)]
+                log("head cost %-17s %8d consumed ahead (%d spindles): %.3f ms"
+                    % (kind, k, e["spindles"], median(e["lat"])))
+        for k in ks:
+            c.psql("DROP DATABASE head_%d WITH (FORCE)" % k, "postgres")
     finally:
         set_worker(c, True)
 

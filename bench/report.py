@@ -403,24 +403,33 @@ def write(R, outdir):
     sec = ["## 5. Head cost\n",
            "Mean latency (ms) of one call consuming one event, pgbench -t %d, one client, median of "
            "%d runs, with K consumed-but-not-dropped events ahead of the head (enqueued and dequeued "
-           "before, the spindle worker off so that their spindles stay).\n"
+           "before, the spindle worker off so that their spindles stay). Each K has a database of "
+           "its own, all built before the first measured run; each round then measures every K in "
+           "turn, starting from a different one, so that a drift of the disk's flush time lands on "
+           "every K alike. The row *no flush* is the same dequeue with `synchronous_commit = off`: "
+           "the cost of finding the head without the commit's WAL flush, which does not depend on "
+           "K.\n"
            % (conf["head_txns"], conf["rounds"])]
     if hc:
         ks = sorted({int(k.split("|")[1]) for k in hc})
+        kinds = list(dict.fromkeys(k.split("|")[0] for k in hc))
         rows = []
-        for kind in ("dequeue", "read+ack"):
+        for kind in kinds:
             row = [kind]
             for k in ks:
                 e = hc.get("%s|%d" % (kind, k))
                 row.append(("%s ms (%d spindles)" % (spread(e["lat"]), e["spindles"])) if e else "—")
             rows.append(row)
         sec.append(table(["call"] + ["K = %s" % fmt(k) for k in ks], rows))
-        base = med(hc.get("dequeue|%d" % ks[0], {}).get("lat"))
-        worst = max(med(hc["dequeue|%d" % k]["lat"]) for k in ks if "dequeue|%d" % k in hc)
-        if base:
-            T.add("head cost flat within 10%% (dequeue, K = %s .. %s)" % (fmt(ks[0]), fmt(ks[-1])),
-                  "%.3f ms at K = %s, worst %.3f ms (%.2fx)" % (base, fmt(ks[0]), worst, worst / base),
-                  "≤ 1.10x", worst <= 1.10 * base)
+        for kind in ("dequeue", "dequeue, no flush"):
+            if "%s|%d" % (kind, ks[0]) not in hc:
+                continue
+            base = med(hc["%s|%d" % (kind, ks[0])]["lat"])
+            worst = max(med(hc["%s|%d" % (kind, k)]["lat"]) for k in ks if "%s|%d" % (kind, k) in hc)
+            if base:
+                T.add("head cost flat within 10%% (%s, K = %s .. %s)" % (kind, fmt(ks[0]), fmt(ks[-1])),
+                      "%.3f ms at K = %s, worst %.3f ms (%.2fx)" % (base, fmt(ks[0]), worst, worst / base),
+                      "≤ 1.10x", worst <= 1.10 * base)
     else:
         sec.append("Not run.\n")
     body.append("".join(sec))
