@@ -29,7 +29,6 @@ Usage: harness.py WORKDIR            run everything, then the report
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -699,7 +698,7 @@ def steady_run(c, names, secs, hold=None):
         s = SYSTEMS[name](c, db)
         s.setup(steady=True)
         runs[name] = {"sys": s, "db": db, "samples": []}
-    procs, bgs, holds = [], [], []
+    procs, bgs = [], []
     t0 = time.time()
     for name, run in runs.items():
         s, db = run["sys"], run["db"]
