@@ -26,6 +26,7 @@ Usage: harness.py WORKDIR            run everything, then the report
        harness.py --report WORKDIR   the report again from results.json
 """
 
+import glob
 import json
 import os
 import re
@@ -63,14 +64,17 @@ CONF = {
     "held_hold": env("HELD_HOLD", 120, 4),
     "head_backlogs": env("HEAD_BACKLOGS", ["0", "100000", "1000000"], ["0", "1000", "10000"]),
     "head_txns": env("HEAD_TXNS", 10000, 300),
-    "cache_secs": env("CACHE_SECS", 10, 2),
+    "cache_secs": env("CACHE_SECS", 20, 4),
+    "cache_rate": env("CACHE_RATE", 2000, 500),    # events/s the cache's producer makes
     "events_per_spindle_steady": env("STEADY_EVENTS_PER_SPINDLE", 1000, 1000),
     "partman_interval": env("PARTMAN_INTERVAL", 10000, 10000),
+    "partman_bulk_interval": env("PARTMAN_BULK_INTERVAL", 1000000, 1000000),
     "partman_premake": env("PARTMAN_PREMAKE", 30, 30),
     "partman_every": env("PARTMAN_EVERY", 1.0, 1.0),
     "partman_retention": env("PARTMAN_RETENTION", 50000, 50000),
     "pgq_tick_every": env("PGQ_TICK_EVERY", 1.0, 1.0),
     "pgq_maint_every": env("PGQ_MAINT_EVERY", 30, 5),
+    "pgq_rotation": env("PGQ_ROTATION", "1 min", "5 s"),
     # steady/held systems run one after the other (full) or side by side,
     # each in a database of its own (short: proves the harness, not speed)
     "steady_parallel": env("STEADY_PARALLEL", 0, 1),
@@ -95,7 +99,8 @@ SERVER_SETTINGS = [
     ("max_locks_per_transaction", "256"),
     ("logging_collector", "off"),
     ("log_min_messages", "warning"),
-    ("log_autovacuum_min_duration", "-1"),
+    # every autovacuum is logged: the harness counts them per run and table
+    ("log_autovacuum_min_duration", "0"),
 ]
 
 LABEL = {
@@ -189,9 +194,12 @@ class Cluster:
             f.write(text)
         return path
 
-    def pgbench_cmd(self, script, clients, db, secs=None, txns=None, rate=None, progress=None):
+    def pgbench_cmd(self, script, clients, db, secs=None, txns=None, rate=None, progress=None,
+                    log_prefix=None):
         cmd = [self.bin("pgbench"), "-n", "-M", "prepared", "-c", str(clients), "-j", str(clients),
                "-f", script] + self.conn_args(db)[:6]
+        if log_prefix is not None:
+            cmd += ["-l", "--log-prefix=%s" % log_prefix]
         if secs is not None:
             cmd += ["-T", str(max(1, int(round(secs))))]
         if txns is not None:
@@ -210,6 +218,30 @@ class Cluster:
         if r.returncode != 0:
             raise RuntimeError("pgbench failed: %s\n%s" % (r.stderr[-2000:], r.stdout[-2000:]))
         return parse_pgbench(r.stdout)
+
+    def log_offset(self):
+        """Where the server log ends now (autovacuums() reads from there)."""
+        return os.path.getsize(self.logfile) if os.path.exists(self.logfile) else 0
+
+    def autovacuums(self, since):
+        """The tables autovacuum vacuumed since log offset `since`, as a list
+        of "database.schema.table" (log_autovacuum_min_duration = 0 logs each
+        one; a table's pg_stat counters would vanish with a dropped partition)."""
+        with open(self.logfile, errors="replace") as f:
+            f.seek(since)
+            return re.findall(r'automatic vacuum of table "([^"]+)"', f.read())
+
+    def wait_autovacuum_idle(self, limit=120):
+        """Waits until no autovacuum worker runs (at most `limit` s), so that a
+        measured run does not share the machine and the WAL with the vacuum of
+        what an earlier run left.  Returns the seconds waited."""
+        t = time.time()
+        while time.time() - t < limit:
+            if self.num("SELECT count(*) FROM pg_stat_activity "
+                        "WHERE backend_type = 'autovacuum worker'", "postgres") == 0:
+                break
+            time.sleep(1)
+        return round(time.time() - t, 1)
 
     def lsn(self, db="bench"):
         return self.q1("SELECT pg_current_wal_insert_lsn()", db)
@@ -261,11 +293,33 @@ class System:
         p = self.produced()
         return p, p - self.backlog()
 
+    def teardown(self):
+        """Drops what setup() made: a run leaves nothing for autovacuum to
+        work on while the next one is measured."""
+        self.sql("DROP TABLE IF EXISTS %s" % self.table)
+
+    # what the queue owns, as "schema.table" patterns: its own storage, and
+    # the bookkeeping tables the system keeps beside it
+    owns_queue = None
+    owns_bookkeeping = None
+
+    def owner_of(self, rel):
+        """"queue", "bookkeeping" or "other" for an autovacuumed schema.table."""
+        if self.owns_queue and re.match(self.owns_queue, rel):
+            return "queue"
+        if self.owns_bookkeeping and re.match(self.owns_bookkeeping, rel):
+            return "bookkeeping"
+        return "other"
+
 
 class HeapLike(System):
     table = "hq"
     using = ""
     pk = True
+
+    @property
+    def owns_queue(self):
+        return r"public\.%s$" % self.table
 
     def setup(self, steady=False):
         cols = COLS if self.pk else COLS.replace(" PRIMARY KEY", "")
@@ -323,9 +377,15 @@ class SpindleSQL(HeapLike):
         self.using = "USING spindle" + (" WITH (events_per_spindle = %d)" % eps if eps else "")
         HeapLike.setup(self)
 
-    def size(self):
+    owns_queue = r"public\.st$|pg_spindle\."
+    owns_bookkeeping = r"spindle\."
+
+    def queue_size(self):
         return self.num("SELECT pg_total_relation_size('st') + coalesce((SELECT size_bytes "
                         "FROM spindle.tables WHERE relation = 'st'::regclass), 0)")
+
+    def size(self):
+        return self.queue_size() + self.num("SELECT " + SPINDLE_BOOKKEEPING)
 
     def vacuums(self):
         return self.num("SELECT coalesce(sum(autovacuum_count + vacuum_count), 0) "
@@ -336,9 +396,20 @@ class SpindleSQL(HeapLike):
         return self.num("SELECT count(*) FROM spindle.spindles")
 
 
+# spindle's per-database directory: a row per spindle, updated as the
+# spindle fills, settles and is dropped; ordinary heap tables
+SPINDLE_BOOKKEEPING = ("pg_total_relation_size('spindle.spindle_catalog') + "
+                       "pg_total_relation_size('spindle.table_catalog')")
+
+
 class Spindle(System):
     name = "spindle"
     table = "spindle_q.q"
+    owns_queue = r"spindle_q\.q$|pg_spindle\."
+    owns_bookkeeping = r"spindle\."
+
+    def teardown(self):
+        self.sql("SELECT spindle.drop_queue('q', if_exists => true)")
 
     def setup(self, steady=False):
         eps = CONF["events_per_spindle_steady"] if steady else None
@@ -372,9 +443,15 @@ class Spindle(System):
         return self.num("SELECT events + spindles_dropped * events_per_spindle FROM spindle.tables "
                         "WHERE relation = 'spindle_q.q'::regclass")
 
-    def size(self):
+    def queue_size(self):
+        """The facade, its indexes and TOAST, and every spindle."""
         return self.num("SELECT pg_total_relation_size('spindle_q.q') + coalesce((SELECT size_bytes "
                         "FROM spindle.tables WHERE relation = 'spindle_q.q'::regclass), 0)")
+
+    def size(self):
+        """queue_size() and spindle's bookkeeping tables (the only queue of
+        its database: they are all its own)."""
+        return self.queue_size() + self.num("SELECT " + SPINDLE_BOOKKEEPING)
 
     def vacuums(self):
         return self.num("SELECT coalesce(sum(autovacuum_count + vacuum_count), 0) "
@@ -397,15 +474,20 @@ class SpindleRA(Spindle):
 class Partman(HeapLike):
     name = "partman"
     table = "pq"
+    owns_queue = r"public\.pq(_.*)?$"
+    owns_bookkeeping = r"partman\."
 
     def setup(self, steady=False):
         self.seq = "pq_id_seq"
-        self.sql("DROP TABLE IF EXISTS pq CASCADE; "
-                 "DELETE FROM partman.part_config WHERE parent_table = 'public.pq'; "
-                 "DROP TABLE IF EXISTS partman.template_public_pq; "
-                 "CREATE TABLE pq %s PARTITION BY RANGE (id);" % COLS)
+        self.teardown()
+        self.sql("CREATE TABLE pq %s PARTITION BY RANGE (id);" % COLS)
+        # the steady runs drop old partitions as they are consumed; the
+        # enqueue and dequeue runs make millions of events in seconds, which
+        # partitions of 10 000 premade 30 ahead cannot hold (they went to the
+        # default partition): those get partitions of partman_bulk_interval
+        self.interval = CONF["partman_interval"] if steady else CONF["partman_bulk_interval"]
         self.sql("SELECT partman.create_parent('public.pq', 'id', 'native', '%d', p_premake => %d, "
-                 "p_jobmon => false);" % (CONF["partman_interval"], CONF["partman_premake"]))
+                 "p_jobmon => false);" % (self.interval, CONF["partman_premake"]))
         if steady:
             self.sql("UPDATE partman.part_config SET retention = '%d', retention_keep_table = false "
                      "WHERE parent_table = 'public.pq'" % CONF["partman_retention"])
@@ -415,7 +497,7 @@ class Partman(HeapLike):
 
     def fill(self, n):
         done = 0
-        step = CONF["partman_interval"]
+        step = self.interval
         while done < n:
             k = min(step, n - done)
             self.sql("INSERT INTO pq (prio, payload) SELECT 0, '%s' FROM generate_series(1, %d)"
@@ -438,13 +520,28 @@ class Partman(HeapLike):
     def in_default(self):
         return self.num("SELECT count(*) FROM pq_default")
 
+    def teardown(self):
+        self.sql("DROP TABLE IF EXISTS pq CASCADE; "
+                 "DELETE FROM partman.part_config WHERE parent_table = 'public.pq'; "
+                 "DROP TABLE IF EXISTS partman.template_public_pq;")
+
 
 class PgQ(System):
     name = "pgq"
+    owns_queue = r"pgq\."
 
     def setup(self, steady=False):
-        self.sql("SELECT pgq.drop_queue('q', true) FROM pgq.queue WHERE queue_name = 'q';")
+        self.teardown()
         self.sql("SELECT pgq.create_queue('q'); SELECT pgq.register_consumer('q', 'c');")
+        if steady:
+            # PgQ truncates an event table once rotation has moved past it:
+            # at its default period of 2 hours it would never do so in a
+            # steady run, so it runs with the period a busy queue is given
+            self.sql("SELECT pgq.set_queue_config('q', 'rotation_period', '%s')"
+                     % CONF["pgq_rotation"])
+
+    def teardown(self):
+        self.sql("SELECT pgq.drop_queue('q', true) FROM pgq.queue WHERE queue_name = 'q';")
 
     def enqueue_sql(self, n):
         if n == 1:
@@ -510,6 +607,7 @@ SYSTEMS = {k.name: k for k in (Spindle, SpindleRA, SpindleSQL, Heap, BareHeap, P
 
 class Ceiling(System):
     name = "ceiling"
+    table = "ceiling"
 
     def setup(self, steady=False):
         self.sql("DROP TABLE IF EXISTS ceiling; CREATE TABLE ceiling (id int);")
@@ -568,6 +666,9 @@ def w_enqueue(c, R):
         for clients in map(int, CONF["enqueue_clients"]):
             # the commit ceiling: a one-row INSERT per transaction
             runs = [("ceiling", 1)] + [(s, int(b)) for b in CONF["enqueue_batches"] for s in systems]
+            # each round starts from another system: none always runs right
+            # after the same one
+            runs = runs[rnd % len(runs):] + runs[:rnd % len(runs)]
             for name, batch in runs:
                 key = "%s|%d|%d" % (name, clients, batch)
                 e = res.setdefault(key, {"rate": [], "wal": [], "lat": []})
@@ -576,6 +677,7 @@ def w_enqueue(c, R):
                 except Exception as ex:
                     e.setdefault("errors", []).append(str(ex)[:1000])
                     log("enqueue %s FAILED: %s" % (key, str(ex).splitlines()[0]))
+                    teardown_quietly(c, name)
                     continue
                 log("enqueue round %d %-12s clients %d batch %3d: %8.0f events/s, %5.0f B/event"
                     % (rnd + 1, name, clients, batch, e["rate"][-1], e["wal"][-1] or 0))
@@ -588,20 +690,34 @@ def enqueue_once(c, name, clients, batch, e):
     c.psql("CHECKPOINT")
     s.setup()
     script = c.script(s.enqueue_sql(batch))
+    e.setdefault("waited_for_autovacuum", []).append(c.wait_autovacuum_idle())
     bg = helpers_for(s)
     try:
+        off = c.log_offset()
         l0 = c.lsn()
         r = c.pgbench(script, clients, secs=CONF["secs"])
         l1 = c.lsn()
+        e.setdefault("autovacuums", []).append(c.autovacuums(off))
     finally:
         for b in bg:
             b.stop()
+        e.setdefault("helper_errors", []).extend(x for b in bg for x in b.errors)
     events = r["xacts"] * batch
     e["rate"].append(r["tps"] * batch)
     e["wal"].append(c.wal_bytes(l0, l1) / events if events else None)
     e["lat"].append(r["lat_ms"])
     if name == "partman":
         e.setdefault("in_default", []).append(s.in_default())
+    s.teardown()
+
+
+def teardown_quietly(c, name):
+    """After a failed run: drops what it made if it can, so that the next
+    runs are not measured beside it."""
+    try:
+        (Ceiling(c) if name == "ceiling" else SYSTEMS[name](c)).teardown()
+    except Exception as ex:
+        log("teardown of %s failed too: %s" % (name, str(ex).splitlines()[0]))
 
 
 def dequeue_once(c, name, clients, batch):
@@ -630,18 +746,25 @@ def dequeue_once(c, name, clients, batch):
         target = min(0.8 * left, max(w["tps"] * batch * CONF["secs"], 1))
         txns = max(1, int(target / batch / clients))
         b0 = left
+        waited = c.wait_autovacuum_idle()
+        off = c.log_offset()
         l0 = c.lsn()
         r = c.pgbench(script, clients, txns=txns)
         l1 = c.lsn()
         b1 = s.backlog()
+        av = c.autovacuums(off)
     finally:
         for b in bg:
             b.stop()
     consumed = b0 - b1
     rate = consumed * r["tps"] / r["xacts"] if r["xacts"] else 0
-    return {"rate": rate, "wal": c.wal_bytes(l0, l1) / consumed if consumed else None,
-            "lat": r["lat_ms"], "consumed": consumed, "expected": r["xacts"] * batch,
-            "backlog_left": b1}
+    d = {"rate": rate, "wal": c.wal_bytes(l0, l1) / consumed if consumed else None,
+         "lat": r["lat_ms"], "consumed": consumed, "expected": r["xacts"] * batch,
+         "backlog_left": b1, "secs": r["xacts"] / r["tps"] if r["tps"] else None,
+         "waited_for_autovacuum": waited, "autovacuums": av,
+         "helper_errors": [x for b in bg for x in b.errors]}
+    s.teardown()
+    return d
 
 
 def w_dequeue(c, R):
@@ -650,7 +773,7 @@ def w_dequeue(c, R):
     for rnd in range(CONF["rounds"]):
         for clients in map(int, CONF["dequeue_clients"]):
             for batch in map(int, CONF["dequeue_batches"]):
-                for name in systems:
+                for name in systems[rnd % len(systems):] + systems[:rnd % len(systems)]:
                     # PgQ consumers are subscriptions that each get every
                     # event: only one consumer, batches of 10 and more
                     if name == "pgq" and (clients != 1 or batch < 10):
@@ -671,10 +794,13 @@ def dequeue_record(c, res, rnd, name, clients, batch):
     except Exception as ex:
         e.setdefault("errors", []).append(str(ex)[:1000])
         log("dequeue %s FAILED: %s" % (key, str(ex).splitlines()[0]))
+        teardown_quietly(c, name)
         return
     e["rate"].append(d["rate"])
     e["wal"].append(d["wal"])
     e["lat"].append(d["lat"])
+    for k in ("secs", "waited_for_autovacuum", "autovacuums", "helper_errors"):
+        e.setdefault(k, []).append(d[k])
     # events handed out short of batch x transactions (ran dry)
     e["short"].append(d["expected"] - d["consumed"])
     log("dequeue round %d %-12s consumers %d batch %3d: %8.0f events/s, %6.1f B/event"
@@ -688,8 +814,12 @@ def steady_run(c, names, secs, hold=None):
     """Steady state: for each system, 2 producers at STEADY_RATE events/s in
     all (one event per transaction) and 2 consumers (10 events per call, at
     most 1.5x the produce rate; PgQ: one consumer, one batch per tick), in a
-    database of its own.  Samples every SAMPLE s.  hold = (start, length): a
-    REPEATABLE READ transaction held open in each database meanwhile."""
+    database of its own.  Samples every SAMPLE s, and every second from just
+    before the end of a hold to a minute after it; no sample after the
+    pgbench runs end.  hold = (start, length): a REPEATABLE READ transaction
+    held open in each database meanwhile.  The consumers log each call
+    (pgbench -l): call_windows() turns that into their dequeue rate per
+    second of their own busy time, before, during and after the hold."""
     rate = CONF["steady_rate"]
     runs = {}
     for name in names:
@@ -697,23 +827,28 @@ def steady_run(c, names, secs, hold=None):
         make_db(c, db)
         s = SYSTEMS[name](c, db)
         s.setup(steady=True)
-        runs[name] = {"sys": s, "db": db, "samples": []}
+        runs[name] = {"sys": s, "db": db, "samples": [], "errors": [],
+                      "log": os.path.join(c.sqldir, "calls_%s" % name)}
     procs, bgs = [], []
+    off = c.log_offset()
     t0 = time.time()
     for name, run in runs.items():
         s, db = run["sys"], run["db"]
         prod = c.script(s.enqueue_sql(1))
         cons = c.script(s.dequeue_sql(10))
         run["stat0"] = [s.counters(), s.vacuums()]
-        procs.append(subprocess.Popen(c.pgbench_cmd(prod, 2, db, secs=secs, rate=rate),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        if name == "pgq":
-            cmd = c.pgbench_cmd(cons, 1, db, secs=secs, rate=10)
-        else:
-            cmd = c.pgbench_cmd(cons, 2, db, secs=secs, rate=max(1, rate * 3 // 20))
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        bgs += helpers_for(s)
+        run["procs"] = [subprocess.Popen(c.pgbench_cmd(prod, 2, db, secs=secs, rate=rate),
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+        crate = 10 if name == "pgq" else max(1, rate * 3 // 20)
+        run["procs"].append(subprocess.Popen(
+            c.pgbench_cmd(cons, 1 if name == "pgq" else 2, db, secs=secs, rate=crate,
+                          log_prefix=run["log"]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs += run["procs"]
+        run["helpers"] = helpers_for(s)
+        bgs += run["helpers"]
     hold_procs = []
+    hold_end = hold[0] + hold[1] if hold else None
 
     def start_hold():
         for run in runs.values():
@@ -725,61 +860,140 @@ def steady_run(c, names, secs, hold=None):
             p.stdin.close()
             hold_procs.append(p)
 
-    nsample = 0
-    held = False
+    held = checked = False
+    nxt = 0.0
     while True:
         now = time.time() - t0
         if hold and not held and now >= hold[0]:
             start_hold()
             held = True
         for name, run in runs.items():
-            s = run["sys"]
             try:
-                p, cons = s.counters()
-                cat = c.psql("SELECT " + ", ".join("pg_total_relation_size('%s')" % k for k in CATALOGS),
-                             run["db"]).split("|")
-                smp = {"t": round(time.time() - t0, 2), "produced": p, "consumed": cons,
-                       "size": s.size(), "vacuums": s.vacuums(),
-                       "catalog": sum(float(x) for x in cat),
-                       "catalogs": dict(zip(CATALOGS, (float(x) for x in cat)))}
-                if hasattr(s, "spindles"):
-                    smp["spindles"] = s.spindles()
-                run["samples"].append(smp)
+                run["samples"].append(sample(c, run["sys"], run["db"], t0))
             except Exception as e:
-                run.setdefault("errors", []).append(str(e)[:300])
-        nsample += 1
-        if time.time() - t0 >= secs + 0.5:
-            break
-        nxt = t0 + nsample * CONF["sample"]
-        time.sleep(max(0.0, nxt - time.time()))
-    outs = []
-    for p in procs:
-        o, e = p.communicate()
-        outs.append(parse_pgbench(o))
+                run["errors"].append("sampling: " + str(e)[:300])
+        if held and not checked and now >= hold[0] + 2:
+            checked = True
+            for run in runs.values():
+                # the held snapshot is there: a session of this database
+                # with an xmin, sleeping
+                run["hold_seen"] = c.num(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND backend_xmin IS NOT NULL AND query LIKE '%pg_sleep%'", run["db"]) > 0
+        fine = hold_end is not None and hold_end - 2 <= now <= hold_end + 60
+        nxt += 1.0 if fine else CONF["sample"]
+        if nxt > secs - 0.5:
+            if now >= secs - 1.0:
+                break
+            nxt = secs - 0.5    # the last sample, while pgbench still runs
+        time.sleep(max(0.0, t0 + nxt - time.time()))
+    for run in runs.values():
+        run["outs"] = [p.communicate() for p in run["procs"]]
     for p in hold_procs:
         p.wait()
     for b in bgs:
         b.stop()
+    avs = c.autovacuums(off)
     result = {}
-    for i, (name, run) in enumerate(runs.items()):
-        s = run["sys"]
-        p0, c0 = run["stat0"][0]
-        samples = run["samples"]
-        for smp in samples:
-            smp["produced"] -= p0
-            smp["consumed"] -= c0
-        result[name] = {"samples": samples, "vacuums": s.vacuums() - run["stat0"][1],
-                        "errors": run.get("errors", []),
-                        "producer_tps": outs[2 * i]["tps"], "consumer_tps": outs[2 * i + 1]["tps"]}
-        if name == "spindle" or name == "spindle_ra" or name == "spindle_sql":
-            result[name]["worker"] = c.psql("SELECT concat_ws(' ', spindles_dropped, bytes_freed) "
-                                            "FROM spindle.worker WHERE database = current_database()",
-                                            run["db"])
-        if name == "partman":
-            result[name]["in_default"] = s.in_default()
+    for name, run in runs.items():
+        result[name] = steady_result(c, name, run, secs, rate, hold, t0, avs)
     for name, run in runs.items():
         c.psql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % run["db"], "postgres")
     return result
+
+
+def sample(c, s, db, t0):
+    """One sample of a steady run: counters, size, VACUUM counts, catalogs."""
+    p, cons = s.counters()
+    cat = c.psql("SELECT " + ", ".join("pg_total_relation_size('%s')" % k for k in CATALOGS),
+                 db).split("|")
+    smp = {"t": round(time.time() - t0, 2), "produced": p, "consumed": cons,
+           "size": s.size(), "vacuums": s.vacuums(),
+           "catalog": sum(float(x) for x in cat),
+           "catalogs": dict(zip(CATALOGS, (float(x) for x in cat)))}
+    if hasattr(s, "queue_size"):
+        smp["queue_size"] = s.queue_size()
+    if hasattr(s, "spindles"):
+        smp["spindles"] = s.spindles()
+    return smp
+
+
+def steady_result(c, name, run, secs, rate, hold, t0, avs):
+    """What a steady run of one system measured: its samples (counters made
+    relative to the start), the pgbench figures and exit codes, the
+    autovacuums of what it owns (from the server log), its consumers' rate
+    per busy second in each window."""
+    s = run["sys"]
+    p0, c0 = run["stat0"][0]
+    samples = run["samples"]
+    for smp in samples:
+        smp["produced"] -= p0
+        smp["consumed"] -= c0
+    outs = []
+    for what, p, (o, e) in zip(("producer", "consumer"), run["procs"], run["outs"]):
+        outs.append(parse_pgbench(o))
+        if p.returncode != 0:
+            run["errors"].append("%s pgbench exited %s: %s" % (what, p.returncode, e[-300:]))
+    if outs[0]["tps"] < 0.9 * rate:
+        run["errors"].append("the producers ran at %.0f events/s, below 90%% of %d"
+                             % (outs[0]["tps"], rate))
+    run["errors"] += ["%s: %s" % (getattr(b.fn, "__name__", "helper"), x)
+                      for b in run["helpers"] for x in b.errors[:5]]
+    own = {"queue": 0, "bookkeeping": 0, "other": 0}
+    tables = {}
+    for full in avs:
+        db, _, rel = full.partition(".")
+        if db != run["db"]:
+            continue
+        kind = s.owner_of(rel)
+        own[kind] += 1
+        tables[rel] = tables.get(rel, 0) + 1
+    res = {"samples": samples, "vacuums": own["queue"], "autovacuums": own,
+           "autovacuumed_tables": tables, "vacuums_stat": s.vacuums() - run["stat0"][1],
+           "errors": run["errors"], "producer_tps": outs[0]["tps"], "consumer_tps": outs[1]["tps"],
+           "windows": call_windows(run["log"], samples, t0, secs, hold)}
+    if "hold_seen" in run:
+        res["hold_seen"] = run["hold_seen"]
+    if name in ("spindle", "spindle_ra", "spindle_sql"):
+        res["worker"] = c.psql("SELECT concat_ws(' ', spindles_dropped, bytes_freed) "
+                               "FROM spindle.worker WHERE database = current_database()", run["db"])
+    if name == "partman":
+        res["in_default"] = s.in_default()
+    return res
+
+
+def call_windows(prefix, samples, t0, secs, hold):
+    """The consumers' calls, from pgbench's per-call logs (prefix.*): for
+    each window (before / during / after the hold, or one window for a run
+    without a hold; the first 10 s, or a quarter of the time before the
+    hold if shorter, are left out as warm-up), the number of
+    calls, the events consumed (from the samples nearest to the window's
+    ends), and the consumers' busy time, the sum of each call's latency less
+    its schedule lag (the wait pgbench -R adds)."""
+    warm = min(10.0, (hold[0] if hold else secs) / 4.0)
+    if hold:
+        wins = {"before": (warm, hold[0]), "during": (hold[0], hold[0] + hold[1]),
+                "after": (hold[0] + hold[1], secs)}
+    else:
+        wins = {"all": (warm, secs)}
+    out = {k: {"calls": 0, "busy_s": 0.0, "from": a, "to": b} for k, (a, b) in wins.items()}
+    for path in glob.glob(prefix + ".*"):
+        with open(path) as f:
+            for line in f:
+                x = line.split()
+                if len(x) < 6:
+                    continue
+                t = int(x[4]) + int(x[5]) / 1e6 - t0
+                busy = (int(x[2]) - (int(x[6]) if len(x) > 6 else 0)) / 1e6
+                for k, (a, b) in wins.items():
+                    if a <= t < b:
+                        out[k]["calls"] += 1
+                        out[k]["busy_s"] += busy
+    for k, (a, b) in wins.items():
+        def at(t):
+            return min(samples, key=lambda smp: abs(smp["t"] - t))["consumed"] if samples else 0
+        out[k]["events"] = at(b) - at(a)
+    return out
 
 
 def steady_all(c, R, key, hold=None, secs=None):
@@ -791,7 +1005,11 @@ def steady_all(c, R, key, hold=None, secs=None):
     else:
         for n in names:
             log("%s: %s for %d s" % (key, n, secs))
-            res.update(steady_run(c, [n], secs, hold))
+            try:
+                res.update(steady_run(c, [n], secs, hold))
+            except Exception as e:    # the other systems still run
+                R.setdefault("failures", {})["%s/%s" % (key, n)] = str(e)[:2000]
+                log("%s: %s FAILED: %s" % (key, n, e))
 
 
 def w_steady(c, R):
@@ -870,10 +1088,28 @@ def shmem(c):
     return [r.split("|") for r in rows.splitlines() if r]
 
 
+def backend_cpu(c, appname, db):
+    """CPU seconds (user + system) the backend of application_name appname
+    has used so far, from /proc (the harness and the server share the
+    machine), or None when there is no such backend."""
+    pid = c.q1("SELECT pid FROM pg_stat_activity WHERE application_name = '%s' "
+               "ORDER BY backend_start DESC LIMIT 1" % appname, db)
+    if not pid:
+        return None
+    with open("/proc/%s/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def w_cache(c, R):
-    """A consumer right behind a producer: 1 producer (one event per
-    transaction) and 1 consumer (dequeue of 10) at full speed, cache on (the
-    default) and off (spindle.cache_size = 0, after a restart)."""
+    """A consumer right behind a producer, cache on (the default) and off
+    (spindle.cache_size = 0, after a restart).  The producer makes one event
+    per transaction at a fixed rate below what one client can do, the
+    consumer calls dequeue(q, 10) at a fixed rate with room to spare, so the
+    two modes do the same work: what differs is what a call costs.  The
+    measure is the consumer backend's CPU time (from /proc) against the
+    events it consumed in the same window, which the commit's flush does not
+    enter: events per CPU second."""
     res = R.setdefault("cache", {})
     R["memory"] = {"default": shmem(c),
                    "settings": [r.split("|") for r in c.psql(
@@ -886,36 +1122,58 @@ def w_cache(c, R):
         return
     res["built"] = True
     res["default_size"] = default
+    res["producer_rate"] = CONF["cache_rate"]
     for mode in ("on", "off"):
         if mode == "off":
             c.psql("ALTER SYSTEM SET spindle.cache_size = 0", "postgres")
             c.restart()
             R["memory"]["cache_off"] = shmem(c)
         for rnd in range(CONF["rounds"]):
-            s = Spindle(c)
-            s.setup()
-            s.fill(1000)
-            prod = c.script(s.enqueue_sql(1))
-            cons = c.script(s.dequeue_sql(10))
-            st0 = c.psql("SELECT concat_ws(' ', hits, misses) FROM spindle.cache_stats "
-                         "WHERE relation = 'spindle_q.q'::regclass", "bench", check=False)
-            p0, c0 = s.counters()
-            pp = subprocess.Popen(c.pgbench_cmd(prod, 1, "bench", secs=CONF["cache_secs"]),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            r = c.pgbench(cons, 1, secs=CONF["cache_secs"])
-            po = parse_pgbench(pp.communicate()[0])
-            p1, c1 = s.counters()
-            st1 = c.psql("SELECT concat_ws(' ', hits, misses) FROM spindle.cache_stats "
-                         "WHERE relation = 'spindle_q.q'::regclass", "bench", check=False)
-            e = res.setdefault(mode, {"consumed": [], "produced": [], "lat": [], "stats": []})
-            e["consumed"].append((c1 - c0) / CONF["cache_secs"])
-            e["produced"].append(po["tps"])
-            e["lat"].append(r["lat_ms"])
-            e["stats"].append([st0, st1])
-            log("cache %s round %d: consumed %.0f events/s (producer %.0f), dequeue %.3f ms"
-                % (mode, rnd + 1, e["consumed"][-1], po["tps"], r["lat_ms"] or 0))
+            e = res.setdefault(mode, {"consumed": [], "produced": [], "lat": [], "stats": [],
+                                      "cpu_s": [], "backlog": []})
+            cache_round(c, e)
+            log("cache %s round %d: %.0f events per consumer CPU second (%.0f events in %.2f s), "
+                "dequeue %.3f ms" % (mode, rnd + 1, e["consumed"][-1] / e["cpu_s"][-1]
+                                     if e["cpu_s"][-1] else 0, e["consumed"][-1], e["cpu_s"][-1],
+                                     e["lat"][-1] or 0))
     c.psql("ALTER SYSTEM RESET spindle.cache_size", "postgres")
     c.restart()
+
+
+def cache_round(c, e):
+    """One round of w_cache: appends to e the events consumed and the
+    consumer's CPU seconds between 2 s after the start and 1 s before the
+    end, the producer's rate, the dequeue latency and the cache's counters."""
+    secs, rate = CONF["cache_secs"], CONF["cache_rate"]
+    s = Spindle(c)
+    s.setup()
+    prod = c.script(s.enqueue_sql(1))
+    cons = c.script(s.dequeue_sql(10))
+    st = "SELECT concat_ws(' ', hits, misses) FROM spindle.cache_stats " \
+         "WHERE relation = 'spindle_q.q'::regclass"
+    st0 = c.psql(st, "bench", check=False)
+    pp = subprocess.Popen(c.pgbench_cmd(prod, 1, "bench", secs=secs, rate=rate),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cp = subprocess.Popen(c.pgbench_cmd(cons, 1, "bench", secs=secs, rate=max(1, rate * 3 // 20)),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=dict(os.environ, PGAPPNAME="spindle_bench_consumer"))
+    time.sleep(2)
+    cpu0, (_, c0) = backend_cpu(c, "spindle_bench_consumer", "bench"), s.counters()
+    time.sleep(max(1, secs - 3))
+    cpu1, (_, c1) = backend_cpu(c, "spindle_bench_consumer", "bench"), s.counters()
+    po, pe = pp.communicate()
+    co, ce = cp.communicate()
+    for what, p, err in (("producer", pp, pe), ("consumer", cp, ce)):
+        if p.returncode != 0:
+            raise RuntimeError("cache: %s pgbench failed: %s" % (what, err[-500:]))
+    st1 = c.psql(st, "bench", check=False)
+    e["consumed"].append(c1 - c0)
+    e["cpu_s"].append(cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None)
+    e["produced"].append(parse_pgbench(po)["tps"])
+    e["lat"].append(parse_pgbench(co)["lat_ms"])
+    e["backlog"].append(s.backlog())
+    e["stats"].append([st0, st1])
+    s.teardown()
 
 
 def machine(c):
@@ -957,6 +1215,8 @@ def run_all(work):
     try:
         make_db(c, "bench")
         R["machine"] = machine(c)
+        R["payload_bytes"] = {"text": len(PAYLOAD.encode()),
+                              "jsonb": int(c.num("SELECT pg_column_size('%s'::jsonb)" % PAYLOAD))}
         only = os.environ.get("BENCH_ONLY", "")
         for name, fn in WORKLOADS:
             if only and name not in only.split(","):
