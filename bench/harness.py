@@ -59,7 +59,7 @@ CONF = {
     "steady_secs": env("STEADY_SECS", 600, 10),
     "steady_rate": env("STEADY_RATE", 1000, 200),
     "sample": env("SAMPLE", 10, 1),
-    "held_secs": env("HELD_SECS", 480, 12),
+    "held_secs": env("HELD_SECS", 360, 12),
     "held_start": env("HELD_START", 120, 3),
     "held_hold": env("HELD_HOLD", 120, 4),
     "head_backlogs": env("HEAD_BACKLOGS", ["0", "100000", "1000000"], ["0", "1000", "10000"]),
