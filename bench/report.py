@@ -8,6 +8,7 @@ import math
 import os
 import statistics
 import subprocess
+import traceback
 
 from harness import LABEL, ENQ_LABEL, CATALOGS
 
@@ -156,22 +157,98 @@ def table(head, rows):
     return "\n".join(out) + "\n"
 
 
-class Targets:
-    def __init__(self):
-        self.rows = []
+# The targets of issue 9, in the order the summary lists them: (key, what,
+# the section that evaluates it).  A target missing from a run (its workload
+# did not run, a run failed, its section failed to render) still gets its
+# row, "not measured", counted as not met: a missing input never makes a
+# target vanish from the count.
+EXPECTED = [
+    ("enq_heap|1|1", "enqueue 1/txn, 1 client ≥ 1.2x heap queue", "1. Enqueue"),
+    ("enq_bare|1|1", "enqueue 1/txn, 1 client ≥ 0.95x bare heap INSERT", "1. Enqueue"),
+    ("enq_heap|4|1", "enqueue 1/txn, 4 clients ≥ 1.2x heap queue", "1. Enqueue"),
+    ("enq_bare|4|1", "enqueue 1/txn, 4 clients ≥ 0.95x bare heap INSERT", "1. Enqueue"),
+    ("enq_heap|1|100", "enqueue batches of 100, 1 client ≥ 1.2x heap queue", "1. Enqueue"),
+    ("enq_bare|1|100", "enqueue batches of 100, 1 client ≥ 0.95x bare heap INSERT", "1. Enqueue"),
+    ("enq_heap|4|100", "enqueue batches of 100, 4 clients ≥ 1.2x heap queue", "1. Enqueue"),
+    ("enq_bare|4|100", "enqueue batches of 100, 4 clients ≥ 0.95x bare heap INSERT", "1. Enqueue"),
+    ("deq|4|1", "dequeue 1/txn, 4 consumers ≥ 2.5x heap queue", "2. Dequeue from a backlog"),
+    ("deq|1|10", "dequeue 10/txn, 1 consumer ≥ 3x heap queue", "2. Dequeue from a backlog"),
+    ("deq|4|10", "dequeue 10/txn, 4 consumers ≥ 3x heap queue", "2. Dequeue from a backlog"),
+    ("deq_pgq|1|100", "dequeue 100/txn, 1 consumer ≥ 1.5x PgQ per consumer",
+     "2. Dequeue from a backlog"),
+    ("wal_enq|1", "WAL per enqueued event ≤ 250 B, one event per transaction", "6. WAL per event"),
+    ("wal_enq|100", "WAL per enqueued event ≤ 250 B, batches of 100", "6. WAL per event"),
+    ("wal_deq|100", "WAL per dequeued event ≤ 10 B, batches of 100", "6. WAL per event"),
+    ("steady_ratio", "steady: spindle's size at the end ≤ heap's (size ratio)", "3. Steady state"),
+    ("steady_bound", "steady: spindle's size within backlog + 2 spindles, no VACUUM", "3. Steady state"),
+    ("catalogs", "steady: catalogs bounded", "3. Steady state"),
+    ("held_rate", "held snapshot: spindle's dequeue rate during the hold ≥ 0.90x before",
+     "4. Held snapshot"),
+    ("held_back", "held snapshot: spindle's size back within the steady bound within 2 naptimes "
+     "after the hold ends", "4. Held snapshot"),
+    ("head_flat", "head cost flat within 10% (dequeue)", "5. Head cost"),
+    ("cache", "cache on > off (consumer right behind a producer)", "7. Cache on and off"),
+]
+MET, NOT_MET, NOT_MEASURED, INFO = "**met**", "**not met**", "**not measured**", "informational"
 
-    def add(self, what, measured, target, ok):
-        self.rows.append((what, measured, target,
-                          "n/a" if ok is None else ("**met**" if ok else "**not met**")))
+
+class Targets:
+    """The summary's rows.  add(key, ...): ok True (met), False (not met) or
+    None (informational: shown, counted neither way).  A key of the form
+    "KEY:suffix" is an informational row listed after target KEY."""
+
+    def __init__(self):
+        self.rows = []          # (key, what, measured, bar, verdict)
+
+    def add(self, key, what, measured, target, ok, why=None):
+        verdict = INFO if ok is None else MET if ok else NOT_MET
+        if why and ok is False:
+            verdict += ": " + why
+        self.rows.append((key, what, measured, target, verdict))
+
+    def unmeasured(self, key, what, why):
+        self.rows.append((key, what, why, "", NOT_MEASURED))
+
+    def ordered(self, failed_sections=()):
+        """Every expected target once, in EXPECTED's order, then the rest."""
+        order = [k for k, _, _ in EXPECTED]
+        have = {r[0] for r in self.rows}
+        rows = list(self.rows)
+        for key, what, section in EXPECTED:
+            if key not in have:
+                why = ("not evaluated: section \"%s\" failed to render" % section
+                       if section in failed_sections else "no figures for it in this run")
+                rows.append((key, what, why, "", NOT_MEASURED))
+
+        def pos(r):
+            anchor = r[0].split(":")[0]
+            return order.index(anchor) if anchor in order else len(order)
+        return sorted(rows, key=pos)     # stable: informational rows after their target
+
+    @staticmethod
+    def count(rows):
+        met = sum(1 for r in rows if r[4] == MET)
+        unmeasured = sum(1 for r in rows if r[4] == NOT_MEASURED)
+        missed = sum(1 for r in rows if r[4].startswith(NOT_MET)) + unmeasured
+        info = sum(1 for r in rows if r[4] == INFO)
+        return met, missed, unmeasured, info
 
 
 def write(R, outdir):
     os.makedirs(outdir, exist_ok=True)
-    conf = R["conf"]
-    enq = R.get("enqueue", {})
-    deq = R.get("dequeue", {})
+    conf = R.get("conf") or {}
+    enq = R.get("enqueue") or {}
+    deq = R.get("dequeue") or {}
     T = Targets()
-    body = []
+    failed = []         # (what, error): sections and plots that failed to render
+
+    def plot(sec, name, *a, **kw):
+        """A plot; one that fails is said in the section, which goes on."""
+        try:
+            gnuplot(outdir, name, *a, **kw)
+        except Exception as e:
+            failed.append(("plot " + name, str(e).splitlines()[0][:300] if str(e) else repr(e)))
+            sec.append("\nPlot %s failed to render: `%s`\n" % (name, failed[-1][1].replace("`", "'")))
 
     def er(name, clients, batch, field="rate"):
         return med(enq.get("%s|%d|%d" % (name, clients, batch), {}).get(field))
@@ -180,471 +257,510 @@ def write(R, outdir):
         return med(deq.get("%s|%d|%d" % (name, clients, batch), {}).get(field))
 
     # ---- 1. enqueue
-    sec = ["## 1. Enqueue\n",
-           "Events/s, median of %d runs of %d s (min–max), pgbench -M prepared, one event per "
-           "transaction or batches of 100 per transaction; a fresh queue for each run. The commit "
-           "ceiling is a one-row `INSERT INTO ceiling VALUES (1)` per transaction (an int column, "
-           "no index).\n" % (conf["rounds"], conf["secs"])]
-    cfgs = [(int(c), int(b)) for c in conf["enqueue_clients"] for b in conf["enqueue_batches"]]
-    if enq:
-        rows = []
-        for name in ["ceiling", "spindle", "spindle_sql", "heap", "bare_heap", "pgq", "partman"]:
-            row = [ENQ_LABEL[name]]
-            for c, b in cfgs:
-                row.append(cell(enq.get("%s|%d|%d" % (name, c, b))))
-            rows.append(row)
-        sec.append(table(["system"] + ["%d client%s, %s" % (c, "s" if c > 1 else "",
-                                                            "1/txn" if b == 1 else "%d/txn" % b)
-                                       for c, b in cfgs], rows))
-        sec.append(errors_note(enq))
-        dflt = [med(v.get("in_default")) for k, v in enq.items() if k.startswith("partman")]
-        if any(dflt):
-            sec.append("\npg_partman: events that landed in the default partition (premake too "
-                       "short): %s.\n" % ", ".join(fmt(x) for x in dflt))
-        for c in map(int, conf["enqueue_clients"]):
-            ceil = er("ceiling", c, 1)
-            s, h, bh = er("spindle", c, 1), er("heap", c, 1), er("bare_heap", c, 1)
-            if None in (s, h, ceil):
-                continue
-            bar = min(1.2 * h, 0.9 * ceil)
-            T.add("enqueue 1/txn, %d client(s) ≥ 1.2x heap queue or 90%% of the ceiling" % c,
-                  "%s vs heap %s, ceiling %s (%.2fx heap)" % (fmt(s), fmt(h), fmt(ceil), s / h),
-                  "≥ %s" % fmt(bar), s >= bar)
-            if bh:
-                bar = min(0.95 * bh, 0.9 * ceil)
-                T.add("enqueue 1/txn, %d client(s) ≥ 0.95x bare heap INSERT or 90%% of the ceiling"
-                      % c, "%s vs bare heap %s (%.2fx)" % (fmt(s), fmt(bh), s / bh),
+    def sec_enqueue():
+        sec = ["## 1. Enqueue\n",
+               "Events/s, median of %d runs of %d s (min–max), pgbench -M prepared, one event per "
+               "transaction or batches of 100 per transaction; a fresh queue for each run. The commit "
+               "ceiling is a one-row `INSERT INTO ceiling VALUES (1)` per transaction (an int column, "
+               "no index).\n" % (conf["rounds"], conf["secs"])]
+        cfgs = [(int(c), int(b)) for c in conf["enqueue_clients"] for b in conf["enqueue_batches"]]
+        if enq:
+            rows = []
+            for name in ["ceiling", "spindle", "spindle_sql", "heap", "bare_heap", "pgq", "partman"]:
+                row = [ENQ_LABEL[name]]
+                for c, b in cfgs:
+                    row.append(cell(enq.get("%s|%d|%d" % (name, c, b))))
+                rows.append(row)
+            sec.append(table(["system"] + ["%d client%s, %s" % (c, "s" if c > 1 else "",
+                                                                "1/txn" if b == 1 else "%d/txn" % b)
+                                           for c, b in cfgs], rows))
+            sec.append(errors_note(enq))
+            dflt = [med(v.get("in_default")) for k, v in enq.items() if k.startswith("partman")]
+            if any(dflt):
+                sec.append("\npg_partman: events that landed in the default partition (premake too "
+                           "short): %s.\n" % ", ".join(fmt(x) for x in dflt))
+            for c in map(int, conf["enqueue_clients"]):
+                ceil = er("ceiling", c, 1)
+                s, h, bh = er("spindle", c, 1), er("heap", c, 1), er("bare_heap", c, 1)
+                if None in (s, h, ceil):
+                    continue
+                bar = min(1.2 * h, 0.9 * ceil)
+                T.add("enq_heap|%d|1" % c, "enqueue 1/txn, %d client(s) ≥ 1.2x heap queue or 90%% of the ceiling" % c,
+                      "%s vs heap %s, ceiling %s (%.2fx heap)" % (fmt(s), fmt(h), fmt(ceil), s / h),
                       "≥ %s" % fmt(bar), s >= bar)
-        for c in map(int, conf["enqueue_clients"]):
-            s, h = er("spindle", c, 100), er("heap", c, 100)
-            if s and h:
-                T.add("enqueue batches of 100, %d client(s) ≥ 1.2x heap queue" % c,
-                      "%s vs %s (%.2fx)" % (fmt(s), fmt(h), s / h), "≥ %s" % fmt(1.2 * h),
-                      s >= 1.2 * h)
-            bh = er("bare_heap", c, 100)
-            if s and bh:
-                T.add("enqueue batches of 100, %d client(s) ≥ 0.95x bare heap INSERT" % c,
-                      "%s vs %s (%.2fx)" % (fmt(s), fmt(bh), s / bh), "≥ %s" % fmt(0.95 * bh),
-                      s >= 0.95 * bh)
-    else:
-        sec.append("Not run.\n")
-    body.append("".join(sec))
+                if bh:
+                    bar = min(0.95 * bh, 0.9 * ceil)
+                    T.add("enq_bare|%d|1" % c, "enqueue 1/txn, %d client(s) ≥ 0.95x bare heap INSERT or 90%% of the ceiling"
+                          % c, "%s vs bare heap %s (%.2fx)" % (fmt(s), fmt(bh), s / bh),
+                          "≥ %s" % fmt(bar), s >= bar)
+            for c in map(int, conf["enqueue_clients"]):
+                s, h = er("spindle", c, 100), er("heap", c, 100)
+                if s and h:
+                    T.add("enq_heap|%d|100" % c, "enqueue batches of 100, %d client(s) ≥ 1.2x heap queue" % c,
+                          "%s vs %s (%.2fx)" % (fmt(s), fmt(h), s / h), "≥ %s" % fmt(1.2 * h),
+                          s >= 1.2 * h)
+                bh = er("bare_heap", c, 100)
+                if s and bh:
+                    T.add("enq_bare|%d|100" % c, "enqueue batches of 100, %d client(s) ≥ 0.95x bare heap INSERT" % c,
+                          "%s vs %s (%.2fx)" % (fmt(s), fmt(bh), s / bh), "≥ %s" % fmt(0.95 * bh),
+                          s >= 0.95 * bh)
+        else:
+            sec.append("Not run.\n")
+        return sec
 
     # ---- 2. dequeue
-    sec = ["## 2. Dequeue from a backlog\n",
-           "Events/s consumed from a backlog of %s events (filled before each run), median of %d "
-           "runs (min–max). Each run: a warm-up that consumes 5%% of the backlog, then a fixed "
-           "number of calls per consumer that takes about %d s and leaves at least 20%% of the "
-           "backlog (a run never finds the queue empty); events/s = events removed (backlog "
-           "before − after) / pgbench's time. "
-           "PgQ: one consumer (PgQ consumers are subscriptions that each receive every event), "
-           "batches made by one tick every N events.\n"
-           % (fmt(conf["backlog"]), conf["rounds"], conf["secs"])]
-    dcfgs = sorted({tuple(map(int, k.split("|")[1:])) for k in deq})
-    if deq:
-        rows = []
-        for name in ["spindle", "spindle_ra", "spindle_sql", "heap", "pgq", "partman"]:
-            row = [LABEL[name]]
-            for c, b in dcfgs:
-                row.append(cell(deq.get("%s|%d|%d" % (name, c, b))))
-            rows.append(row)
-        sec.append(table(["system"] + ["%d consumer%s, %d/call" % (c, "s" if c > 1 else "", b)
-                                       for c, b in dcfgs], rows))
-        sec.append(errors_note(deq))
-        short = [(k, max(v["short"])) for k, v in deq.items() if v.get("short") and max(v["short"]) > 0]
-        if short:
-            sec.append("\nRuns where calls returned fewer events than asked (events short): %s.\n"
-                       % ", ".join("%s %s" % (k, fmt(v)) for k, v in short))
-        s, h, ceil = dr("spindle", 4, 1), dr("heap", 4, 1), er("ceiling", 4, 1)
-        if s and h:
-            bar = min(2.5 * h, 0.9 * ceil) if ceil else 2.5 * h
-            T.add("dequeue 1/txn, 4 consumers ≥ 2.5x heap or 90% of the ceiling",
-                  "%s vs heap %s, ceiling %s (%.2fx heap)" % (fmt(s), fmt(h), fmt(ceil), s / h),
-                  "≥ %s" % fmt(bar), s >= bar)
-        for c in (1, 4):
-            s, h, ceil = dr("spindle", c, 10), dr("heap", c, 10), er("ceiling", c, 1)
+    def sec_dequeue():
+        sec = ["## 2. Dequeue from a backlog\n",
+               "Events/s consumed from a backlog of %s events (filled before each run), median of %d "
+               "runs (min–max). Each run: a warm-up that consumes 5%% of the backlog, then a fixed "
+               "number of calls per consumer that takes about %d s and leaves at least 20%% of the "
+               "backlog (a run never finds the queue empty); events/s = events removed (backlog "
+               "before − after) / pgbench's time. "
+               "PgQ: one consumer (PgQ consumers are subscriptions that each receive every event), "
+               "batches made by one tick every N events.\n"
+               % (fmt(conf["backlog"]), conf["rounds"], conf["secs"])]
+        dcfgs = sorted({tuple(map(int, k.split("|")[1:])) for k in deq})
+        if deq:
+            rows = []
+            for name in ["spindle", "spindle_ra", "spindle_sql", "heap", "pgq", "partman"]:
+                row = [LABEL[name]]
+                for c, b in dcfgs:
+                    row.append(cell(deq.get("%s|%d|%d" % (name, c, b))))
+                rows.append(row)
+            sec.append(table(["system"] + ["%d consumer%s, %d/call" % (c, "s" if c > 1 else "", b)
+                                           for c, b in dcfgs], rows))
+            sec.append(errors_note(deq))
+            short = [(k, max(v["short"])) for k, v in deq.items() if v.get("short") and max(v["short"]) > 0]
+            if short:
+                sec.append("\nRuns where calls returned fewer events than asked (events short): %s.\n"
+                           % ", ".join("%s %s" % (k, fmt(v)) for k, v in short))
+            s, h, ceil = dr("spindle", 4, 1), dr("heap", 4, 1), er("ceiling", 4, 1)
             if s and h:
-                bar = min(3 * h, 0.9 * ceil * 10) if ceil else 3 * h
-                T.add("dequeue 10/txn, %d consumer(s) ≥ 3x heap or 90%% of 10x the ceiling" % c,
-                      "%s vs heap %s (%.2fx)" % (fmt(s), fmt(h), s / h), "≥ %s" % fmt(bar), s >= bar)
-        s, p = dr("spindle", 1, 100), dr("pgq", 1, 100)
-        if s and p:
-            T.add("dequeue 100/txn, 1 consumer ≥ 1.5x PgQ per consumer",
-                  "%s vs PgQ %s (%.2fx)" % (fmt(s), fmt(p), s / p), "≥ %s" % fmt(1.5 * p),
-                  s >= 1.5 * p)
-    else:
-        sec.append("Not run.\n")
-    body.append("".join(sec))
+                bar = min(2.5 * h, 0.9 * ceil) if ceil else 2.5 * h
+                T.add("deq|4|1", "dequeue 1/txn, 4 consumers ≥ 2.5x heap or 90% of the ceiling",
+                      "%s vs heap %s, ceiling %s (%.2fx heap)" % (fmt(s), fmt(h), fmt(ceil), s / h),
+                      "≥ %s" % fmt(bar), s >= bar)
+            for c in (1, 4):
+                s, h, ceil = dr("spindle", c, 10), dr("heap", c, 10), er("ceiling", c, 1)
+                if s and h:
+                    bar = min(3 * h, 0.9 * ceil * 10) if ceil else 3 * h
+                    T.add("deq|%d|10" % c, "dequeue 10/txn, %d consumer(s) ≥ 3x heap or 90%% of 10x the ceiling" % c,
+                          "%s vs heap %s (%.2fx)" % (fmt(s), fmt(h), s / h), "≥ %s" % fmt(bar), s >= bar)
+            s, p = dr("spindle", 1, 100), dr("pgq", 1, 100)
+            if s and p:
+                T.add("deq_pgq|1|100", "dequeue 100/txn, 1 consumer ≥ 1.5x PgQ per consumer",
+                      "%s vs PgQ %s (%.2fx)" % (fmt(s), fmt(p), s / p), "≥ %s" % fmt(1.5 * p),
+                      s >= 1.5 * p)
+        else:
+            sec.append("Not run.\n")
+        return sec
 
     # ---- 3. steady
-    st = R.get("steady", {})
-    sec = ["## 3. Steady state\n",
-           "2 producers at %d events/s in all (one event per transaction, pgbench -R) and 2 consumers "
-           "(10 events per call, at most 1.5x the produce rate; PgQ: one consumer, a batch per tick, "
-           "the ticker every %s s and pgq's maintenance every %s s; pg_partman: "
-           "run_maintenance every %s s, partitions of %s ids, retention %s ids) for %d s, each "
-           "system %s in a database of its own, autovacuum at its defaults, the spindle worker on; "
-           "spindle queues and tables with events_per_spindle = %d. Sampled every %s s. Size: "
-           "everything the queue owns (the table, its indexes and TOAST; spindle: the facade "
-           "and every spindle, `spindle.tables.size_bytes`; partman: every partition; PgQ: every "
-           "table of schema pgq; PgQ at its defaults truncates its event tables only every "
-           "queue_rotation_period, 2 hours). Catalogs: pg_total_relation_size of %s, summed.\n"
-           % (conf["steady_rate"], conf["pgq_tick_every"], conf["pgq_maint_every"],
-              conf["partman_every"], fmt(conf["partman_interval"]), fmt(conf["partman_retention"]),
-              conf["steady_secs"], "side by side with the others (short mode)"
-              if conf["steady_parallel"] else "alone", conf["events_per_spindle_steady"],
-              conf["sample"], ", ".join(CATALOGS))]
-    names = [n for n in STEADY_ORDER if n in st]
-    if st:
-        rows = []
-        for n in names:
-            sm = st[n]["samples"]
-            if not sm:
-                continue
-            half = sm[len(sm) // 2]["t"]
-            m1 = max([s["size"] for s in sm if s["t"] <= half] or [0])
-            m2 = max([s["size"] for s in sm if s["t"] > half] or [0])
-            c1 = max([s["catalog"] for s in sm if s["t"] <= half] or [0])
-            c2 = max([s["catalog"] for s in sm if s["t"] > half] or [0])
-            dur = sm[-1]["t"] - sm[0]["t"] or 1
-            rows.append([LABEL[n], fmt(sm[-1]["produced"] / dur), fmt(sm[-1]["consumed"] / dur),
-                         fmt(sm[-1]["produced"] - sm[-1]["consumed"]),
-                         mib(sm[-1]["size"]), mib(max(s["size"] for s in sm)),
-                         "%.2f" % (m2 / m1 if m1 else 0), fmt(st[n]["vacuums"]),
-                         mib(sm[0]["catalog"]), mib(sm[-1]["catalog"]),
-                         "%.2f" % (c2 / c1 if c1 else 0)])
-        sec.append("\nThe target's bound on spindle's size, at each sample: the size of the first sample "
-                   "(the facade and the empty queue) plus, in spindles of the size the worker freed per "
-                   "spindle dropped, what the backlog of b events occupies, at most ceil(b / %d) + 1 "
-                   "spindles (one being consumed, one being filled), and 2 more.\n"
-                   % conf["events_per_spindle_steady"])
-        sec.append(table(["system", "produced/s", "consumed/s", "backlog at end", "size at end",
-                          "max size", "max 2nd half / 1st half", "VACUUMs of it",
-                          "catalogs at start", "catalogs at end", "catalogs 2nd/1st half"], rows))
-        sec.append("\n![size over time](benchmarks/steady_size.png)\n\n![throughput over time]"
-                   "(benchmarks/steady_throughput.png)\n\n![catalog size over time](benchmarks/steady_catalog.png)\n")
-        notes = []
-        for n in names:
-            if st[n].get("worker"):
-                notes.append("%s: the spindle worker dropped %s spindles (%s bytes) in its database"
-                             % (LABEL[n], *(st[n]["worker"].split() + ["?", "?"])[:2]))
-            if st[n].get("in_default"):
-                notes.append("%s: %s events in the default partition" % (LABEL[n],
-                                                                       fmt(st[n]["in_default"])))
-            if st[n].get("errors"):
-                notes.append("%s: sampling errors: %s" % (LABEL[n], st[n]["errors"][0]))
-        if notes:
-            sec.append("\n" + "\n".join("- " + x for x in notes) + "\n")
-        end = {n: st[n]["samples"][-1]["size"] for n in names if st[n]["samples"]}
-        if "spindle" in end and "heap" in end:
-            ratio = end["spindle"] / end["heap"] if end["heap"] else 0
-            T.add("steady: spindle's size at the end ≤ heap's (size ratio)",
-                  "%s vs %s: ratio %.2f%s" % (mib(end["spindle"]), mib(end["heap"]), ratio,
-                                              "".join(", vs %s %.2f" % (LABEL[o], end["spindle"] / end[o])
-                                                      for o in ("pgq", "partman")
-                                                      if end.get(o))),
-                  "≤ 1.00", ratio <= 1.0)
-        for n in ("spindle",):
-            if n in st and st[n]["samples"]:
+    def sec_steady():
+        st = R.get("steady", {})
+        sec = ["## 3. Steady state\n",
+               "2 producers at %d events/s in all (one event per transaction, pgbench -R) and 2 consumers "
+               "(10 events per call, at most 1.5x the produce rate; PgQ: one consumer, a batch per tick, "
+               "the ticker every %s s and pgq's maintenance every %s s; pg_partman: "
+               "run_maintenance every %s s, partitions of %s ids, retention %s ids) for %d s, each "
+               "system %s in a database of its own, autovacuum at its defaults, the spindle worker on; "
+               "spindle queues and tables with events_per_spindle = %d. Sampled every %s s. Size: "
+               "everything the queue owns (the table, its indexes and TOAST; spindle: the facade "
+               "and every spindle, `spindle.tables.size_bytes`; partman: every partition; PgQ: every "
+               "table of schema pgq; PgQ at its defaults truncates its event tables only every "
+               "queue_rotation_period, 2 hours). Catalogs: pg_total_relation_size of %s, summed.\n"
+               % (conf["steady_rate"], conf["pgq_tick_every"], conf["pgq_maint_every"],
+                  conf["partman_every"], fmt(conf["partman_interval"]), fmt(conf["partman_retention"]),
+                  conf["steady_secs"], "side by side with the others (short mode)"
+                  if conf["steady_parallel"] else "alone", conf["events_per_spindle_steady"],
+                  conf["sample"], ", ".join(CATALOGS))]
+        names = [n for n in STEADY_ORDER if n in st]
+        if st:
+            rows = []
+            for n in names:
                 sm = st[n]["samples"]
+                if not sm:
+                    continue
                 half = sm[len(sm) // 2]["t"]
-                bound = steady_bound(st[n], conf["events_per_spindle_steady"])
-                if bound:
-                    share, smp, lim = bound
-                    T.add("steady: spindle's size within backlog + 2 spindles, no VACUUM",
-                          "largest share of the bound %.2f (%s against %s at t = %d s); %s VACUUMs"
-                          % (share, mib(smp["size"]), mib(lim), smp["t"], fmt(st[n]["vacuums"])),
-                          "≤ 1.00, 0", share <= 1.0 and st[n]["vacuums"] == 0)
-                c1 = max(s["catalog"] for s in sm if s["t"] <= half)
+                m1 = max([s["size"] for s in sm if s["t"] <= half] or [0])
+                m2 = max([s["size"] for s in sm if s["t"] > half] or [0])
+                c1 = max([s["catalog"] for s in sm if s["t"] <= half] or [0])
                 c2 = max([s["catalog"] for s in sm if s["t"] > half] or [0])
-                T.add("steady: catalogs bounded with events_per_spindle = %d (2nd half ≤ 1.10x 1st)"
-                      % conf["events_per_spindle_steady"], "%s vs %s" % (mib(c2), mib(c1)),
-                      "≤ 1.10", c2 <= 1.10 * c1)
-        gnuplot(outdir, "steady_size.png", "Steady state: size on disk", "MiB",
-                [(LABEL[n], [(s["t"], s["size"] / 1048576.0) for s in st[n]["samples"]]) for n in names])
-        gnuplot(outdir, "steady_throughput.png", "", "", [], multi=[
-            ("Steady state: produced events/s", "events/s",
-             [(LABEL[n], rates(st[n]["samples"], "produced")) for n in names]),
-            ("Steady state: consumed events/s", "events/s",
-             [(LABEL[n], rates(st[n]["samples"], "consumed")) for n in names])])
-        gnuplot(outdir, "steady_catalog.png",
-                "Steady state: pg_class + pg_attribute + pg_type + pg_depend", "MiB",
-                [(LABEL[n], [(s["t"], s["catalog"] / 1048576.0) for s in st[n]["samples"]])
-                 for n in names])
-    else:
-        sec.append("Not run.\n")
-    body.append("".join(sec))
+                dur = sm[-1]["t"] - sm[0]["t"] or 1
+                rows.append([LABEL[n], fmt(sm[-1]["produced"] / dur), fmt(sm[-1]["consumed"] / dur),
+                             fmt(sm[-1]["produced"] - sm[-1]["consumed"]),
+                             mib(sm[-1]["size"]), mib(max(s["size"] for s in sm)),
+                             "%.2f" % (m2 / m1 if m1 else 0), fmt(st[n]["vacuums"]),
+                             mib(sm[0]["catalog"]), mib(sm[-1]["catalog"]),
+                             "%.2f" % (c2 / c1 if c1 else 0)])
+            sec.append("\nThe target's bound on spindle's size, at each sample: the size of the first sample "
+                       "(the facade and the empty queue) plus, in spindles of the size the worker freed per "
+                       "spindle dropped, what the backlog of b events occupies, at most ceil(b / %d) + 1 "
+                       "spindles (one being consumed, one being filled), and 2 more.\n"
+                       % conf["events_per_spindle_steady"])
+            sec.append(table(["system", "produced/s", "consumed/s", "backlog at end", "size at end",
+                              "max size", "max 2nd half / 1st half", "VACUUMs of it",
+                              "catalogs at start", "catalogs at end", "catalogs 2nd/1st half"], rows))
+            sec.append("\n![size over time](benchmarks/steady_size.png)\n\n![throughput over time]"
+                       "(benchmarks/steady_throughput.png)\n\n![catalog size over time](benchmarks/steady_catalog.png)\n")
+            notes = []
+            for n in names:
+                if st[n].get("worker"):
+                    notes.append("%s: the spindle worker dropped %s spindles (%s bytes) in its database"
+                                 % (LABEL[n], *(st[n]["worker"].split() + ["?", "?"])[:2]))
+                if st[n].get("in_default"):
+                    notes.append("%s: %s events in the default partition" % (LABEL[n],
+                                                                           fmt(st[n]["in_default"])))
+                if st[n].get("errors"):
+                    notes.append("%s: sampling errors: %s" % (LABEL[n], st[n]["errors"][0]))
+            if notes:
+                sec.append("\n" + "\n".join("- " + x for x in notes) + "\n")
+            end = {n: st[n]["samples"][-1]["size"] for n in names if st[n]["samples"]}
+            if "spindle" in end and "heap" in end:
+                ratio = end["spindle"] / end["heap"] if end["heap"] else 0
+                T.add("steady_ratio", "steady: spindle's size at the end ≤ heap's (size ratio)",
+                      "%s vs %s: ratio %.2f%s" % (mib(end["spindle"]), mib(end["heap"]), ratio,
+                                                  "".join(", vs %s %.2f" % (LABEL[o], end["spindle"] / end[o])
+                                                          for o in ("pgq", "partman")
+                                                          if end.get(o))),
+                      "≤ 1.00", ratio <= 1.0)
+            for n in ("spindle",):
+                if n in st and st[n]["samples"]:
+                    sm = st[n]["samples"]
+                    half = sm[len(sm) // 2]["t"]
+                    bound = steady_bound(st[n], conf["events_per_spindle_steady"])
+                    if bound:
+                        share, smp, lim = bound
+                        T.add("steady_bound", "steady: spindle's size within backlog + 2 spindles, no VACUUM",
+                              "largest share of the bound %.2f (%s against %s at t = %d s); %s VACUUMs"
+                              % (share, mib(smp["size"]), mib(lim), smp["t"], fmt(st[n]["vacuums"])),
+                              "≤ 1.00, 0", share <= 1.0 and st[n]["vacuums"] == 0)
+                    c1 = max(s["catalog"] for s in sm if s["t"] <= half)
+                    c2 = max([s["catalog"] for s in sm if s["t"] > half] or [0])
+                    T.add("catalogs", "steady: catalogs bounded with events_per_spindle = %d (2nd half ≤ 1.10x 1st)"
+                          % conf["events_per_spindle_steady"], "%s vs %s" % (mib(c2), mib(c1)),
+                          "≤ 1.10", c2 <= 1.10 * c1)
+            plot(sec, "steady_size.png", "Steady state: size on disk", "MiB",
+                    [(LABEL[n], [(s["t"], s["size"] / 1048576.0) for s in st[n]["samples"]]) for n in names])
+            plot(sec, "steady_throughput.png", "", "", [], multi=[
+                ("Steady state: produced events/s", "events/s",
+                 [(LABEL[n], rates(st[n]["samples"], "produced")) for n in names]),
+                ("Steady state: consumed events/s", "events/s",
+                 [(LABEL[n], rates(st[n]["samples"], "consumed")) for n in names])])
+            plot(sec, "steady_catalog.png",
+                    "Steady state: pg_class + pg_attribute + pg_type + pg_depend", "MiB",
+                    [(LABEL[n], [(s["t"], s["catalog"] / 1048576.0) for s in st[n]["samples"]])
+                     for n in names])
+        else:
+            sec.append("Not run.\n")
+        return sec
 
     # ---- 4. held snapshot
-    hd = R.get("held", {})
-    hw = R.get("held_window", [conf["held_start"], conf["held_hold"]])
-    h0, h1 = hw[0], hw[0] + hw[1]
-    sec = ["## 4. Held snapshot\n",
-           "The steady run again (%d s) with a REPEATABLE READ transaction (`BEGIN ISOLATION LEVEL "
-           "REPEATABLE READ; SELECT 1; SELECT pg_sleep(%d)`) held open in the queue's database "
-           "from t = %d s to t = %d s (shaded in the plots). Back to bounded: the first sample "
-           "after the hold ends whose size is at most 1.25x the largest size before the hold "
-           "(+ 1 MiB).\n" % (conf["held_secs"], hw[1], h0, h1)]
-    hnames = [n for n in STEADY_ORDER if n in hd]
-    if hd:
-        rows = []
-        for n in hnames:
-            sm = hd[n]["samples"]
-            if not sm:
-                continue
-            before = [s["size"] for s in sm if s["t"] <= h0]
-            bound = 1.25 * max(before or [0]) + 1048576
-            during = [s["size"] for s in sm if h0 < s["t"] <= h1 + conf["sample"]]
-            back = next((s["t"] - h1 for s in sm if s["t"] > h1 and s["size"] <= bound), None)
-            rb = window_rate(sm, "consumed", 0, h0)
-            rd = window_rate(sm, "consumed", h0, h1)
-            ra = window_rate(sm, "consumed", h1, sm[-1]["t"])
-            hd[n]["_rates"] = (rb, rd)
-            rows.append([LABEL[n], fmt(rb), fmt(rd), fmt(ra), mib(max(before or [0])),
-                         mib(max(during or [0])), mib(sm[-1]["size"]),
-                         "%.0f s" % back if back is not None else "not within the run"])
-        sec.append(table(["system", "consumed/s before", "consumed/s during", "consumed/s after",
-                          "max size before", "max size during", "size at end",
-                          "back to bounded after"], rows))
-        sec.append("\n![size over time, snapshot held](benchmarks/held_size.png)\n\n![consumed events/s, "
-                   "snapshot held](benchmarks/held_throughput.png)\n")
-        if "spindle" in hd and hd["spindle"].get("_rates"):
-            rb, rd = hd["spindle"]["_rates"]
-            if rb and rd is not None:
-                T.add("held snapshot: spindle's dequeue rate during the hold / before (keeps up)",
-                      "%s / %s = %.2f" % (fmt(rd), fmt(rb), rd / rb), "≥ 0.90", rd >= 0.9 * rb)
-            if "heap" in hd and hd["heap"].get("_rates") and hd["heap"]["_rates"][1]:
-                hr = hd["heap"]["_rates"][1]
-                T.add("held snapshot: spindle's dequeue rate during the hold vs heap's",
-                      "%s vs %s: %.2fx" % (fmt(rd), fmt(hr), (rd or 0) / hr), "≥ 1.00",
-                      (rd or 0) >= hr)
-        for n in hnames:
-            hd[n].pop("_rates", None)
-        gnuplot(outdir, "held_size.png", "Held snapshot: size on disk", "MiB",
-                [(LABEL[n], [(s["t"], s["size"] / 1048576.0) for s in hd[n]["samples"]])
-                 for n in hnames], shade=(h0, h1))
-        gnuplot(outdir, "held_throughput.png", "Held snapshot: consumed events/s", "events/s",
-                [(LABEL[n], rates(hd[n]["samples"], "consumed")) for n in hnames], shade=(h0, h1))
-    else:
-        sec.append("Not run.\n")
-    body.append("".join(sec))
+    def sec_held_snapshot():
+        hd = R.get("held", {})
+        hw = R.get("held_window", [conf["held_start"], conf["held_hold"]])
+        h0, h1 = hw[0], hw[0] + hw[1]
+        sec = ["## 4. Held snapshot\n",
+               "The steady run again (%d s) with a REPEATABLE READ transaction (`BEGIN ISOLATION LEVEL "
+               "REPEATABLE READ; SELECT 1; SELECT pg_sleep(%d)`) held open in the queue's database "
+               "from t = %d s to t = %d s (shaded in the plots). Back to bounded: the first sample "
+               "after the hold ends whose size is at most 1.25x the largest size before the hold "
+               "(+ 1 MiB).\n" % (conf["held_secs"], hw[1], h0, h1)]
+        hnames = [n for n in STEADY_ORDER if n in hd]
+        if hd:
+            rows = []
+            for n in hnames:
+                sm = hd[n]["samples"]
+                if not sm:
+                    continue
+                before = [s["size"] for s in sm if s["t"] <= h0]
+                bound = 1.25 * max(before or [0]) + 1048576
+                during = [s["size"] for s in sm if h0 < s["t"] <= h1 + conf["sample"]]
+                back = next((s["t"] - h1 for s in sm if s["t"] > h1 and s["size"] <= bound), None)
+                rb = window_rate(sm, "consumed", 0, h0)
+                rd = window_rate(sm, "consumed", h0, h1)
+                ra = window_rate(sm, "consumed", h1, sm[-1]["t"])
+                hd[n]["_rates"] = (rb, rd)
+                rows.append([LABEL[n], fmt(rb), fmt(rd), fmt(ra), mib(max(before or [0])),
+                             mib(max(during or [0])), mib(sm[-1]["size"]),
+                             "%.0f s" % back if back is not None else "not within the run"])
+            sec.append(table(["system", "consumed/s before", "consumed/s during", "consumed/s after",
+                              "max size before", "max size during", "size at end",
+                              "back to bounded after"], rows))
+            sec.append("\n![size over time, snapshot held](benchmarks/held_size.png)\n\n![consumed events/s, "
+                       "snapshot held](benchmarks/held_throughput.png)\n")
+            if "spindle" in hd and hd["spindle"].get("_rates"):
+                rb, rd = hd["spindle"]["_rates"]
+                if rb and rd is not None:
+                    T.add("held_rate", "held snapshot: spindle's dequeue rate during the hold / before (keeps up)",
+                          "%s / %s = %.2f" % (fmt(rd), fmt(rb), rd / rb), "≥ 0.90", rd >= 0.9 * rb)
+                if "heap" in hd and hd["heap"].get("_rates") and hd["heap"]["_rates"][1]:
+                    hr = hd["heap"]["_rates"][1]
+                    T.add("held_rate:heap", "held snapshot: spindle's dequeue rate during the hold vs heap's",
+                          "%s vs %s: %.2fx" % (fmt(rd), fmt(hr), (rd or 0) / hr), "≥ 1.00",
+                          (rd or 0) >= hr)
+            for n in hnames:
+                hd[n].pop("_rates", None)
+            plot(sec, "held_size.png", "Held snapshot: size on disk", "MiB",
+                    [(LABEL[n], [(s["t"], s["size"] / 1048576.0) for s in hd[n]["samples"]])
+                     for n in hnames], shade=(h0, h1))
+            plot(sec, "held_throughput.png", "Held snapshot: consumed events/s", "events/s",
+                    [(LABEL[n], rates(hd[n]["samples"], "consumed")) for n in hnames], shade=(h0, h1))
+        else:
+            sec.append("Not run.\n")
+        return sec
 
     # ---- 5. head cost
-    hc = R.get("head", {})
-    sec = ["## 5. Head cost\n",
-           "Mean latency (ms) of one call consuming one event, pgbench -t %d, one client, median of "
-           "%d runs, with K consumed-but-not-dropped events ahead of the head (enqueued and dequeued "
-           "before, the spindle worker off so that their spindles stay). Each K has a database of "
-           "its own, all built before the first measured run; each round then measures every K in "
-           "turn, starting from a different one, so that a drift of the disk's flush time lands on "
-           "every K alike. The row *no flush* is the same dequeue with `synchronous_commit = off`: "
-           "the cost of finding the head without the commit's WAL flush, which does not depend on "
-           "K.\n"
-           % (conf["head_txns"], conf["rounds"])]
-    if hc:
-        ks = sorted({int(k.split("|")[1]) for k in hc})
-        kinds = list(dict.fromkeys(k.split("|")[0] for k in hc))
-        rows = []
-        for kind in kinds:
-            row = [kind]
-            for k in ks:
-                e = hc.get("%s|%d" % (kind, k))
-                row.append(("%s ms (%d spindles)" % (spread(e["lat"]), e["spindles"])) if e else "—")
-            rows.append(row)
-        sec.append(table(["call"] + ["K = %s" % fmt(k) for k in ks], rows))
-        for kind in ("dequeue", "dequeue, no flush"):
-            if "%s|%d" % (kind, ks[0]) not in hc:
-                continue
-            base = med(hc["%s|%d" % (kind, ks[0])]["lat"])
-            worst = max(med(hc["%s|%d" % (kind, k)]["lat"]) for k in ks if "%s|%d" % (kind, k) in hc)
-            if base:
-                T.add("head cost flat within 10%% (%s, K = %s .. %s)" % (kind, fmt(ks[0]), fmt(ks[-1])),
-                      "%.3f ms at K = %s, worst %.3f ms (%.2fx)" % (base, fmt(ks[0]), worst, worst / base),
-                      "≤ 1.10x", worst <= 1.10 * base)
-    else:
-        sec.append("Not run.\n")
-    body.append("".join(sec))
+    def sec_head_cost():
+        hc = R.get("head", {})
+        sec = ["## 5. Head cost\n",
+               "Mean latency (ms) of one call consuming one event, pgbench -t %d, one client, median of "
+               "%d runs, with K consumed-but-not-dropped events ahead of the head (enqueued and dequeued "
+               "before, the spindle worker off so that their spindles stay). Each K has a database of "
+               "its own, all built before the first measured run; each round then measures every K in "
+               "turn, starting from a different one, so that a drift of the disk's flush time lands on "
+               "every K alike. The row *no flush* is the same dequeue with `synchronous_commit = off`: "
+               "the cost of finding the head without the commit's WAL flush, which does not depend on "
+               "K.\n"
+               % (conf["head_txns"], conf["rounds"])]
+        if hc:
+            ks = sorted({int(k.split("|")[1]) for k in hc})
+            kinds = list(dict.fromkeys(k.split("|")[0] for k in hc))
+            rows = []
+            for kind in kinds:
+                row = [kind]
+                for k in ks:
+                    e = hc.get("%s|%d" % (kind, k))
+                    row.append(("%s ms (%d spindles)" % (spread(e["lat"]), e["spindles"])) if e else "—")
+                rows.append(row)
+            sec.append(table(["call"] + ["K = %s" % fmt(k) for k in ks], rows))
+            for kind in ("dequeue", "dequeue, no flush"):
+                if "%s|%d" % (kind, ks[0]) not in hc:
+                    continue
+                base = med(hc["%s|%d" % (kind, ks[0])]["lat"])
+                worst = max(med(hc["%s|%d" % (kind, k)]["lat"]) for k in ks if "%s|%d" % (kind, k) in hc)
+                if base:
+                    T.add("head_flat" if kind == "dequeue" else "head_flat:" + kind, "head cost flat within 10%% (%s, K = %s .. %s)" % (kind, fmt(ks[0]), fmt(ks[-1])),
+                          "%.3f ms at K = %s, worst %.3f ms (%.2fx)" % (base, fmt(ks[0]), worst, worst / base),
+                          "≤ 1.10x", worst <= 1.10 * base)
+        else:
+            sec.append("Not run.\n")
+        return sec
 
     # ---- 6. WAL
-    sec = ["## 6. WAL per event\n",
-           "Bytes of WAL per event (pg_current_wal_insert_lsn before and after each measured run, "
-           "divided by the events it enqueued or consumed; includes commit records and whatever "
-           "autovacuum and the spindle worker wrote meanwhile), medians.\n"]
-    rows = []
-    for name in ["spindle", "spindle_ra", "spindle_sql", "heap", "bare_heap", "pgq", "partman"]:
-        row = [LABEL[name] if name != "spindle" else "spindle (enqueue / dequeue)"]
-        for b in (1, 100):
-            row.append(fmt(med(enq.get("%s|1|%d" % (name, b), {}).get("wal"))))
-        for b in (1, 10, 100):
-            row.append(fmt(med(deq.get("%s|1|%d" % (name, b), {}).get("wal"))
-                           or med(deq.get("%s|4|%d" % (name, b), {}).get("wal"))))
-        rows.append(row)
-    sec.append(table(["system", "enqueue 1/txn", "enqueue 100/txn", "dequeue 1/call",
-                      "dequeue 10/call", "dequeue 100/call"], rows))
-    sec.append("\n(enqueue: 1 client; dequeue: 1 consumer, or 4 where 1 was not run)\n")
-    # The bar is read for batches of 100, as the dequeue bar says: one event
-    # per transaction writes its own heap record and a commit record, which
-    # for this row come to about 250 B before spindle adds anything (the
-    # 1/txn figures are in the table above; docs/benchmarks.md's analysis
-    # says what they are made of).
-    w = med(enq.get("spindle|1|100", {}).get("wal"))
-    if w is not None:
-        T.add("WAL per enqueue in batches of 100 ≤ 250 B", fmt(w, " B"), "≤ 250 B", w <= 250)
-    w = med(deq.get("spindle|1|100", {}).get("wal")) or med(deq.get("spindle|4|100", {}).get("wal"))
-    if w is not None:
-        T.add("WAL per dequeue in batches of 100 ≤ 10 B", fmt(w, " B"), "≤ 10 B", w <= 10)
-    body.append("".join(sec))
+    def sec_wal():
+        sec = ["## 6. WAL per event\n",
+               "Bytes of WAL per event (pg_current_wal_insert_lsn before and after each measured run, "
+               "divided by the events it enqueued or consumed; includes commit records and whatever "
+               "autovacuum and the spindle worker wrote meanwhile), medians.\n"]
+        rows = []
+        for name in ["spindle", "spindle_ra", "spindle_sql", "heap", "bare_heap", "pgq", "partman"]:
+            row = [LABEL[name] if name != "spindle" else "spindle (enqueue / dequeue)"]
+            for b in (1, 100):
+                row.append(fmt(med(enq.get("%s|1|%d" % (name, b), {}).get("wal"))))
+            for b in (1, 10, 100):
+                row.append(fmt(med(deq.get("%s|1|%d" % (name, b), {}).get("wal"))
+                               or med(deq.get("%s|4|%d" % (name, b), {}).get("wal"))))
+            rows.append(row)
+        sec.append(table(["system", "enqueue 1/txn", "enqueue 100/txn", "dequeue 1/call",
+                          "dequeue 10/call", "dequeue 100/call"], rows))
+        sec.append("\n(enqueue: 1 client; dequeue: 1 consumer, or 4 where 1 was not run)\n")
+        # The bar is read for batches of 100, as the dequeue bar says: one event
+        # per transaction writes its own heap record and a commit record, which
+        # for this row come to about 250 B before spindle adds anything (the
+        # 1/txn figures are in the table above; docs/benchmarks.md's analysis
+        # says what they are made of).
+        w = med(enq.get("spindle|1|100", {}).get("wal"))
+        if w is not None:
+            T.add("wal_enq|100", "WAL per enqueue in batches of 100 ≤ 250 B", fmt(w, " B"), "≤ 250 B", w <= 250)
+        w = med(deq.get("spindle|1|100", {}).get("wal")) or med(deq.get("spindle|4|100", {}).get("wal"))
+        if w is not None:
+            T.add("wal_deq|100", "WAL per dequeue in batches of 100 ≤ 10 B", fmt(w, " B"), "≤ 10 B", w <= 10)
+        return sec
 
     # ---- 7. cache
-    ca = R.get("cache", {})
-    sec = ["## 7. Cache on and off\n",
-           "A consumer right behind a producer: one producer (`spindle.enqueue`, one per "
-           "transaction) and one consumer (`spindle.dequeue` of 10) at full speed for %d s, with "
-           "the cache at its default and with `spindle.cache_size = 0` (after a restart); "
-           "medians of %d runs.\n" % (conf["cache_secs"], conf["rounds"])]
-    if not ca:
-        sec.append("Not run.\n")
-    elif not ca.get("built"):
-        sec.append("\ncache: not built (this build has no `spindle.cache_size` setting).\n")
-        T.add("cache on > off", "cache: not built", "on > off", None)
-    else:
-        rows = []
-        for mode in ("on", "off"):
-            e = ca.get(mode, {})
-            rows.append(["%s (cache_size = %s)" % (mode, ca["default_size"] if mode == "on" else 0),
-                         spread(e.get("consumed")), spread(e.get("produced")), spread(e.get("lat")),
-                         " ".join(str(x) for x in (e.get("stats") or [["—"]])[-1])])
-        sec.append(table(["cache", "consumed/s", "produced/s", "dequeue latency (ms)",
-                          "cache_stats hits misses (before, after)"], rows))
-        on, off = med(ca.get("on", {}).get("consumed")), med(ca.get("off", {}).get("consumed"))
-        if on is not None and off is not None:
-            T.add("cache on > off (consumer right behind a producer)",
-                  "%s vs %s events/s" % (fmt(on), fmt(off)), "on > off", on > off)
-    body.append("".join(sec))
+    def sec_cache():
+        ca = R.get("cache", {})
+        sec = ["## 7. Cache on and off\n",
+               "A consumer right behind a producer: one producer (`spindle.enqueue`, one per "
+               "transaction) and one consumer (`spindle.dequeue` of 10) at full speed for %d s, with "
+               "the cache at its default and with `spindle.cache_size = 0` (after a restart); "
+               "medians of %d runs.\n" % (conf["cache_secs"], conf["rounds"])]
+        if not ca:
+            sec.append("Not run.\n")
+        elif not ca.get("built"):
+            sec.append("\ncache: not built (this build has no `spindle.cache_size` setting).\n")
+            T.unmeasured("cache", "cache on > off", "cache: not built")
+        else:
+            rows = []
+            for mode in ("on", "off"):
+                e = ca.get(mode, {})
+                rows.append(["%s (cache_size = %s)" % (mode, ca["default_size"] if mode == "on" else 0),
+                             spread(e.get("consumed")), spread(e.get("produced")), spread(e.get("lat")),
+                             " ".join(str(x) for x in (e.get("stats") or [["—"]])[-1])])
+            sec.append(table(["cache", "consumed/s", "produced/s", "dequeue latency (ms)",
+                              "cache_stats hits misses (before, after)"], rows))
+            on, off = med(ca.get("on", {}).get("consumed")), med(ca.get("off", {}).get("consumed"))
+            if on is not None and off is not None:
+                T.add("cache", "cache on > off (consumer right behind a producer)",
+                      "%s vs %s events/s" % (fmt(on), fmt(off)), "on > off", on > off)
+        return sec
 
     # ---- 8. memory
-    mem = R.get("memory", {})
-    sec = ["## 8. Memory\n",
-           "Shared memory spindle allocates (`pg_shmem_allocations` where the name contains "
-           "'spindle'), at the defaults of this run.\n"]
-    if mem:
-        dflt = {r[0]: r for r in mem.get("default", [])}
-        off = {r[0]: r for r in mem.get("cache_off", [])}
-        rows = []
-        for k in sorted(dflt):
-            rows.append([k, fmt(float(dflt[k][1])), fmt(float(dflt[k][2])),
-                         fmt(float(off[k][2])) if k in off else "—"])
-        total = sum(float(r[2]) for r in dflt.values())
-        rows.append(["**total**", "", fmt(total),
-                     fmt(sum(float(r[2]) for r in off.values())) if off else "—"])
-        sec.append(table(["allocation", "size (bytes)", "allocated (bytes)",
-                          "allocated with cache_size = 0"], rows))
-        sec.append("\nTotal: %s MiB at the defaults.\n" % ("%.2f" % (total / 1048576.0)))
-        if off:
-            diff = total - sum(float(r[2]) for r in off.values())
-            tables = [s for s in mem.get("settings", []) if "cache" in s[0] and s[0] != "spindle.cache_size"]
-            sec.append("The cache takes %s bytes at the defaults%s.\n" % (
-                fmt(diff), "".join("; %s = %s: %s bytes per cached table" % (
-                    s[0], s[1], fmt(diff / float(s[1]))) for s in tables if s[1].isdigit()
-                    and float(s[1]) > 0)))
+    def sec_memory():
+        mem = R.get("memory", {})
+        sec = ["## 8. Memory\n",
+               "Shared memory spindle allocates (`pg_shmem_allocations` where the name contains "
+               "'spindle'), at the defaults of this run.\n"]
+        if mem:
+            dflt = {r[0]: r for r in mem.get("default", [])}
+            off = {r[0]: r for r in mem.get("cache_off", [])}
+            rows = []
+            for k in sorted(dflt):
+                rows.append([k, fmt(float(dflt[k][1])), fmt(float(dflt[k][2])),
+                             fmt(float(off[k][2])) if k in off else "—"])
+            total = sum(float(r[2]) for r in dflt.values())
+            rows.append(["**total**", "", fmt(total),
+                         fmt(sum(float(r[2]) for r in off.values())) if off else "—"])
+            sec.append(table(["allocation", "size (bytes)", "allocated (bytes)",
+                              "allocated with cache_size = 0"], rows))
+            sec.append("\nTotal: %s MiB at the defaults.\n" % ("%.2f" % (total / 1048576.0)))
+            if off:
+                diff = total - sum(float(r[2]) for r in off.values())
+                tables = [s for s in mem.get("settings", []) if "cache" in s[0] and s[0] != "spindle.cache_size"]
+                sec.append("The cache takes %s bytes at the defaults%s.\n" % (
+                    fmt(diff), "".join("; %s = %s: %s bytes per cached table" % (
+                        s[0], s[1], fmt(diff / float(s[1]))) for s in tables if s[1].isdigit()
+                        and float(s[1]) > 0)))
+            else:
+                sec.append("Per cached table: cache: not built.\n")
+            sec.append("\nSettings of spindle in this run:\n\n" + table(
+                ["setting", "value", "unit"], mem.get("settings", [])))
         else:
-            sec.append("Per cached table: cache: not built.\n")
-        sec.append("\nSettings of spindle in this run:\n\n" + table(
-            ["setting", "value", "unit"], mem.get("settings", [])))
-    else:
-        sec.append("Not run.\n")
-    body.append("".join(sec))
+            sec.append("Not run.\n")
+        return sec
+
+    # ---- the machine, the settings, how to run
+    m = R.get("machine") or {}
+
+    def sec_machine():
+        return ["## Machine and settings\n",
+                table(["", ""], [
+                    ["CPUs (nproc)", m.get("nproc", "?")], ["CPU", m.get("cpu", "?")],
+                    ["RAM", m.get("ram", "?")], ["kernel", m.get("kernel", "?")],
+                    ["PostgreSQL", m.get("pg", "?")], ["spindle commit", m.get("spindle_commit", "?")],
+                    ["PgQ", m.get("pgq", "?")], ["pg_partman", m.get("partman", "?")],
+                    ["load average at start / end", "%s / %s" % (m.get("loadavg", "?"),
+                                                               m.get("loadavg_end", "?"))],
+                    ["time per workload (s)", ", ".join("%s %s" % kv for kv in
+                                                        (R.get("timings") or {}).items())],
+                    ["1-minute load average at the end of each workload",
+                     ", ".join("%s %s" % kv for kv in (R.get("load") or {}).items()) or "?"]]),
+                "\nThe machine is shared with other work (the load average above says how busy "
+                "it was); figures are noisy, compare systems within one run.\n\n"
+                "One throwaway cluster (initdb in a temp dir, unix socket only), the same settings "
+                "for every system; everything else at PostgreSQL's defaults (autovacuum on):\n\n"
+                "```\n" + "\n".join("%s = %s" % tuple(s) for s in R.get("settings") or []) + "\n```\n",
+                "\nPayload: a ~120-byte jsonb document. Heap-like queues: `%s`.\n"
+                % "(id bigserial PRIMARY KEY, enqueued_at timestamptz, prio int, payload jsonb)"]
+
+    def sec_howto():
+        return ["## How to run\n",
+                "```sh\n"
+                "sudo ./scripts/build.sh        # build and install spindle (or make install)\n"
+                "sudo make bench                # full mode; rewrites docs/benchmarks.md\n"
+                "sudo make bench-short          # short mode (CI: test/t/045_bench_short.pl), "
+                "< 3 minutes\n"
+                "BENCH_OUT=/tmp/b make bench    # write the report elsewhere\n"
+                "```\n\n"
+                "`bench/run.sh` installs postgresql-15-pgq3, postgresql-15-partman and gnuplot-nox "
+                "when they are missing (as root), runs `bench/harness.py` as user postgres (when "
+                "invoked as root) on a cluster in a temp dir, and copies the report and its plots to "
+                "BENCH_OUT (default docs/). Every parameter can be changed with an environment "
+                "variable (BENCH_ROUNDS, BENCH_SECS, BENCH_BACKLOG, BENCH_STEADY_SECS, BENCH_HELD_SECS, "
+                "BENCH_HELD_START, BENCH_HELD_HOLD, BENCH_STEADY_RATE, BENCH_ONLY=enqueue,dequeue,...: "
+                "see the top of bench/harness.py). The raw figures are in results.json next to the "
+                "report (bench/run.sh copies it there even when the report fails). The run that "
+                "wrote this report took %s.\n\nThe statements each system runs (pgbench scripts):\n\n"
+                % ("%d minutes" % round(sum((R.get("timings") or {}).values()) / 60.0)),
+                "```sql\n" + SCRIPTS + "```\n"]
+
+    # Each section is rendered on its own: one that raises (a missing key, a
+    # None where a figure was expected) says so in its place and is listed
+    # at the top, and the rest of the report is still written.
+    def render(title, fn):
+        try:
+            return "".join(fn())
+        except Exception as e:
+            tb = traceback.extract_tb(e.__traceback__)
+            where = next((f for f in reversed(tb) if f.filename.endswith("report.py")), tb[-1])
+            err = "%s: %s (bench/report.py line %d)" % (type(e).__name__, e, where.lineno)
+            failed.append((title, err))
+            return "## %s\n\nThis section failed to render: `%s`\n" % (title, err.replace("`", "'"))
+
+    body = [render(t, fn) for t, fn in [
+        ("1. Enqueue", sec_enqueue), ("2. Dequeue from a backlog", sec_dequeue),
+        ("3. Steady state", sec_steady), ("4. Held snapshot", sec_held_snapshot),
+        ("5. Head cost", sec_head_cost), ("6. WAL per event", sec_wal),
+        ("7. Cache on and off", sec_cache), ("8. Memory", sec_memory)]]
+    machine_sec = render("Machine and settings", sec_machine)
+    howto = render("How to run", sec_howto)
+
+    def sec_summary():
+        rows = T.ordered([t for t, _ in failed])
+        met, missed, unmeasured, info = Targets.count(rows)
+        return ["## Summary: targets\n",
+                "Targets from issue 9; single-event targets read \"k times heap, or 90%% of the "
+                "commit ceiling measured in the same run, whichever is lower\".%s\n"
+                % (" Short mode: met/not met here means nothing." if R.get("short") else ""),
+                table(["target", "measured", "bar", "met?"], [r[1:] for r in rows]),
+                "\n%d met, %d not met%s%s.\n" % (
+                    met, missed, " (%d of them not measured)" % unmeasured if unmeasured else "",
+                    "; %d informational row%s (not targets, not counted)" % (info, "s" if info > 1 else "")
+                    if info else "")]
+    summary = render("Summary: targets", sec_summary)
 
     # ---- head of the document
-    m = R.get("machine", {})
-    if "overrides" in R:
-        given = R["overrides"]
-    else:
-        import harness
-        given = harness.overrides()
-    mode = ("**SHORT MODE** (BENCH_SHORT=1: a few seconds per workload, small backlog, steady and "
-            "held runs of seconds, the systems side by side, one run each): this proves the harness "
-            "and the report work; its figures say nothing about speed."
-            if R.get("short") else
-            "Full mode (`make bench`)." if not given else
-            "The full mode's workloads (`make bench`), with changed parameters (below).")
-    custom = sorted(given)
-    head = ["# spindle benchmarks\n",
-            "Generated by `bench/run.sh` (`%s`) on %s; do not edit by hand.\n" % (
-                R.get("command", "make bench"), m.get("date", "?")),
-            "\n%s\n" % mode]
-    if custom:
-        head.append("\n**A reduced run, not the full mode as it stands**: it changed the harness's "
-                    "defaults: %s.\n" % ", ".join(
-            "`%s=%s`" % (k, given[k]) for k in custom))
-    if R.get("failures"):
-        head.append("\n**Workloads that failed:** %s\n" % "; ".join(
-            "%s: %s" % (k, v.splitlines()[0][:300]) for k, v in R["failures"].items()))
-
-    machine_sec = ["## Machine and settings\n",
-                   table(["", ""], [
-                       ["CPUs (nproc)", m.get("nproc", "?")], ["CPU", m.get("cpu", "?")],
-                       ["RAM", m.get("ram", "?")], ["kernel", m.get("kernel", "?")],
-                       ["PostgreSQL", m.get("pg", "?")], ["spindle commit", m.get("spindle_commit", "?")],
-                       ["PgQ", m.get("pgq", "?")], ["pg_partman", m.get("partman", "?")],
-                       ["load average at start / end", "%s / %s" % (m.get("loadavg", "?"),
-                                                                  m.get("loadavg_end", "?"))],
-                       ["time per workload (s)", ", ".join("%s %s" % kv for kv in
-                                                           R.get("timings", {}).items())],
-                       ["1-minute load average at the end of each workload",
-                        ", ".join("%s %s" % kv for kv in R.get("load", {}).items()) or "?"]]),
-                   "\nThe machine is shared with other work (the load average above says how busy "
-                   "it was); figures are noisy, compare systems within one run.\n\n"
-                   "One throwaway cluster (initdb in a temp dir, unix socket only), the same settings "
-                   "for every system; everything else at PostgreSQL's defaults (autovacuum on):\n\n"
-                   "```\n" + "\n".join("%s = %s" % tuple(s) for s in R.get("settings", [])) + "\n```\n",
-                   "\nPayload: a ~120-byte jsonb document. Heap-like queues: `%s`.\n"
-                   % "(id bigserial PRIMARY KEY, enqueued_at timestamptz, prio int, payload jsonb)"]
-
-    summary = ["## Summary: targets\n",
-               "Targets from the design brief (\"Performance: where the bar is\"); single-event "
-               "targets read \"k times heap, or 90%% of the commit ceiling measured in the same run, "
-               "whichever is lower\".%s\n" % (" Short mode: met/not met here means nothing."
-                                              if R.get("short") else "")]
-    if T.rows:
-        summary.append(table(["target", "measured", "bar", "met?"], T.rows))
-        summary.append("\n%d met, %d not met%s.\n" % (
-            sum(1 for r in T.rows if r[3] == "**met**"), sum(1 for r in T.rows if r[3] == "**not met**"),
-            ", %d not measurable" % sum(1 for r in T.rows if r[3] == "n/a")
-            if any(r[3] == "n/a" for r in T.rows) else ""))
-    else:
-        summary.append("No target could be evaluated in this run.\n")
-
-    howto = ["## How to run\n",
-             "```sh\n"
-             "sudo ./scripts/build.sh        # build and install spindle (or make install)\n"
-             "sudo make bench                # full mode; rewrites docs/benchmarks.md\n"
-             "sudo make bench-short          # short mode (CI: test/t/045_bench_short.pl), "
-             "< 3 minutes\n"
-             "BENCH_OUT=/tmp/b make bench    # write the report elsewhere\n"
-             "```\n\n"
-             "`bench/run.sh` installs postgresql-15-pgq3, postgresql-15-partman and gnuplot-nox "
-             "when they are missing (as root), runs `bench/harness.py` as user postgres (when "
-             "invoked as root) on a cluster in a temp dir, and copies the report and its plots to "
-             "BENCH_OUT (default docs/). Every parameter can be changed with an environment "
-             "variable (BENCH_ROUNDS, BENCH_SECS, BENCH_BACKLOG, BENCH_STEADY_SECS, BENCH_HELD_SECS, "
-             "BENCH_HELD_START, BENCH_HELD_HOLD, BENCH_STEADY_RATE, BENCH_ONLY=enqueue,dequeue,...: "
-             "see the top of bench/harness.py). The raw figures are in results.json next to the "
-             "report. The run that wrote this report took %s.\n\nThe statements each system runs (pgbench scripts):\n\n" % (
-                 "%d minutes" % round(sum(R.get("timings", {}).values()) / 60.0)),
-             "```sql\n" + SCRIPTS + "```\n"]
+    def sec_head():
+        if "overrides" in R:
+            given = R["overrides"] or {}
+        else:
+            import harness
+            given = harness.overrides()
+        mode = ("**SHORT MODE** (BENCH_SHORT=1: a few seconds per workload, small backlog, steady and "
+                "held runs of seconds, the systems side by side, one run each): this proves the harness "
+                "and the report work; its figures say nothing about speed."
+                if R.get("short") else
+                "Full mode (`make bench`)." if not given else
+                "The full mode's workloads (`make bench`), with changed parameters (below).")
+        custom = sorted(given)
+        head = ["# spindle benchmarks\n",
+                "Generated by `bench/run.sh` (`%s`) on %s; do not edit by hand.\n" % (
+                    R.get("command", "make bench"), m.get("date", "?")),
+                "\n%s\n" % mode]
+        if custom:
+            head.append("\n**A reduced run, not the full mode as it stands**: it changed the harness's "
+                        "defaults: %s.\n" % ", ".join("`%s=%s`" % (k, given[k]) for k in custom))
+        if R.get("failures"):
+            head.append("\n**Workloads that failed:** %s\n" % "; ".join(
+                "%s: %s" % (k, str(v).splitlines()[0][:300] if v else "?")
+                for k, v in R["failures"].items()))
+        return head
+    head = render("spindle benchmarks", sec_head)
+    if failed:
+        head += ("\n**Parts of this report that failed to render** (the rest is complete): %s\n"
+                 % "; ".join("%s: `%s`" % (t, e.replace("`", "'")) for t, e in failed))
 
     # why the targets missed are missed: measured by hand (perf, pg_waldump),
     # kept in bench/analysis.md and quoted as written
-    analysis = []
+    analysis = ""
     apath = os.path.join(os.path.dirname(os.path.abspath(__file__)), "analysis.md")
     if os.path.exists(apath) and not R.get("short"):
         with open(apath) as fh:
-            analysis = [fh.read().rstrip() + "\n"]
+            analysis = fh.read().rstrip() + "\n"
 
-    doc = "".join(head) + "\n" + "".join(summary) + "\n" + \
-        ("".join(analysis) + "\n" if analysis else "") + "".join(machine_sec) + "\n" + \
-        "\n".join(body) + "\n" + "".join(howto)
+    doc = head + "\n" + summary + "\n" + (analysis + "\n" if analysis else "") + machine_sec + \
+        "\n" + "\n".join(body) + "\n" + howto
     with open(os.path.join(outdir, "benchmarks.md"), "w") as f:
         f.write(doc)
     return doc
