@@ -561,29 +561,41 @@ def write(R, outdir):
                "Bytes of WAL per event (pg_current_wal_insert_lsn before and after each measured run, "
                "divided by the events it enqueued or consumed; includes commit records and whatever "
                "autovacuum and the spindle worker wrote meanwhile), medians.\n"]
+        def dwal(name, b):
+            """Dequeue WAL per event: 1 consumer, or 4 where 1 was not run."""
+            w = med(deq.get("%s|1|%d" % (name, b), {}).get("wal"))
+            return w if w is not None else med(deq.get("%s|4|%d" % (name, b), {}).get("wal"))
+
         rows = []
         for name in ["spindle", "spindle_ra", "spindle_sql", "heap", "bare_heap", "pgq", "partman"]:
             row = [LABEL[name] if name != "spindle" else "spindle (enqueue / dequeue)"]
             for b in (1, 100):
                 row.append(fmt(med(enq.get("%s|1|%d" % (name, b), {}).get("wal"))))
             for b in (1, 10, 100):
-                row.append(fmt(med(deq.get("%s|1|%d" % (name, b), {}).get("wal"))
-                               or med(deq.get("%s|4|%d" % (name, b), {}).get("wal"))))
+                row.append(fmt(dwal(name, b)))
             rows.append(row)
         sec.append(table(["system", "enqueue 1/txn", "enqueue 100/txn", "dequeue 1/call",
                           "dequeue 10/call", "dequeue 100/call"], rows))
         sec.append("\n(enqueue: 1 client; dequeue: 1 consumer, or 4 where 1 was not run)\n")
-        # The bar is read for batches of 100, as the dequeue bar says: one event
-        # per transaction writes its own heap record and a commit record, which
-        # for this row come to about 250 B before spindle adds anything (the
-        # 1/txn figures are in the table above; docs/benchmarks.md's analysis
-        # says what they are made of).
-        w = med(enq.get("spindle|1|100", {}).get("wal"))
-        if w is not None:
-            T.add("wal_enq|100", "WAL per enqueue in batches of 100 ≤ 250 B", fmt(w, " B"), "≤ 250 B", w <= 250)
-        w = med(deq.get("spindle|1|100", {}).get("wal")) or med(deq.get("spindle|4|100", {}).get("wal"))
-        if w is not None:
-            T.add("wal_deq|100", "WAL per dequeue in batches of 100 ≤ 10 B", fmt(w, " B"), "≤ 10 B", w <= 10)
+        # Issue 9: "WAL per enqueued event at most 250 bytes; per dequeued
+        # event at most 10 bytes in batches of 100": "in batches of 100"
+        # belongs to the dequeue clause, so the enqueue target is the 1/txn
+        # row; the batch row is kept as a second target row, named as such.
+        for b, what in ((1, "one event per transaction (the issue's target)"),
+                        (100, "batches of 100 (a second row: the issue's bar read for batches)")):
+            key = "wal_enq|%d" % b
+            w = med(enq.get("spindle|1|%d" % b, {}).get("wal"))
+            if w is None:
+                T.unmeasured(key, what_of[key], "not measured: no WAL figure for spindle|1|%d" % b)
+            else:
+                T.add(key, "WAL per enqueued event ≤ 250 B, %s" % what, fmt(w, " B"), "≤ 250 B",
+                      w <= 250)
+        w = dwal("spindle", 100)
+        if w is None:
+            T.unmeasured("wal_deq|100", what_of["wal_deq|100"], "not measured: no WAL figure for "
+                         "spindle's dequeue of 100")
+        else:
+            T.add("wal_deq|100", what_of["wal_deq|100"], fmt(w, " B"), "≤ 10 B", w <= 10)
         return sec
 
     # ---- 7. cache
