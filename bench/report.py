@@ -859,11 +859,17 @@ def write(R, outdir):
             sec.append("\nTotal: %s MiB at the defaults.\n" % ("%.2f" % (total / 1048576.0)))
             if off:
                 diff = total - sum(float(r[2]) for r in off.values())
-                tables = [s for s in mem.get("settings", []) if "cache" in s[0] and s[0] != "spindle.cache_size"]
+                # the cache is spindle.cache_tables table slots of
+                # spindle.cache_size entries each (src/cache.c): per cached
+                # table is the cache's memory / cache_tables
+                setting = {r[0]: r[1] for r in mem.get("settings") or [] if len(r) > 1}
+                ntab = setting.get("spindle.cache_tables", "")
                 sec.append("The cache takes %s bytes at the defaults%s.\n" % (
-                    fmt(diff), "".join("; %s = %s: %s bytes per cached table" % (
-                        s[0], s[1], fmt(diff / float(s[1]))) for s in tables if s[1].isdigit()
-                        and float(s[1]) > 0)))
+                    fmt(diff), "; spindle.cache_tables = %s: %s bytes per cached table (spindle.cache_size = %s "
+                    "entries, payloads up to spindle.cache_payload_size = %s B)" % (
+                        ntab, fmt(diff / float(ntab)), setting.get("spindle.cache_size", "?"),
+                        setting.get("spindle.cache_payload_size", "?"))
+                    if ntab.isdigit() and int(ntab) > 0 else ""))
             else:
                 sec.append("Per cached table: cache: not built.\n")
             sec.append("\nSettings of spindle in this run:\n\n" + table(
