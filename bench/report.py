@@ -393,13 +393,15 @@ def write(R, outdir):
     def sec_dequeue():
         sec = ["## 2. Dequeue from a backlog\n",
                "Events/s consumed from a backlog of %s events (filled before each run), median of %d "
-               "runs (min–max). Each run: a warm-up that consumes 5%% of the backlog, then a fixed "
-               "number of calls per consumer that takes about %d s and leaves at least 20%% of the "
-               "backlog (a run never finds the queue empty); events/s = events removed (backlog "
-               "before − after) / pgbench's time. "
+               "runs (min–max). Each run: a warm-up that consumes 5%% of the backlog, then a measured "
+               "run of a fixed number of calls per consumer, set from the warm-up's rate so that it "
+               "would take %s s, but at most 80%% of the backlog left after the warm-up: a run ends "
+               "at about %s s or when 80%% of the backlog is consumed, whichever comes first (a fast "
+               "system's batch runs are therefore shorter; a run never finds the queue empty). "
+               "events/s = events removed (backlog before − after) / pgbench's time. "
                "PgQ: one consumer (PgQ consumers are subscriptions that each receive every event), "
                "batches made by one tick every N events.\n"
-               % (fmt(conf["backlog"]), conf["rounds"], conf["secs"])]
+               % (fmt(conf["backlog"]), conf["rounds"], fmt(conf["secs"]), fmt(conf["secs"]))]
         dcfgs = sorted({tuple(map(int, k.split("|")[1:])) for k in deq})
         if deq:
             rows = []
@@ -411,6 +413,14 @@ def write(R, outdir):
             sec.append(table(["system"] + ["%d consumer%s, %d/call" % (c, "s" if c > 1 else "", b)
                                            for c, b in dcfgs], rows))
             sec.append(errors_note(deq))
+            if any(v.get("secs") for v in deq.values()):
+                rows = []
+                for name in ["spindle", "spindle_ra", "spindle_sql", "heap", "pgq", "partman"]:
+                    rows.append([LABEL[name]] + [spread((deq.get("%s|%d|%d" % (name, c, b)) or {})
+                                                        .get("secs")) for c, b in dcfgs])
+                sec.append("\nMeasured duration of each run (s), median (min–max):\n" + table(
+                    ["system"] + ["%d consumer%s, %d/call" % (c, "s" if c > 1 else "", b)
+                                  for c, b in dcfgs], rows))
             short = [(k, max(v["short"])) for k, v in deq.items() if v.get("short") and max(v["short"]) > 0]
             if short:
                 sec.append("\nRuns where calls returned fewer events than asked (events short): %s.\n"
@@ -899,8 +909,15 @@ def write(R, outdir):
                 "One throwaway cluster (initdb in a temp dir, unix socket only), the same settings "
                 "for every system; everything else at PostgreSQL's defaults (autovacuum on):\n\n"
                 "```\n" + "\n".join("%s = %s" % tuple(s) for s in R.get("settings") or []) + "\n```\n",
-                "\nPayload: a ~120-byte jsonb document. Heap-like queues: `%s`.\n"
-                % "(id bigserial PRIMARY KEY, enqueued_at timestamptz, prio int, payload jsonb)"]
+                "\nPayload: %s. Heap-like queues: `%s`.\n"
+                % (payload(), "(id bigserial PRIMARY KEY, enqueued_at timestamptz, prio int, payload jsonb)")]
+
+    def payload():
+        pb = R.get("payload_bytes") or {}
+        if pb.get("text") is not None and pb.get("jsonb") is not None:
+            return ("a JSON document of %s characters as text, stored as %s bytes of jsonb "
+                    "(pg_column_size; issue 9 asks for ~120-byte jsonb)" % (fmt(pb["text"]), fmt(pb["jsonb"])))
+        return "a ~125-character JSON document (jsonb)"
 
     def sec_howto():
         return ["## How to run\n",
