@@ -4,6 +4,7 @@ section of the report is there even when its workload did not run (it then
 says so), so that a reader, and test/t/045_bench_short.pl, can rely on it.
 """
 
+import math
 import os
 import statistics
 import subprocess
@@ -20,8 +21,47 @@ PLOTDIR = "benchmarks"      # the plots, next to benchmarks.md
 STEADY_ORDER = ["spindle", "spindle_ra", "spindle_sql", "heap", "pgq", "partman"]
 
 
+class Conf(dict):
+    """The run's CONF; a parameter missing from results.json reads None."""
+
+    def __missing__(self, key):
+        return None
+
+
+def ints(xs):
+    """The integers of a CONF list (bad items left out)."""
+    out = []
+    for x in xs or []:
+        try:
+            out.append(int(x))
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def runs_of(res):
+    """A workload's results without the entries that are not records, and
+    each record's samples without those that have no time."""
+    out = {}
+    for k, v in (res or {}).items() if isinstance(res, dict) else ():
+        if isinstance(v, dict):
+            v = dict(v)
+            if "samples" in v:
+                v["samples"] = [x for x in v["samples"] or [] if isinstance(x, dict)
+                                and isinstance(x.get("t"), (int, float))]
+            out[k] = v
+        elif k in ("built", "default_size"):
+            out[k] = v
+    return out
+
+
+def nums(xs):
+    """The numbers of a list (None and the rest left out)."""
+    return [x for x in xs or [] if isinstance(x, (int, float)) and not isinstance(x, bool)]
+
+
 def med(xs):
-    xs = [x for x in (xs or []) if x is not None]
+    xs = nums(xs)
     return statistics.median(xs) if xs else None
 
 
@@ -43,6 +83,8 @@ def bound_of(run, eps):
     samples = run.get("samples") or []
     if not samples or qsize(samples[0]) is None:
         return None, "no samples"
+    if not eps:
+        return None, "events_per_spindle of the run unknown"
     try:
         dropped, freed = (float(x) for x in (run.get("worker") or "").split())
     except ValueError:
@@ -119,7 +161,7 @@ def ceiling_bar(k, base, ceil, n):
 
 
 def spread(xs):
-    xs = [x for x in (xs or []) if x is not None]
+    xs = nums(xs)
     if not xs:
         return "—"
     m = statistics.median(xs)
@@ -132,23 +174,28 @@ def cell(e):
     """A table cell for one configuration: median (min–max), or why not."""
     if not e:
         return "—"
-    if e.get("errors") and not e.get("rate"):
+    if e.get("errors") and not nums(e.get("rate")):
         return "failed¹"
-    return spread(e["rate"]) + ("¹" if e.get("errors") else "")
+    return spread(e.get("rate")) + ("¹" if e.get("errors") else "")
 
 
 def errors_note(res):
-    errs = [(k, v["errors"][0]) for k, v in sorted(res.items()) if v.get("errors")]
+    errs = [(k, str(v["errors"][0])) for k, v in sorted(res.items())
+            if isinstance(v, dict) and v.get("errors")]
     if not errs:
         return ""
     return ("\n¹ Runs that failed (not counted in the medians):\n\n" +
             "".join("- `%s` (system|clients|events per transaction): %d failed run(s): `%s`\n"
-                    % (k, len(res[k]["errors"]), e.splitlines()[0][:400]) for k, e in errs))
+                    % (k, len(res[k]["errors"]), (e.splitlines() or [""])[0][:400]) for k, e in errs))
 
 
 def fmt(v, unit=""):
     if v is None:
         return "—"
+    if not isinstance(v, (int, float)):
+        return str(v)
+    if math.isinf(v) or math.isnan(v):
+        return str(v)
     if float(v).is_integer() and abs(v) < 100:
         return "%d%s" % (v, unit)
     if abs(v) >= 100:
@@ -312,9 +359,8 @@ class Targets:
 
 def write(R, outdir):
     os.makedirs(outdir, exist_ok=True)
-    conf = R.get("conf") or {}
-    enq = R.get("enqueue") or {}
-    deq = R.get("dequeue") or {}
+    conf = Conf(R.get("conf") or {})
+    enq, deq = runs_of(R.get("enqueue")), runs_of(R.get("dequeue"))
     T = Targets()
     what_of = {k: w for k, w, _ in EXPECTED}
     failed = []         # (what, error): sections and plots that failed to render
@@ -328,10 +374,10 @@ def write(R, outdir):
             sec.append("\nPlot %s failed to render: `%s`\n" % (name, failed[-1][1].replace("`", "'")))
 
     def er(name, clients, batch, field="rate"):
-        return med(enq.get("%s|%d|%d" % (name, clients, batch), {}).get(field))
+        return med((enq.get("%s|%d|%d" % (name, clients, batch)) or {}).get(field))
 
     def dr(name, clients, batch, field="rate"):
-        return med(deq.get("%s|%d|%d" % (name, clients, batch), {}).get(field))
+        return med((deq.get("%s|%d|%d" % (name, clients, batch)) or {}).get(field))
 
     def ratio_target(key, s, base, base_label, k, ceil=None, n=None):
         """Target KEY: spindle's s ≥ k x base; with n (events per transaction)
@@ -358,11 +404,11 @@ def write(R, outdir):
     # ---- 1. enqueue
     def sec_enqueue():
         sec = ["## 1. Enqueue\n",
-               "Events/s, median of %d runs of %d s (min–max), pgbench -M prepared, one event per "
+               "Events/s, median of %s runs of %s s (min–max), pgbench -M prepared, one event per "
                "transaction or batches of 100 per transaction; a fresh queue for each run. The commit "
                "ceiling is a one-row `INSERT INTO ceiling VALUES (1)` per transaction (an int column, "
-               "no index).\n" % (conf["rounds"], conf["secs"])]
-        cfgs = [(int(c), int(b)) for c in conf["enqueue_clients"] for b in conf["enqueue_batches"]]
+               "no index).\n" % (fmt(conf["rounds"]), fmt(conf["secs"]))]
+        cfgs = [(c, b) for c in ints(conf["enqueue_clients"]) for b in ints(conf["enqueue_batches"])]
         if enq:
             rows = []
             for name in ["ceiling", "spindle", "spindle_sql", "heap", "bare_heap", "pgq", "partman"]:
@@ -392,7 +438,7 @@ def write(R, outdir):
     # ---- 2. dequeue
     def sec_dequeue():
         sec = ["## 2. Dequeue from a backlog\n",
-               "Events/s consumed from a backlog of %s events (filled before each run), median of %d "
+               "Events/s consumed from a backlog of %s events (filled before each run), median of %s "
                "runs (min–max). Each run: a warm-up that consumes 5%% of the backlog, then a measured "
                "run of a fixed number of calls per consumer, set from the warm-up's rate so that it "
                "would take %s s, but at most 80%% of the backlog left after the warm-up: a run ends "
@@ -401,8 +447,8 @@ def write(R, outdir):
                "events/s = events removed (backlog before − after) / pgbench's time. "
                "PgQ: one consumer (PgQ consumers are subscriptions that each receive every event), "
                "batches made by one tick every N events.\n"
-               % (fmt(conf["backlog"]), conf["rounds"], fmt(conf["secs"]), fmt(conf["secs"]))]
-        dcfgs = sorted({tuple(map(int, k.split("|")[1:])) for k in deq})
+               % (fmt(conf["backlog"]), fmt(conf["rounds"]), fmt(conf["secs"]), fmt(conf["secs"]))]
+        dcfgs = sorted({tuple(ints(k.split("|")[1:])) for k in deq if len(ints(k.split("|")[1:])) == 2})
         if deq:
             rows = []
             for name in ["spindle", "spindle_ra", "spindle_sql", "heap", "pgq", "partman"]:
@@ -421,7 +467,8 @@ def write(R, outdir):
                 sec.append("\nMeasured duration of each run (s), median (min–max):\n" + table(
                     ["system"] + ["%d consumer%s, %d/call" % (c, "s" if c > 1 else "", b)
                                   for c, b in dcfgs], rows))
-            short = [(k, max(v["short"])) for k, v in deq.items() if v.get("short") and max(v["short"]) > 0]
+            short = [(k, max(nums(v.get("short")))) for k, v in deq.items()
+                     if nums(v.get("short")) and max(nums(v.get("short"))) > 0]
             if short:
                 sec.append("\nRuns where calls returned fewer events than asked (events short): %s.\n"
                            % ", ".join("%s %s" % (k, fmt(v)) for k, v in short))
@@ -438,21 +485,21 @@ def write(R, outdir):
 
     # ---- 3. steady
     def sec_steady():
-        st = R.get("steady", {})
+        st = runs_of(R.get("steady"))
         sec = ["## 3. Steady state\n",
-               "2 producers at %d events/s in all (one event per transaction, pgbench -R) and 2 consumers "
+               "2 producers at %s events/s in all (one event per transaction, pgbench -R) and 2 consumers "
                "(10 events per call, at most 1.5x the produce rate; PgQ: one consumer, a batch per tick, "
                "the ticker every %s s and pgq's maintenance every %s s; pg_partman: "
-               "run_maintenance every %s s, partitions of %s ids, retention %s ids) for %d s, each "
+               "run_maintenance every %s s, partitions of %s ids, retention %s ids) for %s s, each "
                "system %s in a database of its own, autovacuum at its defaults, the spindle worker on; "
-               "spindle queues and tables with events_per_spindle = %d. Sampled every %s s. Size: "
+               "spindle queues and tables with events_per_spindle = %s. Sampled every %s s. Size: "
                "everything the queue owns (the table, its indexes and TOAST; spindle: the facade "
                "and every spindle, `spindle.tables.size_bytes`; partman: every partition; PgQ: every "
                "table of schema pgq; PgQ at its defaults truncates its event tables only every "
                "queue_rotation_period, 2 hours). Catalogs: pg_total_relation_size of %s, summed.\n"
-               % (conf["steady_rate"], conf["pgq_tick_every"], conf["pgq_maint_every"],
+               % (fmt(conf["steady_rate"]), conf["pgq_tick_every"], conf["pgq_maint_every"],
                   conf["partman_every"], fmt(conf["partman_interval"]), fmt(conf["partman_retention"]),
-                  conf["steady_secs"], "side by side with the others (short mode)"
+                  fmt(conf["steady_secs"]), "side by side with the others (short mode)"
                   if conf["steady_parallel"] else "alone", conf["events_per_spindle_steady"],
                   conf["sample"], ", ".join(CATALOGS))]
         eps = conf["events_per_spindle_steady"]
@@ -484,10 +531,10 @@ def write(R, outdir):
                              ratio(m2, m1), fmt(st[n].get("vacuums")),
                              mib(sm[0].get("catalog")), mib(last.get("catalog")), ratio(c2, c1)])
             sec.append("\nThe target's bound on spindle's size is issue 9's \"backlog + 2 spindles\" "
-                       "taken literally: at each sample, base + (b / %d + 2) x per, where base is the "
+                       "taken literally: at each sample, base + (b / %s + 2) x per, where base is the "
                        "size of the first sample (the facade, its index, the empty queue), per is a "
                        "spindle's size, the bytes the worker freed per spindle it dropped, and b is the "
-                       "backlog at that sample (produced − consumed); %d is events_per_spindle. It is "
+                       "backlog at that sample (produced − consumed); %s is events_per_spindle. It is "
                        "checked on %s. Catalogs bounded: the largest catalog size in the last third of "
                        "the samples at most 1.05x the largest in the middle third (the table's \"2nd/1st "
                        "half\" column is for information).\n"
@@ -542,7 +589,7 @@ def write(R, outdir):
                 T.add("steady_bound", what_of["steady_bound"], "the bound cannot be computed: %s; "
                       "%s VACUUMs" % (why, fmt(vac)), "≤ 1.00, 0 VACUUMs", False, why=why)
             mid, last = thirds(vals(run.get("samples") or [], "catalog"))
-            what = ("steady: catalogs bounded with events_per_spindle = %d (max of the last third of "
+            what = ("steady: catalogs bounded with events_per_spindle = %s (max of the last third of "
                     "the samples ≤ 1.05x max of the middle third)" % eps)
             if mid and last:
                 T.add("catalogs", what, "%s vs %s (%.2fx); %s at the start" % (
@@ -565,8 +612,10 @@ def write(R, outdir):
 
     # ---- 4. held snapshot
     def sec_held_snapshot():
-        hd = R.get("held") or {}
-        hw = R.get("held_window") or [conf.get("held_start"), conf.get("held_hold")]
+        hd = runs_of(R.get("held"))
+        hw = R.get("held_window") or [conf["held_start"], conf["held_hold"]]
+        if len(nums(hw)) != 2:
+            raise ValueError("no held window (held_window, conf held_start, held_hold): %r" % (hw,))
         h0, h1 = hw[0], hw[0] + hw[1]
         eps = conf["events_per_spindle_steady"]
         nap = naptime_s(R)
@@ -592,7 +641,7 @@ def write(R, outdir):
                     continue
                 before = [x["size"] for x in sm if x["t"] <= h0]
                 loose = 1.25 * max(before or [0]) + 1048576
-                during = [x["size"] for x in sm if h0 < x["t"] <= h1 + conf["sample"]]
+                during = [x["size"] for x in sm if h0 < x["t"] <= h1 + (conf["sample"] or 0)]
                 back = next((x["t"] - h1 for x in sm if x["t"] > h1 and x["size"] <= loose), None)
                 rb = window_rate(sm, "consumed", 0, h0)
                 rd = window_rate(sm, "consumed", h0, h1)
@@ -686,11 +735,10 @@ def write(R, outdir):
 
     # ---- 5. head cost
     def sec_head_cost():
-        hc = R.get("head") or {}
+        hc = runs_of(R.get("head"))
         kinds = list(dict.fromkeys(k.split("|")[0] for k in hc))
-        ks = sorted({int(k) for k in conf.get("head_backlogs") or []} |
-                    {int(k.split("|")[1]) for k in hc})
-        txns, rounds = conf.get("head_txns"), conf.get("rounds")
+        ks = sorted(set(ints(conf["head_backlogs"])) | set(ints(k.split("|")[-1] for k in hc)))
+        txns, rounds = conf["head_txns"], conf["rounds"]
         grow = rounds * max(len(kinds), 1) * txns if txns and rounds else None
         sec = ["## 5. Head cost\n",
                "Mean latency (ms) of one call consuming one event, pgbench -t %s, one client, median of "
@@ -789,12 +837,12 @@ def write(R, outdir):
 
     # ---- 7. cache
     def sec_cache():
-        ca = R.get("cache", {})
+        ca = runs_of(R.get("cache"))
         sec = ["## 7. Cache on and off\n",
                "A consumer right behind a producer: one producer (`spindle.enqueue`, one per "
-               "transaction) and one consumer (`spindle.dequeue` of 10) at full speed for %d s, with "
+               "transaction) and one consumer (`spindle.dequeue` of 10) at full speed for %s s, with "
                "the cache at its default and with `spindle.cache_size = 0` (after a restart); "
-               "medians of %d runs.\n" % (conf["cache_secs"], conf["rounds"])]
+               "medians of %s runs.\n" % (fmt(conf["cache_secs"]), fmt(conf["rounds"]))]
         what = what_of["cache"]
         if not ca:
             sec.append("Not run.\n")
@@ -850,30 +898,38 @@ def write(R, outdir):
 
     # ---- 8. memory
     def sec_memory():
-        mem = R.get("memory", {})
+        mem = R.get("memory") if isinstance(R.get("memory"), dict) else {}
+
+        def allocs(rows):
+            """pg_shmem_allocations rows [name, size, allocated_size]: {name: (size, allocated)}."""
+            out = {}
+            for r in rows or []:
+                try:
+                    out[str(r[0])] = (float(r[1]), float(r[2]))
+                except (TypeError, ValueError, IndexError):
+                    pass
+            return out
         sec = ["## 8. Memory\n",
                "Shared memory spindle allocates (`pg_shmem_allocations` where the name contains "
                "'spindle'), at the defaults of this run.\n"]
         if mem:
-            dflt = {r[0]: r for r in mem.get("default") or []}
-            off = {r[0]: r for r in mem.get("cache_off") or []}
+            dflt, off = allocs(mem.get("default")), allocs(mem.get("cache_off"))
             rows = []
             for k in sorted(dflt):
-                rows.append([k, fmt(float(dflt[k][1])), fmt(float(dflt[k][2])),
-                             fmt(float(off[k][2])) if k in off else "—"])
-            total = sum(float(r[2]) for r in dflt.values())
+                rows.append([k, fmt(dflt[k][0]), fmt(dflt[k][1]), fmt(off[k][1]) if k in off else "—"])
+            total = sum(r[1] for r in dflt.values())
             rows.append(["**total**", "", fmt(total),
-                         fmt(sum(float(r[2]) for r in off.values())) if off else "—"])
+                         fmt(sum(r[1] for r in off.values())) if off else "—"])
             sec.append(table(["allocation", "size (bytes)", "allocated (bytes)",
                               "allocated with cache_size = 0"], rows))
             sec.append("\nTotal: %s MiB at the defaults.\n" % ("%.2f" % (total / 1048576.0)))
             if off:
-                diff = total - sum(float(r[2]) for r in off.values())
+                diff = total - sum(r[1] for r in off.values())
                 # the cache is spindle.cache_tables table slots of
                 # spindle.cache_size entries each (src/cache.c): per cached
                 # table is the cache's memory / cache_tables
-                setting = {r[0]: r[1] for r in mem.get("settings") or [] if len(r) > 1}
-                ntab = setting.get("spindle.cache_tables", "")
+                setting = {r[0]: r[1] for r in mem.get("settings") or [] if r and len(r) > 1}
+                ntab = str(setting.get("spindle.cache_tables") or "")
                 sec.append("The cache takes %s bytes at the defaults%s.\n" % (
                     fmt(diff), "; spindle.cache_tables = %s: %s bytes per cached table (spindle.cache_size = %s "
                     "entries, payloads up to spindle.cache_payload_size = %s B)" % (
@@ -883,7 +939,7 @@ def write(R, outdir):
             else:
                 sec.append("Per cached table: cache: not built.\n")
             sec.append("\nSettings of spindle in this run:\n\n" + table(
-                ["setting", "value", "unit"], mem.get("settings") or []))
+                ["setting", "value", "unit"], [r for r in mem.get("settings") or [] if r]))
         else:
             sec.append("Not run.\n")
         return sec
@@ -908,7 +964,8 @@ def write(R, outdir):
                 "it was); figures are noisy, compare systems within one run.\n\n"
                 "One throwaway cluster (initdb in a temp dir, unix socket only), the same settings "
                 "for every system; everything else at PostgreSQL's defaults (autovacuum on):\n\n"
-                "```\n" + "\n".join("%s = %s" % tuple(s) for s in R.get("settings") or []) + "\n```\n",
+                "```\n" + "\n".join(" = ".join(map(str, s)) if isinstance(s, (list, tuple)) else str(s)
+                                     for s in R.get("settings") or []) + "\n```\n",
                 "\nPayload: %s. Heap-like queues: `%s`.\n"
                 % (payload(), "(id bigserial PRIMARY KEY, enqueued_at timestamptz, prio int, payload jsonb)")]
 
@@ -937,7 +994,7 @@ def write(R, outdir):
                 "see the top of bench/harness.py). The raw figures are in results.json next to the "
                 "report (bench/run.sh copies it there even when the report fails). The run that "
                 "wrote this report took %s.\n\nThe statements each system runs (pgbench scripts):\n\n"
-                % ("%d minutes" % round(sum((R.get("timings") or {}).values()) / 60.0)),
+                % ("%d minutes" % round(sum(nums((R.get("timings") or {}).values())) / 60.0)),
                 "```sql\n" + SCRIPTS + "```\n"]
 
     # Each section is rendered on its own: one that raises (a missing key, a
