@@ -5,9 +5,10 @@
 # with SKIP LOCKED) with a heap SKIP LOCKED queue, PgQ and a heap queue
 # partitioned by id whose old partitions pg_partman drops, on one throwaway
 # cluster (initdb in a temp dir, unix socket only, as user postgres when
-# run as root), and writes BENCH_OUT/benchmarks.md with its plots in
-# BENCH_OUT/benchmarks/ (default BENCH_OUT: docs/ of this tree for the full
-# mode, a new temp dir for the short mode).  The workloads are described
+# run as root), and writes BENCH_OUT/benchmarks.md with its plots and the
+# raw results.json in BENCH_OUT/benchmarks/ (default BENCH_OUT: docs/ of
+# this tree for the full mode, a new temp dir for the short mode);
+# results.json is copied even when the report fails.  The workloads are described
 # in bench/harness.py and in the report itself.
 #
 #   BENCH_SHORT=1     the short (CI) mode: seconds per workload
@@ -77,15 +78,30 @@ unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGDATA PGSERVICE PGOPTIONS
 "${AS_PG[@]}" env BENCH_PGBIN="$PGBIN" BENCH_COMMIT="$commit" BENCH_COMMAND="$command" \
     $(env | grep -o '^BENCH_[A-Z_]*=' | sed 's/=$//' | while read -r v; do printf '%s=%s ' "$v" "${!v}"; done) \
     "$PYTHON" "$ROOT/bench/harness.py" "$WORK" || rc=$?
+# The raw results first, whatever happened to the report: they are all a
+# run of hours leaves, and cleanup removes the work dir on exit.
+mkdir -p "$OUT/benchmarks"
+if [[ -f $WORK/results.json ]]; then
+    cp "$WORK/results.json" "$OUT/benchmarks/results.json"
+    echo "bench/run.sh: raw results in $OUT/benchmarks/results.json"
+else
+    echo "bench/run.sh: the harness wrote no results.json" >&2
+fi
 if [[ -f $WORK/report/benchmarks.md ]]; then
-    mkdir -p "$OUT/benchmarks"
     cp "$WORK/report/benchmarks.md" "$OUT/benchmarks.md"
     cp "$WORK"/report/benchmarks/*.png "$OUT/benchmarks/" 2>/dev/null || true
-    cp "$WORK/results.json" "$OUT/benchmarks/results.json"
     echo "bench/run.sh: report in $OUT/benchmarks.md, plots in $OUT/benchmarks/"
+    if grep -q 'failed to render' "$OUT/benchmarks.md"; then
+        echo "bench/run.sh: parts of the report failed to render (see the top of $OUT/benchmarks.md)" >&2
+        ((rc)) || rc=1
+    fi
 else
     echo "bench/run.sh: no report was written" >&2
+    if [[ -f $OUT/benchmarks/results.json ]]; then
+        echo "bench/run.sh: to render it again from the raw results: mkdir D && cp $OUT/benchmarks/results.json D/ &&" \
+            "$PYTHON $ROOT/bench/harness.py --report D (writes D/report/benchmarks.md)" >&2
+    fi
     tail -30 "$WORK/server.log" >&2 2>/dev/null || true
-    rc=${rc:-1}; ((rc)) || rc=1
+    ((rc)) || rc=1
 fi
 exit $rc
