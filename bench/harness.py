@@ -1158,9 +1158,9 @@ def cache_round(c, e):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=dict(os.environ, PGAPPNAME="spindle_bench_consumer"))
     time.sleep(2)
-    cpu0, (_, c0) = backend_cpu(c, "spindle_bench_consumer", "bench"), s.counters()
+    w0, cpu0, (_, c0) = time.time(), backend_cpu(c, "spindle_bench_consumer", "bench"), s.counters()
     time.sleep(max(1, secs - 3))
-    cpu1, (_, c1) = backend_cpu(c, "spindle_bench_consumer", "bench"), s.counters()
+    w1, cpu1, (_, c1) = time.time(), backend_cpu(c, "spindle_bench_consumer", "bench"), s.counters()
     po, pe = pp.communicate()
     co, ce = cp.communicate()
     for what, p, err in (("producer", pp, pe), ("consumer", cp, ce)):
@@ -1168,6 +1168,7 @@ def cache_round(c, e):
             raise RuntimeError("cache: %s pgbench failed: %s" % (what, err[-500:]))
     st1 = c.psql(st, "bench", check=False)
     e["consumed"].append(c1 - c0)
+    e.setdefault("secs", []).append(round(w1 - w0, 2))
     e["cpu_s"].append(cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None)
     e["produced"].append(parse_pgbench(po)["tps"])
     e["lat"].append(parse_pgbench(co)["lat_ms"])
