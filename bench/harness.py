@@ -36,8 +36,10 @@ import sys
 import threading
 import time
 
-PAYLOAD = ('{"type":"order","customer":12345,"items":[1,2,3],'
-           '"note":"some payload text for a realistic size","ts":"2026-11-30T11:00:00Z"}')
+# issue 9's "~120-byte jsonb payload": 118 bytes as stored jsonb (93 as text;
+# the 125-character document of earlier runs was 186 bytes as jsonb)
+PAYLOAD = '{"type":"order","customer":12345,"note":"some payload text here","ts":"2026-11-30T11:00:00Z"}'
+
 SHORT = os.environ.get("BENCH_SHORT", "") not in ("", "0")
 
 
