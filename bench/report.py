@@ -751,7 +751,7 @@ def write(R, outdir):
         hc = runs_of(R.get("head"))
         kinds = list(dict.fromkeys(k.split("|")[0] for k in hc))
         ks = sorted(set(ints(conf["head_backlogs"])) | set(ints(k.split("|")[-1] for k in hc)))
-        txns, rounds = conf["head_txns"], conf["rounds"]
+        txns, rounds = conf["head_txns"], conf.get("head_rounds") or conf["rounds"]
         grow = rounds * max(len(kinds), 1) * txns if txns and rounds else None
         sec = ["## 5. Head cost\n",
                "Mean latency (ms) of one call consuming one event, pgbench -t %s, one client, median of "
