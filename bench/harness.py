@@ -686,17 +686,23 @@ def w_enqueue(c, R):
             # after the same one
             runs = runs[rnd % len(runs):] + runs[:rnd % len(runs)]
             for name, batch in runs:
-                key = "%s|%d|%d" % (name, clients, batch)
-                e = res.setdefault(key, {"rate": [], "wal": [], "lat": []})
-                try:
-                    enqueue_once(c, name, clients, batch, e)
-                except Exception as ex:
-                    e.setdefault("errors", []).append(str(ex)[:1000])
-                    log("enqueue %s FAILED: %s" % (key, str(ex).splitlines()[0]))
-                    teardown_quietly(c, name)
-                    continue
-                log("enqueue round %d %-12s clients %d batch %3d: %8.0f events/s, %5.0f B/event"
-                    % (rnd + 1, name, clients, batch, e["rate"][-1], e["wal"][-1] or 0))
+                enqueue_record(c, res, rnd, name, clients, batch)
+
+
+def enqueue_record(c, res, rnd, name, clients, batch):
+    """One enqueue run into res["name|clients|batch"]; a failure is recorded
+    there and what the run made is dropped."""
+    key = "%s|%d|%d" % (name, clients, batch)
+    e = res.setdefault(key, {"rate": [], "wal": [], "lat": []})
+    try:
+        enqueue_once(c, name, clients, batch, e)
+    except Exception as ex:
+        e.setdefault("errors", []).append(str(ex)[:1000])
+        log("enqueue %s FAILED: %s" % (key, str(ex).splitlines()[0]))
+        teardown_quietly(c, name)
+        return
+    log("enqueue round %d %-12s clients %d batch %3d: %8.0f events/s, %5.0f B/event"
+        % (rnd + 1, name, clients, batch, e["rate"][-1], e["wal"][-1] or 0))
 
 
 def enqueue_once(c, name, clients, batch, e):
@@ -794,12 +800,7 @@ def w_dequeue(c, R):
                 # the commit ceiling again, among these runs: the dequeue
                 # targets are read against it
                 if batch == 1:
-                    e = res.setdefault("ceiling|%d|1" % clients, {"rate": [], "wal": [], "lat": []})
-                    try:
-                        enqueue_once(c, "ceiling", clients, 1, e)
-                    except Exception as ex:
-                        e.setdefault("errors", []).append(str(ex)[:1000])
-                        teardown_quietly(c, "ceiling")
+                    enqueue_record(c, res, rnd, "ceiling", clients, 1)
                 for name in systems[rnd % len(systems):] + systems[:rnd % len(systems)]:
                     # PgQ consumers are subscriptions that each get every
                     # event: only one consumer, batches of 10 and more
