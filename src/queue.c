@@ -88,6 +88,7 @@
 #include "slotmap.h"
 #include "slots.h"
 #include "touched.h"
+#include "worker.h"
 
 PG_FUNCTION_INFO_V1(spindle_dequeue);
 PG_FUNCTION_INFO_V1(spindle_read);
@@ -183,6 +184,15 @@ static struct
 	LocalTransactionId lxid;
 } last_ack = {-1, -1, 0, InvalidSubTransactionId, InvalidLocalTransactionId};
 static List *enqueued_to = NIL; /* queue table OIDs, in TopTransactionContext */
+
+/*
+ * This transaction's dequeue may have finished a full spindle (see
+ * take_claims): once it commits, that spindle may be all purged, so wake
+ * the worker to drop it now rather than a naptime later (at 1 000 events
+ * per second and events_per_spindle = 1000 a naptime is a spindle's worth
+ * of events).  A wake-up that finds nothing to drop costs one round.
+ */
+static bool nudge_at_commit = false;
 static bool callbacks_registered = false;
 
 static void no_room_for_item(void);
@@ -335,14 +345,19 @@ queue_xact_callback(XactEvent event, void *arg)
 			end_claims(true, InvalidSubTransactionId);
 			wake_enqueued();
 			enqueued_to = NIL;
+			if (nudge_at_commit)
+				spindle_worker_nudge();
+			nudge_at_commit = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			end_claims(false, InvalidSubTransactionId);
 			enqueued_to = NIL;
+			nudge_at_commit = false;
 			break;
 		case XACT_EVENT_PREPARE:
 			enqueued_to = NIL;
+			nudge_at_commit = false;
 			break;
 		default:
 			break;
@@ -613,20 +628,39 @@ head_spindle(Relation facade, SpindleDirectory *dir, int64 head,
 }
 
 /*
+ * Whether every position of spindle spindle_no was handed out (qs locked):
+ * the head is past it or at its capacity.
+ */
+static bool
+handed_out(QueueState *qs, SpindleDirectory *dir, int64 spindle_no)
+{
+	SpindleEntry *sp;
+
+	if (spindle_no != spindle_msgid_spindle(qs->head))
+		return spindle_no < spindle_msgid_spindle(qs->head);
+	sp = spindle_find_spindle(dir, spindle_no);
+	return sp != NULL &&
+		spindle_msgid_k(qs->head) >= spindle_effective_capacity(sp);
+}
+
+/*
  * Take up to want positions as this backend's claim: deliverable items
  * first, then from the head.  Fills sources and returns how many
- * positions they hold.
+ * positions they hold.  Sets *ends_spindle if the claim may finish a full
+ * spindle: it takes that spindle's last positions at the head, moves the
+ * head past it, or takes a whole item of a spindle behind the head's.
  */
 static int
 take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			Source *sources, int *nsources, int max_sources, TimestampTz now,
-			bool *pool_full)
+			bool *pool_full, bool *ends_spindle)
 {
 	int			got = 0;
 	dlist_mutable_iter iter;
 
 	*nsources = 0;
 	*pool_full = false;
+	*ends_spindle = false;
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
@@ -645,6 +679,9 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		if (!item_ready(item, now))
 			continue;
 		n = Min(item->end - item->start, want - got);
+		if (n == item->end - item->start &&
+			handed_out(qs, dir, spindle_msgid_spindle(item->start)))
+			*ends_spindle = true;
 		if (!claim_from_item(qs, item, n, &sources[*nsources]))
 		{
 			*pool_full = true;
@@ -682,7 +719,10 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 
 			/* a full spindle is done: go on at the next one */
 			if (more)
+			{
 				qs->head = spindle_msgid_make(hs.spindle_no + 1, 0);
+				*ends_spindle = true;
+			}
 			LWLockRelease(spindle_queue_lock(qs));
 			if (more)
 				continue;
@@ -698,6 +738,8 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		}
 		remember_claim(qs, claim);
 		qs->head = head + n;
+		if (hs.full && k + n >= hs.used)
+			*ends_spindle = true;	/* the full spindle's last positions */
 		LWLockRelease(spindle_queue_lock(qs));
 		sources[*nsources].item = claim;
 		sources[*nsources].generation = claim->generation;
@@ -1293,6 +1335,7 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	int			s;
 	int			cache_slot;
 	int64		newest = 0;
+	bool		ends_spindle;
 	TimestampTz now = GetCurrentTimestamp();
 	TransactionId xid = purge ? GetCurrentTransactionId() : InvalidTransactionId;
 
@@ -1306,7 +1349,9 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	dir = spindle_directory_acquire_current(facade);
 	sources = palloc(sizeof(Source) * max_sources);
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
-					  ready_at, pool_full);
+					  ready_at, pool_full, &ends_spindle);
+	if (ends_spindle && purge)
+		nudge_at_commit = true;
 	if (got == 0)
 	{
 		spindle_directory_release(dir);
