@@ -392,7 +392,10 @@ drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
 
 /*
  * Drop every droppable spindle of a facade (up to max_drops); returns how
- * many and adds the bytes they held to *bytes_freed.  Skips the table if
+ * many and adds the bytes they held to *bytes_freed.  Sets
+ * spindle_drop_held_back (never clears it) when a full spindle without a
+ * live event could not go yet: a purge still running or seen by a
+ * snapshot, or a lock somebody holds (the worker then looks again soon).  Skips the table if
  * another maintenance run holds it, and any spindle somebody has locked.
  * Also records the fill time of full spindles.  Called with at least
  * AccessShareLock on the facade; use_cache is for the worker (see
@@ -402,6 +405,8 @@ drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
  * delete noted in them are passed over without being opened, so a call
  * costs the spindles that deletes touched, not all of them.
  */
+bool		spindle_drop_held_back = false;
+
 int
 spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 							 bool use_cache, int max_drops)
@@ -456,12 +461,17 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 			/* only a delete can make it droppable now: pass it over */
 			if (c.live > 0 && c.busy == 0)
 				spindle_settled_add(&pass, dir, i);
+			else if (c.live == 0)
+				spindle_drop_held_back = true;	/* purged, not yet dead */
 			relation_close(seg, AccessShareLock);
 			continue;
 		}
 		bytes = drop_if_dead(facade, sp, seg);
 		if (bytes < 0)
+		{
+			spindle_drop_held_back = true;	/* locked, or not all dead */
 			continue;
+		}
 		*bytes_freed += bytes;
 		ndropped++;
 	}

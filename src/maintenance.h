@@ -26,6 +26,7 @@ typedef struct SpindleCounts
 
 extern int	spindle_drops_per_transaction(void);
 extern int	spindle_drop_droppable(Relation facade, int max_drops);
+extern bool spindle_drop_held_back;
 extern int	spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 										 bool use_cache, int max_drops);
 extern void spindle_ensure_ready(Relation facade);

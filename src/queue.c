@@ -648,7 +648,9 @@ handed_out(QueueState *qs, SpindleDirectory *dir, int64 spindle_no)
  * first, then from the head.  Fills sources and returns how many
  * positions they hold.  Sets *ends_spindle if the claim may finish a full
  * spindle: it takes that spindle's last positions at the head, moves the
- * head past it, or takes a whole item of a spindle behind the head's.
+ * head past it, or takes a whole pending run of a spindle all handed out.
+ * Delayed, returned and leased runs do not count: they can be due one
+ * call after another and would wake the worker at each.
  */
 static int
 take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
@@ -673,20 +675,24 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	{
 		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
 		int64		n;
+		bool		finishes;
 
 		if (got >= want || *nsources >= max_sources)
 			break;
 		if (!item_ready(item, now))
 			continue;
 		n = Min(item->end - item->start, want - got);
-		if (n == item->end - item->start &&
-			handed_out(qs, dir, spindle_msgid_spindle(item->start)))
-			*ends_spindle = true;
+		/* a pending run at a full spindle's end (not delayed or leased ones) */
+		finishes = item->kind == QITEM_PENDING &&
+			n == item->end - item->start &&
+			handed_out(qs, dir, spindle_msgid_spindle(item->start));
 		if (!claim_from_item(qs, item, n, &sources[*nsources]))
 		{
 			*pool_full = true;
 			break;
 		}
+		if (finishes)
+			*ends_spindle = true;
 		(*nsources)++;
 		got += n;
 	}
@@ -1351,7 +1357,10 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
 					  ready_at, pool_full, &ends_spindle);
 	if (ends_spindle && purge)
+	{
+		register_callbacks();	/* got may be 0: no claim registered them */
 		nudge_at_commit = true;
+	}
 	if (got == 0)
 	{
 		spindle_directory_release(dir);

@@ -25,7 +25,8 @@
  * a slot whose database has no worker and is not paused (its counters are
  * kept in the launcher's memory and put back when it gets a slot again).
  *
- * A worker, every naptime, for each spindle table, each step in its own
+ * A worker, every naptime (and when a backend wakes it, see
+ * spindle_worker_nudge), for each spindle table, each step in its own
  * transaction: purges events older than the table's time_to_live, then
  * retires the index entries of dropped spindles, drops every droppable
  * spindle, records fill times, and makes sure a ready spindle follows the
@@ -344,7 +345,12 @@ spindle_worker_extension_created(void)
 	wake_at_commit = true;
 }
 
-/* Wake the worker of this database (a producer used a ready spindle). */
+/*
+ * Wake the worker of this database: a producer used the ready spindle, a
+ * dequeue may have finished a full one (queue.c), or a transaction that
+ * detached spindles committed.  Only takes WorkerLock shared and sets a
+ * latch, so it may run in a commit callback.
+ */
 void
 spindle_worker_nudge(void)
 {
@@ -600,6 +606,16 @@ worker_round(MemoryContext roundcxt)
 
 PGDLLEXPORT void spindle_worker_main(Datum main_arg);
 
+/*
+ * After a wake-up (spindle_worker_nudge), up to QUICK_ROUNDS_PER_WAKE rounds
+ * come QUICK_ROUND_MS apart while a full spindle is held back (see
+ * spindle_drop_held_back), so that a drop the waker's own locks or a
+ * concurrent purge's commit kept from happening does not wait a naptime.
+ */
+#define QUICK_ROUNDS_PER_WAKE	10
+#define QUICK_ROUND_MS			50
+static int	quick_rounds = 0;
+
 void
 spindle_worker_main(Datum main_arg)
 {
@@ -644,6 +660,8 @@ spindle_worker_main(Datum main_arg)
 	for (;;)
 	{
 		bool		stop;
+		int			wait_ms = spindle_naptime;
+		int			rc;
 
 		LWLockAcquire(wshared->lock, LW_SHARED);
 		stop = wshared->slots[my_slot].paused || !spindle_enable_worker;
@@ -652,6 +670,7 @@ spindle_worker_main(Datum main_arg)
 			break;
 
 		MemoryContextReset(roundcxt);
+		spindle_drop_held_back = false;
 		worker_round(roundcxt);
 
 		LWLockAcquire(wshared->lock, LW_SHARED);
@@ -660,8 +679,20 @@ spindle_worker_main(Datum main_arg)
 		if (stop)
 			break;
 
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 spindle_naptime, PG_WAIT_EXTENSION);
+		/*
+		 * After a wake-up, a spindle held back only for a moment (the
+		 * waker's locks, a purge committing just after it) is looked at
+		 * again soon, a few times, then at the naptime as before.
+		 */
+		if (spindle_drop_held_back && quick_rounds > 0)
+		{
+			quick_rounds--;
+			wait_ms = Min(spindle_naptime, QUICK_ROUND_MS);
+		}
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   wait_ms, PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+			quick_rounds = QUICK_ROUNDS_PER_WAKE;
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)

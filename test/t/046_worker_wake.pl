@@ -6,8 +6,10 @@
 # issue 9's bound of "backlog + 2 spindles".
 #
 # Here the naptime is 60 s, so only a wake-up can drop the spindle within
-# the test's limits.  A dequeue that rolls back wakes nobody and drops
-# nothing: its events come back, none is lost.
+# the test's limits: a dequeue that ends a spindle in two calls, in one
+# call, and one whose spindle another consumer's purge still holds when it
+# commits (the worker looks again soon after a wake-up).  A dequeue that
+# rolls back loses nothing: its events come back.
 use strict;
 use warnings;
 
@@ -38,62 +40,54 @@ $node->safe_psql(
 	'postgres', q{
 SELECT spindle.create_queue('wq', events_per_spindle => 10);
 SELECT count(spindle.enqueue('wq', jsonb_build_object('n', i)))
-  FROM generate_series(1, 25) i;
+  FROM generate_series(1, 45) i;
 });
 
-sub dropped
+sub dropped_at_least
 {
-	return $node->safe_psql('postgres',
-		q{SELECT spindles_dropped FROM spindle.tables
-		   WHERE relation = 'spindle_q.wq'::regclass});
+	my ($n, $limit) = @_;
+	return wait_for($node, 'postgres',
+		qq{SELECT spindles_dropped >= $n FROM spindle.tables
+		    WHERE relation = 'spindle_q.wq'::regclass}, $limit);
 }
 
-# Let the round the producer's nudges started end (it finds nothing to drop).
-sleep 2;
-is(dropped(), '0', 'nothing dropped before any dequeue');
+sub take
+{
+	my ($n) = @_;
+	return $node->safe_psql('postgres',
+		qq{SELECT string_agg((payload->>'n'), ',' ORDER BY msg_id) FROM spindle.dequeue('wq', $n)});
+}
 
-# Take the whole first spindle and roll back: nothing goes, nothing is lost.
+# The first spindle in two calls, the second taking its last positions.
+is(take(4), '1,2,3,4', 'the first four events');
+ok(!defined dropped_at_least(1, 2), 'a spindle with live events is not dropped');
+is(take(6), '5,6,7,8,9,10', 'the rest of the first spindle');
+my $t = dropped_at_least(1, 20);
+ok(defined $t, 'the full, purged spindle is dropped well within the 60 s naptime');
+note(sprintf('dropped %.2f s after the dequeue', $t // -1));
+
+# The second spindle in one call.
+is(take(10), '11,12,13,14,15,16,17,18,19,20', 'the second spindle in one call');
+ok(defined dropped_at_least(2, 20), 'the second spindle is dropped at once as well');
+
+# The third: the consumer that ends it commits first; the other consumer's
+# purge of its first half is still running when the worker wakes.
+my $other = $node->background_psql('postgres', on_error_stop => 1);
+$other->query_safe(q{BEGIN});
+is($other->query_safe(
+		q{SELECT string_agg((payload->>'n'), ',' ORDER BY msg_id) FROM spindle.dequeue('wq', 5)}),
+	'21,22,23,24,25', 'a second consumer takes the third spindle\'s first half');
+is(take(5), '26,27,28,29,30', 'the first consumer ends the spindle and commits');
+$other->query_safe(q{COMMIT});
+$other->quit;
+ok(defined dropped_at_least(3, 20),
+	'dropped once the other consumer commits, without waiting a naptime');
+
+# A dequeue that rolls back: its events come back, in order.
 $node->safe_psql('postgres',
 	q{BEGIN; SELECT count(*) FROM spindle.dequeue('wq', 10); ROLLBACK;});
-sleep 2;
-is(dropped(), '0', 'a rolled-back dequeue of a full spindle drops nothing');
-
-# Now in two calls, the second taking the full spindle's last positions.
-my $got = $node->safe_psql(
-	'postgres', q{
-SELECT string_agg((payload->>'n'), ',' ORDER BY msg_id) FROM spindle.dequeue('wq', 4);
-});
-is($got, '1,2,3,4', 'the rolled-back events are delivered again, in order');
-my $t = wait_for($node, 'postgres',
-	q{SELECT spindles_dropped >= 1 FROM spindle.tables
-	   WHERE relation = 'spindle_q.wq'::regclass}, 3);
-ok(!defined $t, 'a spindle with live events is not dropped');
-$got = $node->safe_psql(
-	'postgres', q{
-SELECT string_agg((payload->>'n'), ',' ORDER BY msg_id) FROM spindle.dequeue('wq', 6);
-});
-is($got, '5,6,7,8,9,10', 'the rest of the first spindle');
-$t = wait_for($node, 'postgres',
-	q{SELECT spindles_dropped >= 1 FROM spindle.tables
-	   WHERE relation = 'spindle_q.wq'::regclass}, 20);
-ok(defined $t, 'the full, purged spindle is dropped well within the 60 s naptime');
-note(sprintf('dropped %.2f s after the dequeue committed', $t // -1));
-
-# A dequeue of exactly one spindle's events in one call, then the rest.
-$got = $node->safe_psql(
-	'postgres', q{
-SELECT string_agg((payload->>'n'), ',' ORDER BY msg_id) FROM spindle.dequeue('wq', 10);
-});
-is($got, '11,12,13,14,15,16,17,18,19,20', 'the second spindle in one call');
-$t = wait_for($node, 'postgres',
-	q{SELECT spindles_dropped >= 2 FROM spindle.tables
-	   WHERE relation = 'spindle_q.wq'::regclass}, 20);
-ok(defined $t, 'the second spindle is dropped at once as well');
-$got = $node->safe_psql(
-	'postgres', q{
-SELECT string_agg((payload->>'n'), ',' ORDER BY msg_id) FROM spindle.dequeue('wq', 100);
-});
-is($got, '21,22,23,24,25', 'every event delivered once');
+is(take(100), '31,32,33,34,35,36,37,38,39,40,41,42,43,44,45',
+	'every event delivered once, the rolled-back ones again');
 verify_ok($node, 'postgres', 'spindle_q.wq');
 
 done_testing();
