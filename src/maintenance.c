@@ -161,6 +161,9 @@ spindle_count_segment(Relation segrel, SpindleCounts *c)
 					c->live++;
 					break;
 				case HEAPTUPLE_INSERT_IN_PROGRESS:
+					c->inserting++;
+					c->busy++;
+					break;
 				case HEAPTUPLE_DELETE_IN_PROGRESS:
 					c->busy++;
 					break;
@@ -461,7 +464,7 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 			/* only a delete can make it droppable now: pass it over */
 			if (c.live > 0 && c.busy == 0)
 				spindle_settled_add(&pass, dir, i);
-			else if (c.live == 0)
+			else if (c.live == 0 && c.inserting == 0)
 				spindle_drop_held_back = true;	/* purged, not yet dead */
 			relation_close(seg, AccessShareLock);
 			continue;

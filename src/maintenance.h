@@ -21,6 +21,7 @@ typedef struct SpindleCounts
 	int64		dead;			/* purged and seen by no snapshot */
 	int64		live;			/* committed and not deleted */
 	int64		busy;			/* inserter or deleter still running */
+	int64		inserting;		/* of busy: inserter still running */
 	TransactionId latest_removed;	/* standby conflict horizon of dead */
 } SpindleCounts;
 

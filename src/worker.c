@@ -609,12 +609,17 @@ PGDLLEXPORT void spindle_worker_main(Datum main_arg);
 /*
  * After a wake-up (spindle_worker_nudge), up to QUICK_ROUNDS_PER_WAKE rounds
  * come QUICK_ROUND_MS apart while a full spindle is held back (see
- * spindle_drop_held_back), so that a drop the waker's own locks or a
- * concurrent purge's commit kept from happening does not wait a naptime.
+ * spindle_drop_held_back), so that a drop the waker's own locks or a purge
+ * committing within about half a second kept from happening does not wait
+ * a naptime.  At most that many quick rounds per naptime, however often
+ * backends wake the worker: a hold that lasts (an old snapshot, a long
+ * transaction) costs at most QUICK_ROUNDS_PER_WAKE extra rounds a naptime.
  */
 #define QUICK_ROUNDS_PER_WAKE	10
 #define QUICK_ROUND_MS			50
-static int	quick_rounds = 0;
+static int	quick_rounds = 0;	/* left after the last wake-up */
+static TimestampTz window_start = 0;	/* quick rounds since then ... */
+static int	window_quick = 0;	/* ... at most QUICK_ROUNDS_PER_WAKE */
 
 void
 spindle_worker_main(Datum main_arg)
@@ -684,11 +689,21 @@ spindle_worker_main(Datum main_arg)
 		 * waker's locks, a purge committing just after it) is looked at
 		 * again soon, a few times, then at the naptime as before.
 		 */
-		if (spindle_drop_held_back && quick_rounds > 0)
+		if (TimestampDifferenceExceeds(window_start, GetCurrentTimestamp(),
+									   spindle_naptime))
+		{
+			window_start = GetCurrentTimestamp();
+			window_quick = 0;
+		}
+		if (spindle_drop_held_back && quick_rounds > 0 &&
+			window_quick < QUICK_ROUNDS_PER_WAKE)
 		{
 			quick_rounds--;
+			window_quick++;
 			wait_ms = Min(spindle_naptime, QUICK_ROUND_MS);
 		}
+		else
+			quick_rounds = 0;
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					   wait_ms, PG_WAIT_EXTENSION);
 		if (rc & WL_LATCH_SET)

@@ -8,8 +8,9 @@
 # Here the naptime is 60 s, so only a wake-up can drop the spindle within
 # the test's limits: a dequeue that ends a spindle in two calls, in one
 # call, and one whose spindle another consumer's purge still holds when it
-# commits (the worker looks again soon after a wake-up).  A dequeue that
-# rolls back loses nothing: its events come back.
+# commits (the worker looks again soon after a wake-up), and one that takes
+# a pending event in a spindle's last slot once its insert commits.  A
+# dequeue that rolls back loses nothing: its events come back.
 use strict;
 use warnings;
 
@@ -82,6 +83,32 @@ $other->query_safe(q{COMMIT});
 $other->quit;
 ok(defined dropped_at_least(3, 20),
 	'dropped once the other consumer commits, without waiting a naptime');
+
+# A pending run at a spindle's end: the event in its last slot is still
+# being inserted when the consumer reaches it; taken once it commits, it
+# finishes the spindle and wakes the worker.
+$node->safe_psql(
+	'postgres', q{
+SELECT spindle.create_queue('pq', events_per_spindle => 10);
+SELECT count(spindle.enqueue('pq', jsonb_build_object('n', i)))
+  FROM generate_series(1, 9) i;
+});
+my $producer = $node->background_psql('postgres', on_error_stop => 1);
+$producer->query_safe(
+	q{BEGIN; SELECT spindle.enqueue('pq', '{"n": 10}')});
+$node->safe_psql('postgres', q{SELECT spindle.enqueue('pq', '{"n": 11}')});
+is($node->safe_psql('postgres',
+		q{SELECT string_agg((payload->>'n'), ',' ORDER BY msg_id) FROM spindle.dequeue('pq', 20)}),
+	'1,2,3,4,5,6,7,8,9,11', 'the consumer passes the event still being inserted');
+$producer->query_safe(q{COMMIT});
+$producer->quit;
+is($node->safe_psql('postgres',
+		q{SELECT string_agg((payload->>'n'), ',' ORDER BY msg_id) FROM spindle.dequeue('pq', 20)}),
+	'10', 'and takes it once its insert commits');
+ok( defined wait_for($node, 'postgres',
+		q{SELECT spindles_dropped >= 1 FROM spindle.tables
+		   WHERE relation = 'spindle_q.pq'::regclass}, 20),
+	'which finishes the spindle: dropped without waiting a naptime');
 
 # A dequeue that rolls back: its events come back, in order.
 $node->safe_psql('postgres',
