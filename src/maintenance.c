@@ -394,12 +394,19 @@ drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
 }
 
 /*
+ * A full spindle without live events or inserts in progress could not be
+ * dropped yet: a purge still running or seen by a snapshot, or a lock
+ * somebody holds.  The worker clears it before each round and then looks
+ * again soon (worker.c, quick rounds).
+ */
+bool		spindle_drop_held_back = false;
+
+/*
  * Drop every droppable spindle of a facade (up to max_drops); returns how
- * many and adds the bytes they held to *bytes_freed.  Sets
- * spindle_drop_held_back (never clears it) when a full spindle without a
- * live event could not go yet: a purge still running or seen by a
- * snapshot, or a lock somebody holds (the worker then looks again soon).  Skips the table if
+ * many and adds the bytes they held to *bytes_freed.  Skips the table if
  * another maintenance run holds it, and any spindle somebody has locked.
+ * Sets spindle_drop_held_back (never clears it) when a full spindle
+ * without live events or inserts in progress could not go yet.
  * Also records the fill time of full spindles.  Called with at least
  * AccessShareLock on the facade; use_cache is for the worker (see
  * count_cached).
@@ -408,8 +415,6 @@ drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
  * delete noted in them are passed over without being opened, so a call
  * costs the spindles that deletes touched, not all of them.
  */
-bool		spindle_drop_held_back = false;
-
 int
 spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 							 bool use_cache, int max_drops)
