@@ -1,0 +1,712 @@
+/*-------------------------------------------------------------------------
+ *
+ * views.c
+ *	  Set-returning functions behind the monitoring views spindle.spindles,
+ *	  spindle.tables and spindle.queues.
+ *
+ * Cost: O(number of spindles).  The spindles of a table come from its
+ * catalog rows (spindle.spindle_catalog, read with the latest snapshot);
+ * events appended and purged from shared memory (slots.c's slot counters
+ * and counters.c's purge counters); sizes from the file system (stat() of
+ * the relation's files, as pg_relation_size does, found through the
+ * syscache); queue figures from the consumer state (queue_state.c).  No
+ * spindle page is read, except once to build the counters of a spindle
+ * shared memory does not know (after a restart or an eviction, see
+ * counters.c), and on a hot standby, where a spindle is counted again
+ * from disk whenever WAL was replayed since its last count (unless it is
+ * full and fully purged).
+ *
+ * Locks: none on a spindle table nor on its spindles, so no view waits
+ * behind a lock another session holds.  A caller sees only the spindle
+ * tables it has SELECT privilege on (checked by OID in the syscache); a
+ * table or spindle dropped concurrently disappears from the output.  The
+ * counter builds take their locks conditionally (counters.c).
+ *
+ * drop_blocked_by: a full spindle whose every event is purged waits for
+ * the removal horizon to pass its newest purger (counters.c keeps its
+ * xid).  What holds the horizon is found as VACUUM's horizon is made: a
+ * backend of this database (or a walsender, for hot-standby feedback)
+ * whose xmin or xid is at or before that xid, a replication slot's xmin,
+ * or a prepared transaction's xid; the oldest one is named.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/htup_details.h"
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_tablespace_d.h"
+#include "common/relpath.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "admin/spindle_admin.h"
+
+
+PG_FUNCTION_INFO_V1(spindle_spindle_info);
+PG_FUNCTION_INFO_V1(spindle_table_options);
+PG_FUNCTION_INFO_V1(spindle_queue_info);
+
+#define SPINDLE_INFO_COLS 10
+#define QUEUE_INFO_COLS 10
+
+
+/* One spindle_catalog row. */
+typedef struct CatRow
+{
+	Oid			relation;
+	SpindleEntry sp;
+} CatRow;
+
+/* What the views show of one spindle. */
+typedef struct Figures
+{
+	bool		exists;
+	bool		known;			/* events and purged are known */
+	int64		events;
+	int64		purged;
+	bool		full;
+	TimestampTz filled_at;
+	TransactionId latest_purger;
+	int64		size;			/* bytes, as pg_total_relation_size */
+} Figures;
+
+/* Something that holds back the removal horizon. */
+typedef struct Holder
+{
+	TransactionId xmin;
+	char	   *label;
+	int			rank;
+} Holder;
+
+typedef struct Holders
+{
+	bool		loaded;
+	int			n;
+	Holder	   *items;
+} Holders;
+
+/*
+ * The live spindles of every spindle table (or of one, if relid is valid),
+ * ordered by table and number, with the latest snapshot.
+ */
+static CatRow *
+load_catalog(Oid relid, int *nrows)
+{
+	SpindleSpi	spi;
+	CatRow	   *rows;
+	uint64		i;
+	uint64		n;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+
+	spindle_spi_begin(&spi);
+	n = spindle_spi_exec("SELECT relation, spindle_no, segment, capacity, vbase, vcount,"
+						 " created_at, filled_at FROM spindle.spindle_catalog"
+						 " WHERE dropped_at IS NULL AND relation OPERATOR(pg_catalog.<>) 0"
+						 " AND ($1 OPERATOR(pg_catalog.=) 0 OR relation OPERATOR(pg_catalog.=) $1)"
+						 " ORDER BY relation, spindle_no",
+						 1, types, values, NULL, true);
+	rows = MemoryContextAllocZero(spi.outer, sizeof(CatRow) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		bool		isnull;
+		CatRow	   *r = &rows[i];
+
+		r->relation = DatumGetObjectId(SPI_getbinval(tup, td, 1, &isnull));
+		r->sp.spindle_no = DatumGetInt64(SPI_getbinval(tup, td, 2, &isnull));
+		r->sp.segment = DatumGetObjectId(SPI_getbinval(tup, td, 3, &isnull));
+		r->sp.capacity = DatumGetInt64(SPI_getbinval(tup, td, 4, &isnull));
+		r->sp.vbase = DatumGetInt64(SPI_getbinval(tup, td, 5, &isnull));
+		r->sp.vcount = DatumGetInt64(SPI_getbinval(tup, td, 6, &isnull));
+		r->sp.created_at = DatumGetTimestampTz(SPI_getbinval(tup, td, 7, &isnull));
+		r->sp.filled_at = DatumGetTimestampTz(SPI_getbinval(tup, td, 8, &isnull));
+		if (isnull)
+			r->sp.filled_at = 0;
+	}
+	spindle_spi_end(&spi);
+	*nrows = (int) n;
+	return rows;
+}
+
+/* May the caller read this table?  False also if it is gone. */
+static bool
+may_read(Oid relid)
+{
+	bool		is_missing = false;
+
+	return pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT,
+								 &is_missing) == ACLCHECK_OK && !is_missing;
+}
+
+/* Bytes of one fork of a relation's files, by stat(), no lock. */
+static int64
+fork_size(RelFileNode *rnode, BackendId backend, ForkNumber forknum)
+{
+	int64		total = 0;
+	char	   *path = relpathbackend(*rnode, backend, forknum);
+	int			segno;
+
+	for (segno = 0;; segno++)
+	{
+		struct stat st;
+		char		pathname[MAXPGPATH + 16];
+
+		if (segno == 0)
+			snprintf(pathname, sizeof(pathname), "%s", path);
+		else
+			snprintf(pathname, sizeof(pathname), "%s.%d", path, segno);
+		if (stat(pathname, &st) < 0)
+			break;				/* no more segments, or dropped meanwhile */
+		total += st.st_size;
+	}
+	pfree(path);
+	return total;
+}
+
+/*
+ * Bytes of all forks of a relation (0 if it is gone), no lock; *main_size
+ * (if not NULL) gets its main fork's.
+ */
+static int64
+rel_files_size(Oid relid, Oid *toastrelid, int64 *main_size)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Form_pg_class cls;
+	RelFileNode rnode;
+	BackendId	backend;
+	int64		total = 0;
+	ForkNumber	fork;
+
+	if (toastrelid)
+		*toastrelid = InvalidOid;
+	if (main_size)
+		*main_size = 0;
+	if (!HeapTupleIsValid(tup))
+		return 0;
+	cls = (Form_pg_class) GETSTRUCT(tup);
+	rnode.spcNode = OidIsValid(cls->reltablespace) ? cls->reltablespace :
+		MyDatabaseTableSpace;
+	rnode.dbNode = rnode.spcNode == GLOBALTABLESPACE_OID ? InvalidOid :
+		MyDatabaseId;
+	rnode.relNode = cls->relfilenode;
+	backend = cls->relpersistence == RELPERSISTENCE_TEMP ? MyBackendId :
+		InvalidBackendId;
+	if (toastrelid)
+		*toastrelid = cls->reltoastrelid;
+	ReleaseSysCache(tup);
+	if (!OidIsValid(rnode.relNode))
+		return 0;				/* mapped: not a spindle */
+	for (fork = 0; fork <= MAX_FORKNUM; fork++)
+	{
+		int64		n = fork_size(&rnode, backend, fork);
+
+		if (fork == MAIN_FORKNUM && main_size)
+			*main_size = n;
+		total += n;
+	}
+	return total;
+}
+
+/*
+ * A spindle's size: its relation, its TOAST table and the TOAST table's
+ * index, as pg_total_relation_size counts them, without opening anything
+ * (the TOAST index is found by name, pg_toast.<TOAST table>_index, as
+ * create_toast_table names it, through the syscache).
+ */
+static int64
+spindle_size(Oid segment, int64 *main_size)
+{
+	Oid			toast;
+	int64		total = rel_files_size(segment, &toast, main_size);
+
+	if (OidIsValid(toast))
+	{
+		char	   *toastname = get_rel_name(toast);
+
+		total += rel_files_size(toast, NULL, NULL);
+		if (toastname != NULL)
+		{
+			char	   *indexname = psprintf("%s_index", toastname);
+			Oid			index = get_relname_relid(indexname,
+												  PG_TOAST_NAMESPACE);
+
+			if (OidIsValid(index))
+				total += rel_files_size(index, NULL, NULL);
+			pfree(indexname);
+			pfree(toastname);
+		}
+	}
+	return total;
+}
+
+/*
+ * The figures of spindle rows[i] (of table facade; rows[i + 1] is the next
+ * spindle if it belongs to the same table).  Builds the counters from disk
+ * if shared memory does not know them (counters.c); if that cannot be done
+ * now without waiting, events and purged are unknown this time.
+ */
+static void
+spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
+{
+	CatRow	   *r = &rows[i];
+	const SpindleEntry *next = (i + 1 < nrows &&
+								rows[i + 1].relation == r->relation) ?
+		&rows[i + 1].sp : NULL;
+	SpindleCountersInfo ci;
+	bool		have;
+	bool		recovery = RecoveryInProgress();
+	bool		usable;
+	int64		main_size;
+
+	memset(f, 0, sizeof(*f));
+	f->exists = SearchSysCacheExists1(RELOID, ObjectIdGetDatum(r->sp.segment));
+	if (!f->exists)
+		return;					/* dropped meanwhile */
+	have = spindle_counters_get(r->relation, &r->sp, &ci);
+	usable = have && ci.appended >= 0 && ci.in_recovery == recovery;
+	f->size = spindle_size(r->sp.segment, &main_size);
+	if (!usable && ci.appended < 0 && r->sp.filled_at == 0 && main_size == 0)
+	{
+		/*
+		 * No slot counter and no page: no event was ever placed in it, and
+		 * none reserved since the server started (a reservation makes a
+		 * slot counter).  A ready spindle, typically.
+		 */
+		f->known = true;
+		return;
+	}
+	if (!usable || ci.stale || ci.inexact ||
+		(recovery && ci.built_lsn != GetXLogReplayRecPtr(NULL) &&
+		 !(ci.full && ci.appended >= 0 && ci.purged >= ci.appended)))
+	{
+		if (spindle_counters_build(r->relation, &r->sp, next))
+		{
+			have = spindle_counters_get(r->relation, &r->sp, &ci);
+			usable = have && ci.appended >= 0 && ci.in_recovery == recovery;
+		}
+		else if (ci.inexact)
+			usable = false;		/* unknown until it can be counted */
+	}
+	f->full = ci.full || r->sp.filled_at != 0;
+	f->filled_at = r->sp.filled_at != 0 ? r->sp.filled_at :
+		(ci.full ? ci.filled_at : 0);
+	if (!usable)
+		return;
+	f->known = true;
+	f->events = ci.appended;
+	/* an in-flight reservation may make purged pass what is shown */
+	f->purged = Min(ci.purged, ci.appended);
+	f->latest_purger = ci.latest_purger;
+}
+
+/*
+ * Add one holder.  rank breaks ties between holders of the same xmin: a
+ * snapshot's xmin is often a prepared transaction's or a slot's, which is
+ * then the cause (prepared 0, slot 1, walsender 2, backend 3).
+ */
+static void
+add_holder(Holders *h, TransactionId xmin, char *label, int rank)
+{
+	if (!TransactionIdIsNormal(xmin))
+		return;
+	h->items = h->items == NULL ? palloc(sizeof(Holder) * 8) :
+		repalloc(h->items, sizeof(Holder) * (h->n + 8));
+	h->items[h->n].xmin = xmin;
+	h->items[h->n].label = label;
+	h->items[h->n].rank = rank;
+	h->n++;
+}
+
+/* What may hold back the removal horizon of this database right now. */
+static void
+load_holders(Holders *h)
+{
+	SpindleSpi	spi;
+	uint64		n;
+	uint64		i;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(MyDatabaseId)};
+	MemoryContext outer = CurrentMemoryContext;
+
+	h->loaded = true;
+	spindle_spi_begin(&spi);
+	n = spindle_spi_exec("SELECT pid, backend_xid, backend_xmin,"
+						 " backend_type OPERATOR(pg_catalog.=) 'walsender',"
+						 " pg_catalog.round(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) xact_start))::pg_catalog.int8::pg_catalog.text"
+						 " FROM pg_catalog.pg_stat_activity"
+						 " WHERE (datid OPERATOR(pg_catalog.=) $1"
+						 "        OR backend_type OPERATOR(pg_catalog.=) 'walsender')"
+						 " AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)",
+						 1, types, values, NULL, true);
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int			pid = DatumGetInt32(SPI_getbinval(tup, td, 1, &isnull));
+		TransactionId xid = InvalidTransactionId;
+		TransactionId xmin = InvalidTransactionId;
+		bool		walsender;
+		char	   *age;
+		MemoryContext old;
+		char	   *label;
+		Datum		d;
+
+		d = SPI_getbinval(tup, td, 2, &isnull);
+		if (!isnull)
+			xid = DatumGetTransactionId(d);
+		d = SPI_getbinval(tup, td, 3, &isnull);
+		if (!isnull)
+			xmin = DatumGetTransactionId(d);
+		if (!TransactionIdIsValid(xmin) ||
+			(TransactionIdIsValid(xid) && TransactionIdPrecedes(xid, xmin)))
+			xmin = xid;
+		walsender = DatumGetBool(SPI_getbinval(tup, td, 4, &isnull));
+		age = SPI_getvalue(tup, td, 5);
+		old = MemoryContextSwitchTo(outer);
+		if (walsender)
+			label = psprintf("hot standby feedback: walsender pid %d, xmin %u",
+							 pid, xmin);
+		else
+			label = psprintf("backend pid %d: snapshot xmin %u, transaction open %s s",
+							 pid, xmin, age ? age : "?");
+		add_holder(h, xmin, label, walsender ? 2 : 3);
+		MemoryContextSwitchTo(old);
+	}
+	n = spindle_spi_exec("SELECT slot_name::pg_catalog.text, xmin FROM pg_catalog.pg_replication_slots"
+						 " WHERE xmin IS NOT NULL",
+						 0, NULL, NULL, NULL, true);
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		bool		isnull;
+		char	   *name = SPI_getvalue(tup, td, 1);
+		TransactionId xmin = DatumGetTransactionId(SPI_getbinval(tup, td, 2, &isnull));
+		MemoryContext old = MemoryContextSwitchTo(outer);
+
+		add_holder(h, xmin, psprintf("replication slot \"%s\": xmin %u",
+									 name, xmin), 1);
+		MemoryContextSwitchTo(old);
+	}
+	n = spindle_spi_exec("SELECT gid, transaction FROM pg_catalog.pg_prepared_xacts"
+						 " WHERE database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
+						 0, NULL, NULL, NULL, true);
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		bool		isnull;
+		char	   *gid = SPI_getvalue(tup, td, 1);
+		TransactionId xid = DatumGetTransactionId(SPI_getbinval(tup, td, 2, &isnull));
+		MemoryContext old = MemoryContextSwitchTo(outer);
+
+		add_holder(h, xid, psprintf("prepared transaction \"%s\": xid %u",
+									gid, xid), 0);
+		MemoryContextSwitchTo(old);
+	}
+	spindle_spi_end(&spi);
+}
+
+/*
+ * What keeps a full, fully purged spindle whose newest purger is xid from
+ * being dropped: the oldest holder at or before xid, or NULL.
+ */
+static char *
+blocked_by(Holders *h, TransactionId xid)
+{
+	Holder	   *best = NULL;
+	int			i;
+
+	if (!TransactionIdIsNormal(xid))
+		return NULL;
+	if (!h->loaded)
+		load_holders(h);
+	for (i = 0; i < h->n; i++)
+		if (TransactionIdPrecedesOrEquals(h->items[i].xmin, xid) &&
+			(best == NULL ||
+			 TransactionIdPrecedes(h->items[i].xmin, best->xmin) ||
+			 (h->items[i].xmin == best->xmin &&
+			  h->items[i].rank < best->rank)))
+			best = &h->items[i];
+	return best ? best->label : NULL;
+}
+
+/*
+ * spindle._spindle_info(): one row per existing spindle of every spindle
+ * table of this database that the caller may read.
+ */
+Datum
+spindle_spindle_info(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			nrows;
+	CatRow	   *rows;
+	Holders		holders = {0};
+	int			start;
+
+	InitMaterializedSRF(fcinfo, 0);
+	rows = load_catalog(InvalidOid, &nrows);
+	for (start = 0; start < nrows;)
+	{
+		Oid			relid = rows[start].relation;
+		int			end = start;
+		Figures    *figs;
+		bool		any_events = false;
+		bool		open_given = false;
+		int			i;
+
+		while (end < nrows && rows[end].relation == relid)
+			end++;
+		/* rights first, by OID: never a lock, never a wait */
+		if (!may_read(relid))
+		{
+			start = end;
+			continue;
+		}
+		figs = palloc0(sizeof(Figures) * (end - start));
+		for (i = start; i < end; i++)
+		{
+			Figures    *f = &figs[i - start];
+
+			spindle_figures(rows, nrows, i, f);
+			if (f->exists && (f->full || (f->known && f->events > 0)))
+				any_events = true;
+		}
+		for (i = start; i < end; i++)
+		{
+			Figures    *f = &figs[i - start];
+			SpindleEntry *sp = &rows[i].sp;
+			Datum		values[SPINDLE_INFO_COLS];
+			bool		nulls[SPINDLE_INFO_COLS] = {0};
+			const char *state;
+			char	   *blocker = NULL;
+
+			if (!f->exists)
+				continue;
+			if (f->full)
+				state = "full";
+			else if (f->known && f->events > 0)
+				state = "open";
+			else if (!any_events && !open_given)
+				state = "open";	/* an empty table's first spindle */
+			else if (!f->known && !open_given)
+				state = "open";	/* not counted now: say what is likely */
+			else
+				state = "ready";
+			if (strcmp(state, "open") == 0)
+				open_given = true;
+
+			values[0] = ObjectIdGetDatum(relid);
+			values[1] = Int64GetDatum(sp->spindle_no);
+			values[2] = CStringGetTextDatum(state);
+			/* what it may hold (0: a single spindle, unbounded) */
+			values[3] = Int64GetDatum(sp->capacity > 0 ?
+									  spindle_effective_capacity(sp) : 0);
+			if (f->known)
+			{
+				values[4] = Int64GetDatum(f->events);
+				values[5] = Int64GetDatum(f->purged);
+			}
+			else
+				nulls[4] = nulls[5] = true;
+			values[6] = Int64GetDatum(f->size);
+			values[7] = TimestampTzGetDatum(sp->created_at);
+			if (f->filled_at != 0)
+				values[8] = TimestampTzGetDatum(f->filled_at);
+			else
+				nulls[8] = true;
+			if (f->full && f->known && f->events > 0 &&
+				f->purged >= f->events)
+				blocker = blocked_by(&holders, f->latest_purger);
+			if (blocker != NULL)
+				values[9] = CStringGetTextDatum(blocker);
+			else
+				nulls[9] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+								 values, nulls);
+		}
+		pfree(figs);
+		start = end;
+	}
+	return (Datum) 0;
+}
+
+/*
+ * spindle._queue_info(): one row per queue of spindle.queue_catalog whose
+ * table the caller may read.
+ */
+Datum
+spindle_queue_info(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SpindleSpi	spi;
+	uint64		nq;
+	uint64		q;
+	char	  **names;
+	Oid		   *relids;
+	TimestampTz now = GetCurrentTimestamp();
+
+	InitMaterializedSRF(fcinfo, 0);
+	spindle_spi_begin(&spi);
+	nq = spindle_spi_exec("SELECT queue_name, relation::pg_catalog.oid"
+						  " FROM spindle.queue_catalog ORDER BY queue_name",
+						  0, NULL, NULL, NULL, true);
+	names = MemoryContextAlloc(spi.outer, sizeof(char *) * Max(nq, 1));
+	relids = MemoryContextAlloc(spi.outer, sizeof(Oid) * Max(nq, 1));
+	for (q = 0; q < nq; q++)
+	{
+		bool		isnull;
+		char	   *name = SPI_getvalue(SPI_tuptable->vals[q],
+										SPI_tuptable->tupdesc, 1);
+
+		names[q] = MemoryContextStrdup(spi.outer, name);
+		relids[q] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[q],
+												   SPI_tuptable->tupdesc, 2,
+												   &isnull));
+	}
+	spindle_spi_end(&spi);
+
+	for (q = 0; q < nq; q++)
+	{
+		Datum		values[QUEUE_INFO_COLS];
+		bool		nulls[QUEUE_INFO_COLS] = {0};
+		int			nrows;
+		CatRow	   *rows;
+		int			i;
+		int64		unpurged = 0;
+		bool		known = true;
+		TimestampTz oldest = 0;
+		int64		leased = 0;
+		int64		delayed = 0;
+		int64		held = 0;
+		QueueState *qs;
+
+		if (!may_read(relids[q]))
+			continue;
+		rows = load_catalog(relids[q], &nrows);
+		for (i = 0; i < nrows; i++)
+		{
+			Figures		f;
+
+			spindle_figures(rows, nrows, i, &f);
+			if (!f.exists)
+				continue;
+			if (!f.known)
+			{
+				known = false;
+				continue;
+			}
+			if (f.events > f.purged)
+			{
+				unpurged += f.events - f.purged;
+				if (oldest == 0)
+					oldest = rows[i].sp.created_at;
+			}
+		}
+		qs = spindle_queue_state(relids[q], false);
+		if (qs != NULL)
+		{
+			dlist_iter	iter;
+
+			LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+			if (qs->relid == relids[q] && qs->dbid == MyDatabaseId)
+				dlist_foreach(iter, &qs->items)
+				{
+					QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+					int64		n = item->end - item->start;
+
+					switch ((QueueItemKind) item->kind)
+					{
+						case QITEM_LEASED:
+							leased += n;
+							break;
+						case QITEM_DELAYED:
+							delayed += n;
+							break;
+						case QITEM_CLAIM:
+						case QITEM_PENDING:
+							held += n;
+							break;
+						default:
+							break;
+					}
+				}
+			LWLockRelease(spindle_queue_lock(qs));
+		}
+		values[0] = CStringGetTextDatum(names[q]);
+		values[1] = ObjectIdGetDatum(relids[q]);
+		if (known)
+			values[2] = Int64GetDatum(Max(unpurged - leased - delayed - held, 0));
+		else
+			nulls[2] = true;
+		values[3] = Int64GetDatum(leased);
+		values[4] = Int64GetDatum(delayed);
+		if (oldest != 0)
+		{
+			Interval   *age = DatumGetIntervalP(DirectFunctionCall2(timestamp_mi,
+																	TimestampTzGetDatum(now),
+																	TimestampTzGetDatum(oldest)));
+
+			values[5] = IntervalPGetDatum(age);
+		}
+		else
+			nulls[5] = true;
+		values[6] = Int64GetDatum(spindle_counters_table_inserts(relids[q]));
+		values[7] = Int64GetDatum(qs ? (int64) pg_atomic_read_u64(&qs->dequeued) : 0);
+		values[8] = Int64GetDatum(qs ? (int64) pg_atomic_read_u64(&qs->dead_lettered) : 0);
+		values[9] = Int32GetDatum(qs ? (int32) pg_atomic_read_u32(&qs->waiting) : 0);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * spindle._table_options(rel): the table's events_per_spindle and
+ * time_to_live.
+ */
+Datum
+spindle_table_options(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {0};
+	bool		found;
+	Interval	ttl;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = Int64GetDatum(spindle_rel_capacity_option(relid, &found));
+	if (!found)
+		nulls[0] = true;
+	if (spindle_rel_ttl_option(relid, &ttl))
+	{
+		Interval   *p = palloc(sizeof(Interval));
+
+		*p = ttl;
+		values[1] = IntervalPGetDatum(p);
+	}
+	else
+		nulls[1] = true;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

@@ -1,0 +1,2066 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.c
+ *	  Consuming queues: spindle.dequeue(), read(), ack(), set_visibility(),
+ *	  their claims and leases, and waiting for events (long poll).
+ *
+ * A consumer takes positions (msg_ids) from its queue's shared state
+ * (queue_state.c): first the items behind the head that are deliverable
+ * again (returned, due, expired, no longer waited for), then the next
+ * positions at the head, which it moves on.  They become its claim: an
+ * item of kind CLAIM owned by it, which no other consumer takes, so
+ * consumers never wait for each other and take no row locks.  It then
+ * examines each claimed event on disk under an exclusive lock of its page:
+ *
+ *	- deliverable (inserted by a committed transaction, not deleted, not
+ *	  locked, due): dequeue purges it -- xmax = the caller's transaction,
+ *	  one WAL record per page (rangepurge.c) -- and returns it; read()
+ *	  leases it instead (an item of kind LEASED, in shared memory only);
+ *	- inserted, deleted or locked by a running transaction: PENDING on it;
+ *	- not due: DELAYED until its visible_at;
+ *	- purged by a committed transaction, aborted, or never an event: gone.
+ *
+ * and records what it found in place of its claim.  Where its events are
+ * comes from the event cache (cache.c) when it has them, else from the
+ * directory and the slot map; the examination on the page is the same
+ * either way, so the cache changes no outcome.  Whatever goes wrong on
+ * the way (an error, a full item pool), the unrecorded rest of a claim
+ * becomes RETURNED, which only means "examine again": examining is always
+ * right, since the events themselves say what they are.  So every event
+ * behind the head is either purged for good or covered by an item, and no
+ * event is lost or delivered twice: a delivered event is purged by the
+ * claimer's (sub)transaction, whose end decides -- commit frees the claim
+ * (xact callback), abort or rollback to a savepoint returns it ahead of
+ * newer events, and so does the death of the backend (the abort runs) or a
+ * crash (the state is rebuilt from disk, where the purge was undone).
+ *
+ * Locks: the queue table in RowExclusiveLock (dequeue, ack, read with a
+ * dead-letter move) or AccessShareLock (read); each spindle touched in
+ * RowExclusiveLock; a state's LWLock never while a buffer lock is
+ * acquired, and a buffer lock taken before a state lock (see
+ * queue_state.c).  PREPARE TRANSACTION of a transaction holding claims is
+ * refused: nothing would end the claim.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/multixact.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "common/int.h"
+#include "common/int128.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "storage/condition_variable.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/timestamp.h"
+
+#include "queue/spindle_queue.h"
+
+PG_FUNCTION_INFO_V1(spindle_dequeue);
+PG_FUNCTION_INFO_V1(spindle_read);
+PG_FUNCTION_INFO_V1(spindle_ack);
+PG_FUNCTION_INFO_V1(spindle_ack_many);
+PG_FUNCTION_INFO_V1(spindle_set_visibility);
+
+/* the columns of a queue table */
+#define QCOL_MSG_ID		SPINDLE_QUEUE_ATT_MSG_ID
+#define QCOL_ENQUEUED	SPINDLE_QUEUE_ATT_ENQUEUED_AT
+#define QCOL_VISIBLE	SPINDLE_QUEUE_ATT_VISIBLE_AT
+#define QCOL_PAYLOAD	SPINDLE_QUEUE_ATT_PAYLOAD
+
+/* t + us, saturating: the largest intervals mean "for good" */
+static inline TimestampTz
+plus_usecs(TimestampTz t, int64 us)
+{
+	TimestampTz result;
+
+	if (pg_add_s64_overflow(t, us, &result))
+		return PG_INT64_MAX;
+	return result;
+}
+
+
+/* What examining a claimed event found. */
+typedef enum EvOutcome
+{
+	EV_DELIVER,
+	EV_GONE,
+	EV_PENDING,
+	EV_DELAYED,
+	EV_RETRY
+} EvOutcome;
+
+/* One claimed position. */
+typedef struct Candidate
+{
+	int64		msg_id;
+	int			source;			/* index into the claim's sources */
+	int32		read_count;
+	EvOutcome	outcome;
+	TransactionId xid;			/* PENDING on it */
+	TimestampTz due;			/* DELAYED until then */
+	bool		located;
+	Oid			segment;
+	int64		spindle_no;
+	ItemPointerData ptid;
+	HeapTuple	tuple;			/* delivered: a copy (NULL: from the cache) */
+	bool		cached;			/* the event cache knew where it is */
+	uint64		cache_pos;		/* its place there */
+	TransactionId cached_xmin;	/* ... who inserted it */
+	bool		from_cache;		/* delivered: payload and enqueued_at ... */
+	TimestampTz enqueued_at;	/* ... are these */
+	struct varlena *payload;
+} Candidate;
+
+/* An item taken as (part of) a claim, with the positions it covers. */
+typedef struct Source
+{
+	QueueItem  *item;
+	uint32		generation;
+	int64		start;
+	int64		end;
+	int32		read_count;
+	QueueItemKind was;			/* what the item was */
+	TimestampTz was_due;
+} Source;
+
+/* This backend's claims, for the transaction callbacks. */
+typedef struct ClaimRef
+{
+	dlist_node	node;
+	int			slot;			/* queue state */
+	int			index;			/* item */
+	uint32		generation;
+	SubTransactionId subid;
+} ClaimRef;
+
+static dlist_head my_claims = DLIST_STATIC_INIT(my_claims);	/* ClaimRefs */
+
+/*
+ * The claim this backend's last ack made, so that the next ack of the
+ * following event joins it instead of taking an item of its own (see
+ * join_last_ack).
+ */
+static struct
+{
+	int			slot;
+	int			index;
+	uint32		generation;
+	SubTransactionId subid;
+	LocalTransactionId lxid;
+} last_ack = {-1, -1, 0, InvalidSubTransactionId, InvalidLocalTransactionId};
+static List *enqueued_to = NIL; /* queue table OIDs, in TopTransactionContext */
+
+/*
+ * This transaction's dequeue may have finished a full spindle (see
+ * take_claims): once it commits, that spindle may be all purged, so wake
+ * the worker to drop it now rather than a naptime later (at 1 000 events
+ * per second and events_per_spindle = 1000 a naptime is a spindle's worth
+ * of events).  A wake-up that finds nothing to drop costs one round.
+ */
+static bool nudge_at_commit = false;
+static bool callbacks_registered = false;
+
+static void no_room_for_item(void);
+static void join_last_ack(QueueState *qs, QueueItem *item, uint32 generation);
+static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
+static void queue_xact_callback(XactEvent event, void *arg);
+static void queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+								   SubTransactionId parentSubid, void *arg);
+
+static void
+register_callbacks(void)
+{
+	if (callbacks_registered)
+		return;
+	RegisterXactCallback(queue_xact_callback, NULL);
+	RegisterSubXactCallback(queue_subxact_callback, NULL);
+	callbacks_registered = true;
+}
+
+/*
+ * An insert into a queue table: wake its consumers when the transaction
+ * commits.  Called by the access method for every insert.
+ */
+void
+spindle_queue_note_insert(Relation rel)
+{
+	MemoryContext old;
+	Oid			relid = RelationGetRelid(rel);
+
+	if (!spindle_relation_is_queue(rel) || list_member_oid(enqueued_to, relid))
+		return;
+	register_callbacks();
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	enqueued_to = lappend_oid(enqueued_to, relid);
+	MemoryContextSwitchTo(old);
+}
+
+/* ---------- transaction callbacks ---------- */
+
+/*
+ * End this backend's claims: freed at commit (their events are purged for
+ * good), returned otherwise (their events are examined again); with
+ * subid valid, only those of that subtransaction.  Never errors.
+ */
+static void
+end_claims(bool commit, SubTransactionId subid)
+{
+	dlist_mutable_iter iter;
+
+	dlist_foreach_modify(iter, &my_claims)
+	{
+		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
+		QueueState *qs;
+		QueueItem  *item;
+
+		if (subid != InvalidSubTransactionId && ref->subid != subid)
+			continue;
+		qs = spindle_queue_state_at(ref->slot);
+		item = spindle_qitem_at(ref->index);
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (item->generation == ref->generation &&
+			item->kind == QITEM_CLAIM && item->owner == MyProc->pgprocno)
+		{
+			if (commit && item->mixed)
+			{
+				/* some of its events were not ours: examine them again */
+				item->kind = QITEM_RETURNED;
+			}
+			else if (commit)
+			{
+				pg_atomic_fetch_add_u64(&qs->dequeued,
+										(uint64) (item->end - item->start));
+				spindle_qitem_free(qs, item);
+				item = NULL;
+			}
+			else
+			{
+				/* an acknowledged lease that rolls back is leased again */
+				item->kind = item->restore_kind;
+				if (item->kind == QITEM_LEASED)
+					qs->nleases++;
+			}
+			if (item != NULL)
+			{
+				item->restore_kind = QITEM_RETURNED;
+				item->owner = -1;
+				item->owner_lxid = InvalidLocalTransactionId;
+				item->xid = InvalidTransactionId;
+				item->mixed = false;
+			}
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+		if (!commit)
+			ConditionVariableBroadcast(&qs->cv);
+		dlist_delete(&ref->node);
+		pfree(ref);
+	}
+}
+
+static void
+wake_enqueued(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, enqueued_to)
+	{
+		QueueState *qs = spindle_queue_state(lfirst_oid(lc), false);
+
+		if (qs != NULL)
+			ConditionVariableBroadcast(&qs->cv);
+	}
+}
+
+/* Whether this backend holds a claim (some refs may be of former claims). */
+static bool
+holds_claims(void)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &my_claims)
+	{
+		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
+		QueueState *qs = spindle_queue_state_at(ref->slot);
+		QueueItem  *item = spindle_qitem_at(ref->index);
+		bool		held;
+
+		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+		held = item->generation == ref->generation &&
+			item->kind == QITEM_CLAIM && item->owner == MyProc->pgprocno;
+		LWLockRelease(spindle_queue_lock(qs));
+		if (held)
+			return true;
+	}
+	return false;
+}
+
+static void
+queue_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (holds_claims())
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that dequeued or acknowledged queue events")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			end_claims(true, InvalidSubTransactionId);
+			wake_enqueued();
+			enqueued_to = NIL;
+			if (nudge_at_commit)
+				spindle_wake_worker();
+			nudge_at_commit = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			end_claims(false, InvalidSubTransactionId);
+			enqueued_to = NIL;
+			nudge_at_commit = false;
+			break;
+		case XACT_EVENT_PREPARE:
+			enqueued_to = NIL;
+			nudge_at_commit = false;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		end_claims(false, mySubid);
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		dlist_iter	iter;
+
+		dlist_foreach(iter, &my_claims)
+		{
+			ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
+
+			if (ref->subid == mySubid)
+				ref->subid = parentSubid;
+		}
+	}
+}
+
+/*
+ * Make item (of qs, locked) a claim of this backend's (sub)transaction and
+ * remember it for the transaction callbacks.  Should the remembering fail
+ * (out of memory), the claim still ends: consumers take a claim whose
+ * owner's transaction is over as one to examine again (item_ready).
+ */
+static void
+remember_claim(QueueState *qs, QueueItem *item)
+{
+	ClaimRef   *ref;
+
+	item->owner = MyProc->pgprocno;
+	item->owner_lxid = MyProc->lxid;
+	register_callbacks();
+	ref = MemoryContextAlloc(TopMemoryContext, sizeof(ClaimRef));
+	ref->slot = qs->slot;
+	ref->index = item->index;
+	ref->generation = item->generation;
+	ref->subid = GetCurrentSubTransactionId();
+	dlist_push_tail(&my_claims, &ref->node);
+}
+
+/* ---------- opening a queue ---------- */
+
+/*
+ * Open queue table name with the rights a consumer needs (SELECT and
+ * DELETE on it), checked before the table is locked.
+ */
+static Relation
+open_queue(FunctionCallInfo fcinfo, LOCKMODE lockmode, SpindleQueue *q)
+{
+	Relation	rel;
+	TupleDesc	td;
+
+	spindle_queue_open_arg(fcinfo, 0, ACL_SELECT | ACL_DELETE, q);
+	/* consumers see every event: a policy must not hide some of them */
+	if (check_enable_rls(q->relid, InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot consume queue \"%s\": row-level security applies to the current user",
+						q->name),
+				 errdetail("dequeue, read, ack and set_visibility are not filtered by row-level security policies."),
+				 errhint("Consume as a role that bypasses row-level security (the owner, unless FORCE ROW LEVEL SECURITY is set), or disable row-level security on the queue's table.")));
+	rel = table_open(q->relid, lockmode);
+	/* purges by position check no foreign key (the lock keeps new ones out) */
+	if (OidIsValid(spindle_referencing_table(rel)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot consume queue \"%s\": a foreign key constraint references its table",
+						q->name),
+				 errdetail("Table \"%s\" references the queue's table, and dequeue and ack do not check foreign keys.",
+						   get_rel_name(spindle_referencing_table(rel))),
+				 errhint("Drop the foreign key constraint, or delete the events with DELETE.")));
+	/* the shared state must only ever know committed spindles */
+	if (rel->rd_createSubid != InvalidSubTransactionId ||
+		rel->rd_newRelfilenodeSubid != InvalidSubTransactionId)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot consume queue \"%s\" in the transaction that created or truncated it",
+						q->name),
+				 errhint("Commit the CREATE or TRUNCATE first.")));
+	td = RelationGetDescr(rel);
+	if (td->natts < QCOL_PAYLOAD ||
+		TupleDescAttr(td, QCOL_MSG_ID - 1)->atttypid != INT8OID ||
+		TupleDescAttr(td, QCOL_ENQUEUED - 1)->atttypid != TIMESTAMPTZOID ||
+		TupleDescAttr(td, QCOL_VISIBLE - 1)->atttypid != TIMESTAMPTZOID ||
+		TupleDescAttr(td, QCOL_PAYLOAD - 1)->atttypid != JSONBOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("table of queue \"%s\" does not have the columns of a queue",
+						q->name)));
+	return rel;
+}
+
+static int
+get_max_events(FunctionCallInfo fcinfo, int argno)
+{
+	int			n;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("max_events must not be NULL")));
+	n = PG_GETARG_INT32(argno);
+	if (n <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_events must be positive, not %d", n)));
+	return n;
+}
+
+/* A non-negative interval argument, in microseconds. */
+static int64
+get_interval_usecs(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	Interval   *iv;
+	int64		us;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", what)));
+	iv = PG_GETARG_INTERVAL_P(argno);
+	/*
+	 * In 128 bits, as interval_cmp does: the largest intervals pass 2^63
+	 * microseconds and would wrap around (to a negative or a short time).
+	 * What does not fit means "for good".
+	 */
+	{
+		INT128		total = int64_to_int128(iv->time);
+
+		int128_add_int64_mul_int64(&total, iv->day, USECS_PER_DAY);
+		int128_add_int64_mul_int64(&total, iv->month, 30 * USECS_PER_DAY);
+		if (int128_compare(total, int64_to_int128(0)) < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s must not be negative", what)));
+		if (int128_compare(total, int64_to_int128(PG_INT64_MAX)) > 0)
+			us = PG_INT64_MAX;
+		else
+			us = int128_to_int64(total);
+	}
+	return us;
+}
+
+/* ---------- taking claims ---------- */
+
+/* Whether an item's events may be delivered now. */
+static bool
+item_ready(QueueItem *item, TimestampTz now)
+{
+	switch ((QueueItemKind) item->kind)
+	{
+		case QITEM_RETURNED:
+			return true;
+		case QITEM_DELAYED:
+		case QITEM_LEASED:
+			/* strictly: a lease granted by this call is not due in it */
+			return item->due < now;
+		case QITEM_PENDING:
+			return !TransactionIdIsValid(item->xid) ||
+				!TransactionIdIsInProgress(item->xid);
+		case QITEM_CLAIM:
+			/* a claim whose owner's transaction ended without ending it */
+			return item->owner >= 0 &&
+				ProcGlobal->allProcs[item->owner].lxid != item->owner_lxid;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Make [start, start + n) of item (of qs, locked) a claim of this backend
+ * and add it to sources; returns false if the pool has no item for it.
+ */
+static bool
+claim_from_item(QueueState *qs, QueueItem *item, int64 n, Source *src)
+{
+	QueueItem  *claim = item;
+
+	if (item->end - item->start > n)
+	{
+		claim = spindle_qitem_alloc(qs, QITEM_CLAIM, item->start,
+									item->start + n);
+		if (claim == NULL)
+			return false;
+		item->start += n;
+	}
+	src->was = (QueueItemKind) item->kind;
+	src->was_due = item->due;
+	src->read_count = item->read_count;
+	if (claim == item)
+	{
+		if (item->kind == QITEM_LEASED)
+			qs->nleases--;
+		item->kind = QITEM_CLAIM;
+	}
+	claim->read_count = src->read_count;
+	claim->xid = InvalidTransactionId;
+	remember_claim(qs, claim);
+	src->item = claim;
+	src->generation = claim->generation;
+	src->start = claim->start;
+	src->end = claim->end;
+	return true;
+}
+
+/* Where the head's spindle ends for now (see take_claims). */
+typedef struct HeadSpindle
+{
+	int64		spindle_no;		/* 0: none */
+	int64		used;			/* slots handed out */
+	bool		full;			/* receives no more events */
+} HeadSpindle;
+
+/*
+ * Look up how far the spindle at or after position head goes: its slots
+ * used and whether it is full.  No state lock held (may read the disk).
+ */
+static void
+head_spindle(Relation facade, SpindleDirectory *dir, int64 head,
+			 HeadSpindle *hs)
+{
+	int64		no = spindle_msgid_spindle(head);
+	int			i;
+
+	hs->spindle_no = 0;
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		SpindleEntry *sp = &dir->spindles[i];
+		TimestampTz filled_at;
+
+		if (sp->spindle_no < no)
+			continue;
+		hs->spindle_no = sp->spindle_no;
+
+		/*
+		 * Full first, then how many slots: a spindle found full hands out
+		 * no more, so all its slots are taken (a slot that never got its
+		 * event is found gone); one not found full may fill meanwhile,
+		 * and then its events past the count wait for the next call.
+		 */
+		hs->full = spindle_slots_full(facade, dir, i, &filled_at);
+		if (hs->full)
+			hs->used = spindle_effective_capacity(sp);
+		else if (!spindle_slots_peek(sp->segment, sp->spindle_no, &hs->used))
+		{
+			Relation	seg = spindle_open_segment(facade, sp, AccessShareLock);
+			bool		full;
+
+			if (seg == NULL)
+			{
+				hs->spindle_no = 0;
+				continue;
+			}
+			hs->used = spindle_slots_used(facade, seg, sp, &full, &filled_at,
+										  NULL);
+			relation_close(seg, AccessShareLock);
+		}
+		return;
+	}
+}
+
+/*
+ * Whether every position of spindle spindle_no was handed out (qs locked):
+ * the head is past it or at its capacity.
+ */
+static bool
+handed_out(QueueState *qs, SpindleDirectory *dir, int64 spindle_no)
+{
+	SpindleEntry *sp;
+
+	if (spindle_no != spindle_msgid_spindle(qs->head))
+		return spindle_no < spindle_msgid_spindle(qs->head);
+	sp = spindle_find_spindle(dir, spindle_no);
+	return sp != NULL &&
+		spindle_msgid_k(qs->head) >= spindle_effective_capacity(sp);
+}
+
+/*
+ * Take up to want positions as this backend's claim: deliverable items
+ * first, then from the head.  Fills sources and returns how many
+ * positions they hold.  Sets *ends_spindle if the claim may finish a full
+ * spindle: it takes that spindle's last positions at the head, moves the
+ * head past it, or takes a whole pending run of a spindle all handed out.
+ * Delayed, returned and leased runs do not count: they can be due one
+ * call after another and would wake the worker at each.
+ */
+static int
+take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
+			Source *sources, int *nsources, int max_sources, TimestampTz now,
+			bool *pool_full, bool *ends_spindle)
+{
+	int			got = 0;
+	dlist_mutable_iter iter;
+
+	*nsources = 0;
+	*pool_full = false;
+	*ends_spindle = false;
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	if (!qs->valid)
+	{
+		/* rebuilt from disk: start at the oldest spindle */
+		qs->head = spindle_msgid_make(dir->nspindles > 0 ?
+									  dir->spindles[0].spindle_no : 1, 0);
+		qs->valid = true;
+	}
+	dlist_foreach_modify(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+		int64		n;
+		bool		finishes;
+
+		if (got >= want || *nsources >= max_sources)
+			break;
+		if (!item_ready(item, now))
+			continue;
+		n = Min(item->end - item->start, want - got);
+		/* a pending run at a full spindle's end (not delayed or leased ones) */
+		finishes = item->kind == QITEM_PENDING &&
+			n == item->end - item->start &&
+			handed_out(qs, dir, spindle_msgid_spindle(item->start));
+		if (!claim_from_item(qs, item, n, &sources[*nsources]))
+		{
+			*pool_full = true;
+			break;
+		}
+		if (finishes)
+			*ends_spindle = true;
+		(*nsources)++;
+		got += n;
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+
+	/* then from the head, one spindle at a time */
+	while (got < want && *nsources < max_sources && !*pool_full)
+	{
+		HeadSpindle hs;
+		int64		head = qs->head;	/* a hint; checked under the lock */
+		int64		k;
+		int64		n;
+		QueueItem  *claim;
+
+		head_spindle(facade, dir, head, &hs);
+		if (hs.spindle_no == 0)
+			break;				/* no spindle at or after the head */
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (qs->head != head)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			continue;			/* moved meanwhile: look again */
+		}
+		if (spindle_msgid_spindle(head) < hs.spindle_no)
+			head = qs->head = spindle_msgid_make(hs.spindle_no, 0);
+		k = spindle_msgid_k(head);
+		if (k >= hs.used)
+		{
+			bool		more = hs.full;
+
+			/* a full spindle is done: go on at the next one */
+			if (more)
+			{
+				qs->head = spindle_msgid_make(hs.spindle_no + 1, 0);
+				*ends_spindle = true;
+			}
+			LWLockRelease(spindle_queue_lock(qs));
+			if (more)
+				continue;
+			break;				/* the open spindle's events are all taken */
+		}
+		n = Min(hs.used - k, want - got);
+		claim = spindle_qitem_alloc(qs, QITEM_CLAIM, head, head + n);
+		if (claim == NULL)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			*pool_full = true;
+			break;
+		}
+		remember_claim(qs, claim);
+		qs->head = head + n;
+		if (hs.full && k + n >= hs.used)
+			*ends_spindle = true;	/* the full spindle's last positions */
+		LWLockRelease(spindle_queue_lock(qs));
+		sources[*nsources].item = claim;
+		sources[*nsources].generation = claim->generation;
+		sources[*nsources].start = head;
+		sources[*nsources].end = head + n;
+		sources[*nsources].read_count = 0;
+		sources[*nsources].was = QITEM_FREE;
+		sources[*nsources].was_due = 0;
+		(*nsources)++;
+		got += n;
+	}
+	return got;
+}
+
+/* ---------- examining events ---------- */
+
+/*
+ * What the event at ptid of seg (buffer buf, locked) is for a consumer at
+ * time now; sets *xid for EV_PENDING and *due for EV_DELAYED.
+ */
+static EvOutcome
+classify(Relation seg, Buffer buf, ItemPointer ptid, int64 k, TupleDesc td,
+		 TimestampTz now, TransactionId *xid, TimestampTz *due)
+{
+	Page		page = BufferGetPage(buf);
+	OffsetNumber off = ItemPointerGetOffsetNumber(ptid);
+	ItemId		lp;
+	HeapTupleData tup;
+	TransactionId dead_after;
+	bool		isnull;
+	Datum		d;
+
+	if (off > PageGetMaxOffsetNumber(page))
+		return EV_GONE;
+	lp = PageGetItemId(page, off);
+	if (!ItemIdIsNormal(lp))
+		return EV_GONE;
+	tup.t_data = (HeapTupleHeader) PageGetItem(page, lp);
+	tup.t_len = ItemIdGetLength(lp);
+	tup.t_tableOid = RelationGetRelid(seg);
+	tup.t_self = *ptid;
+	if (spindle_event_k(tup.t_data, tup.t_len) != (int32) k)
+		return EV_GONE;			/* not the event the map promised */
+
+	switch (HeapTupleSatisfiesVacuumHorizon(&tup, buf, &dead_after))
+	{
+		case HEAPTUPLE_DEAD:
+		case HEAPTUPLE_RECENTLY_DEAD:
+			return EV_GONE;
+		case HEAPTUPLE_INSERT_IN_PROGRESS:
+			*xid = HeapTupleHeaderGetRawXmin(tup.t_data);
+			return EV_PENDING;
+		case HEAPTUPLE_DELETE_IN_PROGRESS:
+			*xid = HeapTupleHeaderGetUpdateXid(tup.t_data);
+			return EV_PENDING;
+		case HEAPTUPLE_LIVE:
+			break;
+	}
+	/* live: a row lock held by a running transaction keeps it for now */
+	if (!(tup.t_data->t_infomask & HEAP_XMAX_INVALID))
+	{
+		TransactionId xmax = HeapTupleHeaderGetRawXmax(tup.t_data);
+
+		if (tup.t_data->t_infomask & HEAP_XMAX_IS_MULTI)
+		{
+			if (MultiXactIdIsRunning(xmax, true))
+			{
+				*xid = InvalidTransactionId;
+				return EV_PENDING;
+			}
+		}
+		else if (TransactionIdIsCurrentTransactionId(xmax) ||
+				 TransactionIdIsInProgress(xmax))
+		{
+			*xid = xmax;
+			return EV_PENDING;
+		}
+	}
+	d = heap_getattr(&tup, QCOL_VISIBLE, td, &isnull);
+	if (!isnull && DatumGetTimestampTz(d) > now)
+	{
+		*due = DatumGetTimestampTz(d);
+		return EV_DELAYED;
+	}
+	return EV_DELIVER;
+}
+
+static int
+spindle_index(SpindleDirectory *dir, SpindleEntry *sp)
+{
+	return (int) (sp - dir->spindles);
+}
+
+static int
+cmp_candidate_location(const void *a, const void *b)
+{
+	const Candidate *x = a;
+	const Candidate *y = b;
+
+	if (x->located != y->located)
+		return x->located ? -1 : 1;
+	if (x->segment != y->segment)
+		return x->segment < y->segment ? -1 : 1;
+	return ItemPointerCompare((ItemPointer) &x->ptid, (ItemPointer) &y->ptid);
+}
+
+static int
+cmp_candidate_source(const void *a, const void *b)
+{
+	const Candidate *x = a;
+	const Candidate *y = b;
+
+	if (x->source != y->source)
+		return x->source < y->source ? -1 : 1;
+	if (x->msg_id != y->msg_id)
+		return x->msg_id < y->msg_id ? -1 : 1;
+	return 0;
+}
+
+static int
+cmp_candidate_msgid(const void *a, const void *b)
+{
+	const Candidate *x = a;
+	const Candidate *y = b;
+
+	if (x->msg_id != y->msg_id)
+		return x->msg_id < y->msg_id ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Ask the event cache (cache.c) where the candidates' events are; those it
+ * knows need no slot map lookup, and, if it has their payloads, no copy
+ * of their tuples.  Whether they are deliverable is still examined on
+ * their pages.
+ */
+static void
+cache_fill(Relation facade, SpindleDirectory *dir, int slot, Candidate *c,
+		   int n)
+{
+	int64	   *ids;
+	uint64	   *pos;
+	int		   *which;
+	SpindleCachedEvent *ev;
+	int			i;
+	int			m = 0;
+
+	for (i = 0; i < n; i++)
+	{
+		c[i].cached = false;
+		c[i].from_cache = false;
+	}
+	if (slot < 0 || n == 0)
+		return;
+	ids = palloc(sizeof(int64) * n);
+	pos = palloc(sizeof(uint64) * n);
+	which = palloc(sizeof(int) * n);
+	ev = palloc(sizeof(SpindleCachedEvent) * n);
+	for (i = 0; i < n; i++)
+	{
+		SpindleEntry *sp = spindle_find_spindle(dir, spindle_msgid_spindle(c[i].msg_id));
+
+		if (sp == NULL)
+			continue;			/* gone: locate says so */
+		c[i].cache_pos = spindle_cache_ring_pos(sp->spindle_no,
+												spindle_effective_capacity(sp),
+												spindle_msgid_k(c[i].msg_id));
+		ids[m] = c[i].msg_id;
+		pos[m] = c[i].cache_pos;
+		which[m] = i;
+		m++;
+	}
+	spindle_cache_lookup(slot, RelationGetRelid(facade), ids, pos, m, ev);
+	for (i = 0; i < m; i++)
+	{
+		Candidate  *ci = &c[which[i]];
+
+		if (!ev[i].found)
+			continue;
+		ci->cached = true;
+		ci->segment = ev[i].segment;
+		ci->ptid = ev[i].ptid;
+		ci->cached_xmin = ev[i].xmin;
+		ci->enqueued_at = ev[i].enqueued_at;
+		ci->payload = ev[i].payload;
+	}
+	pfree(ids);
+	pfree(pos);
+	pfree(which);
+	pfree(ev);
+}
+
+/*
+ * Forget the cached events a consumer is done with: purged by this
+ * transaction (dequeue, ack), or found gone.  (A purge that rolls back
+ * costs a miss when the event is taken again.)
+ */
+static void
+cache_done(Relation facade, int slot, Candidate *c, int n, bool purge)
+{
+	int64	   *ids;
+	uint64	   *pos;
+	int			nids = 0;
+	int			i;
+
+	if (slot < 0 || n == 0)
+		return;
+	ids = palloc(sizeof(int64) * n);
+	pos = palloc(sizeof(uint64) * n);
+	for (i = 0; i < n; i++)
+		if (c[i].cached &&
+			(c[i].outcome == EV_GONE || (purge && c[i].outcome == EV_DELIVER)))
+		{
+			ids[nids] = c[i].msg_id;
+			pos[nids++] = c[i].cache_pos;
+		}
+	spindle_cache_forget(slot, RelationGetRelid(facade), ids, pos, nids);
+	pfree(ids);
+	pfree(pos);
+}
+
+/*
+ * Find where each candidate's event is: its spindle and physical TID.
+ * Candidates whose spindle is gone, or whose slot never got an event, are
+ * EV_GONE; a slot not placed yet is EV_RETRY.
+ */
+static void
+locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
+	   TimestampTz now)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		SpindleEntry *sp = spindle_find_spindle(dir, spindle_msgid_spindle(c[i].msg_id));
+		bool		inflight;
+		TimestampTz filled;
+		int64		k = spindle_msgid_k(c[i].msg_id);
+
+		c[i].located = false;
+		c[i].outcome = EV_GONE;
+		if (sp == NULL || k >= sp->vcount)
+			continue;
+		if (c[i].cached)
+		{
+			/* placed, and where: the cache says, if the spindle is that one */
+			if (c[i].segment == sp->segment)
+			{
+				c[i].located = true;
+				c[i].spindle_no = sp->spindle_no;
+				continue;
+			}
+			c[i].cached = false;
+			c[i].payload = NULL;
+		}
+		/* asked before the map: see spindle_slots_inflight */
+		inflight = spindle_slots_inflight(sp->segment, sp->spindle_no);
+		if (!spindle_slotmap_get(facade, sp->vbase + k, &c[i].ptid))
+		{
+			/*
+			 * Reserved, not placed: soon, if a reservation is in flight or
+			 * the spindle still takes them; never, otherwise.
+			 */
+			if (inflight ||
+				!spindle_slots_full(facade, dir, spindle_index(dir, sp), &filled))
+				c[i].outcome = EV_RETRY;
+			continue;
+		}
+		c[i].located = true;
+		c[i].segment = sp->segment;
+		c[i].spindle_no = sp->spindle_no;
+	}
+}
+
+/*
+ * Examine located candidates page by page under an exclusive page lock;
+ * with purge, purge the deliverable ones (one WAL record per page) and
+ * keep a copy of each.  Candidates must be sorted by location.
+ */
+static void
+examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
+		TimestampTz now, bool purge, bool *purge_mask)
+{
+	TupleDesc	td = RelationGetDescr(facade);
+	CommandId	cid = purge ? GetCurrentCommandId(true) : InvalidCommandId;
+	int			i = 0;
+
+	while (i < n && c[i].located)
+	{
+		SpindleEntry *sp = spindle_find_spindle(dir, c[i].spindle_no);
+		Relation	seg = spindle_open_segment(facade, sp, RowExclusiveLock);
+		BlockNumber blk = ItemPointerGetBlockNumber(&c[i].ptid);
+		Buffer		buf;
+		OffsetNumber offsets[MaxHeapTuplesPerPage];
+		int			noff = 0;
+		int			j;
+		int			first = i;
+
+		if (seg == NULL)
+		{
+			for (; i < n && c[i].located && c[i].segment == c[first].segment; i++)
+				c[i].outcome = EV_GONE;
+			continue;
+		}
+		buf = ReadBuffer(seg, blk);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		for (; i < n && c[i].located && c[i].segment == c[first].segment &&
+			 ItemPointerGetBlockNumber(&c[i].ptid) == blk; i++)
+		{
+			c[i].outcome = classify(seg, buf, &c[i].ptid,
+									spindle_msgid_k(c[i].msg_id), td, now,
+									&c[i].xid, &c[i].due);
+			if (c[i].outcome == EV_DELIVER && purge &&
+				(purge_mask == NULL || purge_mask[i]))
+				offsets[noff++] = ItemPointerGetOffsetNumber(&c[i].ptid);
+		}
+		if (noff > 0)
+			spindle_purge_on_page(seg, buf, offsets, noff, cid);
+		for (j = first; j < i; j++)
+		{
+			if (c[j].outcome == EV_DELIVER)
+			{
+				Page		page = BufferGetPage(buf);
+				ItemId		lp = PageGetItemId(page,
+											   ItemPointerGetOffsetNumber(&c[j].ptid));
+				HeapTupleData tup;
+
+				/*
+				 * The page said it is deliverable; the cache's copy of its
+				 * payload is that tuple's if the tuple is the one it saw
+				 * stored (classify checked its k, this its xmin).
+				 */
+				if (c[j].cached && c[j].payload != NULL &&
+					TransactionIdEquals(c[j].cached_xmin,
+										HeapTupleHeaderGetRawXmin((HeapTupleHeader) PageGetItem(page, lp))))
+				{
+					c[j].from_cache = true;
+					c[j].tuple = NULL;
+					continue;
+				}
+				tup.t_data = (HeapTupleHeader) PageGetItem(page, lp);
+				tup.t_len = ItemIdGetLength(lp);
+				tup.t_tableOid = RelationGetRelid(seg);
+				tup.t_self = c[j].ptid;
+				c[j].tuple = heap_copytuple(&tup);
+			}
+		}
+		UnlockReleaseBuffer(buf);
+		if (noff > 0)
+			spindle_note_touched(RelationGetRelid(facade), c[first].spindle_no);
+		relation_close(seg, NoLock);
+	}
+}
+
+/* ---------- recording what was found ---------- */
+
+/* The item kind an outcome leaves behind the head (FREE: nothing). */
+static QueueItemKind
+outcome_kind(const Candidate *c, bool delivered_kind_is_lease)
+{
+	switch (c->outcome)
+	{
+		case EV_DELIVER:
+			return delivered_kind_is_lease ? QITEM_LEASED : QITEM_CLAIM;
+		case EV_PENDING:
+			return QITEM_PENDING;
+		case EV_DELAYED:
+			return QITEM_DELAYED;
+		case EV_RETRY:
+			return QITEM_RETURNED;
+		case EV_GONE:
+			return QITEM_FREE;
+	}
+	return QITEM_RETURNED;
+}
+
+/* Whether two consecutive candidates can share an item. */
+static bool
+same_run(const Candidate *a, const Candidate *b, bool lease)
+{
+	if (a->msg_id + 1 != b->msg_id || a->outcome != b->outcome)
+		return false;
+	switch (a->outcome)
+	{
+		case EV_PENDING:
+			return TransactionIdEquals(a->xid, b->xid);
+		case EV_DELAYED:
+			/* never early; late by at most a second */
+			return Abs(a->due - b->due) < USECS_PER_SEC;
+		case EV_DELIVER:
+			return !lease || a->read_count == b->read_count;
+		default:
+			return true;
+	}
+}
+
+/*
+ * Join the run [first, last] of kind to an item of qs (locked) other than
+ * self that ends just before it and says the same (the same awaited xid;
+ * due times within a second, keeping the later): a run of delayed events
+ * passed one dequeue at a time then takes one item, not one per call.
+ */
+static bool
+extend_item(QueueState *qs, QueueItem *self, QueueItemKind kind,
+			const Candidate *first, const Candidate *last)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		if (item == self || item->kind != kind || item->end != first->msg_id ||
+			spindle_msgid_spindle(item->start) != spindle_msgid_spindle(first->msg_id))
+			continue;
+		if (kind == QITEM_PENDING && !TransactionIdEquals(item->xid, first->xid))
+			continue;
+		if (kind == QITEM_DELAYED &&
+			(Abs(item->due - first->due) >= USECS_PER_SEC ||
+			 Abs(item->due - last->due) >= USECS_PER_SEC))
+			continue;
+		item->end = last->msg_id + 1;
+		if (kind == QITEM_DELAYED)
+			item->due = Max(item->due, Max(first->due, last->due));
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Replace each source's claim by what its candidates turned out to be.
+ * Candidates are sorted by source, then msg_id; delivered ones become this
+ * backend's claims (dequeue: purged by xid) or leases until lease_due
+ * (read), gone ones nothing.  Where the pool has no item left, the rest of
+ * a source stays one item: for dequeue, a claim marked mixed (its events
+ * that were delivered are purged by us; the others are examined again when
+ * the claim ends, whatever the end); for read, RETURNED, and its
+ * candidates are not delivered.
+ */
+static void
+record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
+	   bool lease, TimestampTz lease_due, TransactionId xid)
+{
+	int			i = 0;
+	int			s;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	for (s = 0; s < nsources; s++)
+	{
+		Source	   *src = &sources[s];
+		QueueItem  *item = src->item;
+
+		if (item->generation != src->generation ||
+			item->kind != QITEM_CLAIM || item->owner != MyProc->pgprocno)
+		{
+			/*
+			 * Reset meanwhile (cannot happen while we hold the table
+			 * locked, but a rebuild would be right too): what we purged
+			 * is still ours to deliver, and a rebuild finds the rest.
+			 */
+			while (i < n && c[i].source == s)
+			{
+				if (lease && c[i].outcome == EV_DELIVER)
+					c[i].outcome = EV_RETRY;
+				i++;
+			}
+			continue;
+		}
+		while (i < n && c[i].source == s)
+		{
+			int			j = i;
+			bool		last;
+			QueueItemKind kind;
+			QueueItem  *run;
+
+			while (j + 1 < n && c[j + 1].source == s &&
+				   same_run(&c[j], &c[j + 1], lease))
+				j++;
+			last = !(j + 1 < n && c[j + 1].source == s);
+			kind = outcome_kind(&c[i], lease);
+			if (kind == QITEM_FREE)
+			{
+				if (last)
+					spindle_qitem_free(qs, item);
+				else
+					item->start = c[j + 1].msg_id;
+				i = j + 1;
+				continue;
+			}
+			if ((kind == QITEM_DELAYED || kind == QITEM_PENDING) &&
+				extend_item(qs, item, kind, &c[i], &c[j]))
+			{
+				/* joined to the run just before it */
+				if (last)
+					spindle_qitem_free(qs, item);
+				else
+					item->start = c[j + 1].msg_id;
+				i = j + 1;
+				continue;
+			}
+			if (last && (kind != QITEM_LEASED || spindle_qitem_lease_room()))
+			{
+				/* the last run takes the claim's own item */
+				run = item;
+				item->start = c[i].msg_id;
+			}
+			else if (last)
+				run = NULL;		/* no lease left: examined again */
+			else
+				run = spindle_qitem_alloc(qs, kind, c[i].msg_id,
+										  c[j].msg_id + 1);
+			if (run == NULL)
+			{
+				/* no item for it: the claim's item keeps the rest */
+				item->start = c[i].msg_id;
+				if (lease)
+				{
+					item->kind = QITEM_RETURNED;
+					item->owner = -1;
+					for (; i < n && c[i].source == s; i++)
+						if (c[i].outcome == EV_DELIVER)
+							c[i].outcome = EV_RETRY;
+				}
+				else
+				{
+					item->xid = xid;
+					item->mixed = true;
+					for (; i < n && c[i].source == s; i++)
+						;
+				}
+				break;
+			}
+			if (kind == QITEM_LEASED && run == item)
+				qs->nleases++;
+			run->kind = kind;
+			run->end = c[j].msg_id + 1;
+			run->read_count = kind == QITEM_LEASED ? c[i].read_count + 1 :
+				c[i].read_count;
+			run->xid = kind == QITEM_PENDING ? c[i].xid :
+				kind == QITEM_CLAIM ? xid : InvalidTransactionId;
+			run->owner = kind == QITEM_CLAIM ? MyProc->pgprocno : -1;
+			run->mixed = false;
+			run->due = kind == QITEM_DELAYED ? Max(c[i].due, c[j].due) :
+				kind == QITEM_LEASED ? lease_due : 0;
+			if (kind == QITEM_CLAIM && run != item)
+				remember_claim(qs, run);
+			if (!last)
+				item->start = c[j + 1].msg_id;
+			i = j + 1;
+		}
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+}
+
+/* ---------- the consuming functions ---------- */
+
+typedef struct ConsumeResult
+{
+	Candidate  *c;
+	int			n;
+	int			nalloc;			/* room in c[] (consume's result only) */
+} ConsumeResult;
+
+/*
+ * consume()'s result starts with room for this many events and grows as
+ * they are delivered: max_events bounds the call, it is no allocation
+ * (2147483647 of them would not fit in palloc's 1 GB).
+ */
+#define CONSUME_INITIAL_ROOM	256
+
+/*
+ * One attempt claims at most this many positions: its candidates are
+ * allocated for all it claims (a whole spindle at the head may hold
+ * millions), and claims held while examining keep others waiting.
+ */
+#define CONSUME_ATTEMPT_MAX		1024
+
+/*
+ * One attempt to take up to want events of the queue: dequeue (purge =
+ * true) or read with a lease until lease_due.  Returns the candidates;
+ * those with outcome EV_DELIVER were delivered.
+ */
+static ConsumeResult
+consume_once(Relation facade, QueueState *qs, int want, bool purge,
+			 TimestampTz lease_due, TimestampTz ready_at, bool *pool_full)
+{
+	ConsumeResult res = {NULL, 0, 0};
+	SpindleDirectory *dir;
+	Source	   *sources;
+	int			nsources;
+	int			max_sources = 64;
+	int			got;
+	int			s;
+	int			cache_slot;
+	int64		newest = 0;
+	bool		ends_spindle;
+	TimestampTz now = GetCurrentTimestamp();
+	TransactionId xid = purge ? GetCurrentTransactionId() : InvalidTransactionId;
+
+	AcceptInvalidationMessages();
+
+	/*
+	 * Every committed spindle: a consumer woken by a producer's COMMIT runs
+	 * before that COMMIT sends its invalidations, and would otherwise find
+	 * no spindle at the head and sleep until its wait ends.
+	 */
+	dir = spindle_directory_acquire_current(facade);
+	sources = palloc(sizeof(Source) * max_sources);
+	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
+					  ready_at, pool_full, &ends_spindle);
+	if (ends_spindle && purge)
+	{
+		register_callbacks();	/* got may be 0: no claim registered them */
+		nudge_at_commit = true;
+	}
+	if (got == 0)
+	{
+		spindle_directory_release(dir);
+		return res;
+	}
+	for (s = 0; s < nsources; s++)
+		newest = Max(newest, spindle_msgid_spindle(sources[s].end - 1));
+	if (newest > dir->max_spindle_no)
+	{
+		/*
+		 * Items of spindles this directory does not know yet: another
+		 * consumer saw them, so they are committed; read what changed, or
+		 * locate() would take their events for gone and leave them behind
+		 * the head for good.
+		 */
+		spindle_directory_release(dir);
+		dir = spindle_directory_acquire_upto(facade, newest);
+	}
+	res.c = palloc0(sizeof(Candidate) * got);
+	for (s = 0; s < nsources; s++)
+	{
+		int64		p;
+
+		for (p = sources[s].start; p < sources[s].end; p++)
+		{
+			res.c[res.n].msg_id = p;
+			res.c[res.n].source = s;
+			res.c[res.n].read_count = sources[s].read_count;
+			res.n++;
+		}
+	}
+	cache_slot = spindle_cache_find(RelationGetRelid(facade));
+	cache_fill(facade, dir, cache_slot, res.c, res.n);
+	locate(facade, dir, res.c, res.n, now);
+	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_location);
+	examine(facade, dir, res.c, res.n, now, purge, NULL);
+	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
+	record(qs, sources, nsources, res.c, res.n, !purge, lease_due, xid);
+	spindle_directory_release(dir);
+	cache_done(facade, cache_slot, res.c, res.n, purge);
+	return res;
+}
+
+
+/* The time consumers must next look again at qs: its earliest due item. */
+static TimestampTz
+next_due(QueueState *qs)
+{
+	dlist_iter	iter;
+	TimestampTz due = DT_NOEND;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		if ((item->kind == QITEM_DELAYED || item->kind == QITEM_LEASED) &&
+			item->due < due)
+			due = item->due;
+		else if (item->kind == QITEM_PENDING || item->kind == QITEM_RETURNED)
+		{
+			/* a transaction's end may not wake us: look every second */
+			TimestampTz soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+
+			if (soon < due)
+				due = soon;
+		}
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+	return due;
+}
+
+/*
+ * Take up to want events without sleeping: attempt after attempt while
+ * each finds events to look at and makes progress (delivers some, or moves
+ * the head); events it finds pending or delayed stay behind.  Appends the
+ * delivered ones to *out.
+ */
+static void
+consume_now(Relation facade, QueueState *qs, int want, bool purge,
+			int64 lease_us, ConsumeResult *out, bool *pool_full)
+{
+	/* items are ready if due before this call: not the leases it grants */
+	TimestampTz ready_at = GetCurrentTimestamp();
+	int			fruitless = 0;
+
+	while (out->n < want)
+	{
+		int64		head_before = qs->head;
+		int			nitems_before = qs->nitems;
+		ConsumeResult res;
+		int			delivered = 0;
+		bool		settled = false;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		res = consume_once(facade, qs, Min(want - out->n, CONSUME_ATTEMPT_MAX),
+						   purge,
+						   plus_usecs(GetCurrentTimestamp(), lease_us),
+						   ready_at, pool_full);
+		for (i = 0; i < res.n; i++)
+			if (res.c[i].outcome == EV_DELIVER)
+			{
+				/* out->n < want: consume_once took at most want - out->n */
+				if (out->n >= out->nalloc)
+				{
+					out->nalloc = (int) Min((int64) want,
+											(int64) out->nalloc * 2);
+					out->c = repalloc(out->c,
+									  sizeof(Candidate) * out->nalloc);
+				}
+				out->c[out->n++] = res.c[i];
+				delivered++;
+			}
+			else if (res.c[i].outcome != EV_RETRY)
+				settled = true;
+		if (res.c != NULL)
+			pfree(res.c);
+		/*
+		 * An attempt that delivered nothing may still have made progress:
+		 * it moved the head, or settled what it took -- found the events
+		 * of an item to examine again gone (acknowledged meanwhile) and
+		 * freed it, or found them pending on a running transaction (a row
+		 * lock, say) or delayed, which the next attempt does not take
+		 * again; the events past them are then for the next attempt, not
+		 * for the next call (which would return nothing while events
+		 * wait).  Only events found not placed yet (EV_RETRY) are taken
+		 * again at once: an attempt that found nothing else ends the call.
+		 * A bounded number of attempts in a row that only settled items
+		 * ends it too, so that items others keep changing cannot keep it
+		 * here.
+		 */
+		if (res.n == 0 || *pool_full)
+			break;
+		if (delivered > 0 || qs->head != head_before)
+			fruitless = 0;
+		else if (!(settled || qs->nitems != nitems_before) || ++fruitless > 16)
+			break;
+	}
+}
+
+/*
+ * Take up to want events, waiting up to wait_us for the first one: the
+ * condition variable is registered before each attempt, so an enqueue that
+ * commits between the attempt and the sleep still wakes it.
+ */
+static ConsumeResult
+consume(Relation facade, QueueState *qs, int want, bool purge,
+		int64 lease_us, int64 wait_us)
+{
+	TimestampTz deadline = plus_usecs(GetCurrentTimestamp(), wait_us);
+	ConsumeResult res;
+
+	res.nalloc = Min(want, CONSUME_INITIAL_ROOM);
+	res.c = palloc0(sizeof(Candidate) * res.nalloc);
+	res.n = 0;
+	for (;;)
+	{
+		bool		pool_full = false;
+		TimestampTz now;
+		TimestampTz until;
+
+		if (wait_us > 0)
+			ConditionVariablePrepareToSleep(&qs->cv);
+		consume_now(facade, qs, want, purge, lease_us, &res, &pool_full);
+		if (res.n == 0 && pool_full)
+			no_room_for_item();
+		now = GetCurrentTimestamp();
+		if (res.n > 0 || wait_us == 0 || now >= deadline)
+			break;
+		until = Min(deadline, next_due(qs));
+		if (until > now)
+		{
+			/* spindle.queues.waiting_consumers */
+			pg_atomic_fetch_add_u32(&qs->waiting, 1);
+			PG_TRY();
+			{
+				(void) ConditionVariableTimedSleep(&qs->cv,
+												   Max(1, Min((until - now) / 1000 + 1,
+															  INT_MAX)),
+												   PG_WAIT_EXTENSION);
+			}
+			PG_FINALLY();
+			{
+				pg_atomic_fetch_sub_u32(&qs->waiting, 1);
+			}
+			PG_END_TRY();
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (wait_us > 0)
+		ConditionVariableCancelSleep();
+	return res;
+}
+
+/* Emit the delivered candidates, in msg_id order, as spindle.message rows. */
+static void
+emit_messages(FunctionCallInfo fcinfo, Relation facade, ConsumeResult *res)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TupleDesc	td = RelationGetDescr(facade);
+	Datum	   *values = palloc(sizeof(Datum) * td->natts);
+	bool	   *nulls = palloc(sizeof(bool) * td->natts);
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	qsort(res->c, res->n, sizeof(Candidate), cmp_candidate_msgid);
+	for (i = 0; i < res->n; i++)
+	{
+		Candidate  *c = &res->c[i];
+		Datum		out[4];
+		bool		outnull[4] = {false, false, false, false};
+
+		if (c->outcome != EV_DELIVER)
+			continue;
+		if (c->from_cache)
+		{
+			out[0] = Int64GetDatum(c->msg_id);
+			out[1] = TimestampTzGetDatum(c->enqueued_at);
+			out[2] = Int32GetDatum(c->read_count + (fcinfo->flinfo->fn_addr == spindle_read ? 1 : 0));
+			out[3] = PointerGetDatum(PG_DETOAST_DATUM(PointerGetDatum(c->payload)));
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnull);
+			continue;
+		}
+		if (c->tuple == NULL)
+			continue;
+		heap_deform_tuple(c->tuple, td, values, nulls);
+		out[0] = Int64GetDatum(c->msg_id);
+		out[1] = values[QCOL_ENQUEUED - 1];
+		outnull[1] = nulls[QCOL_ENQUEUED - 1];
+		out[2] = Int32GetDatum(c->read_count + (fcinfo->flinfo->fn_addr == spindle_read ? 1 : 0));
+		if (nulls[QCOL_PAYLOAD - 1])
+			outnull[3] = true;
+		else
+			out[3] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[QCOL_PAYLOAD - 1]));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnull);
+	}
+}
+
+/*
+ * spindle.dequeue(queue_name text, max_events int DEFAULT 1,
+ *                 wait interval DEFAULT '0') RETURNS SETOF spindle.message
+ *
+ * Takes and purges up to max_events events; they are gone for good when
+ * the caller's transaction commits and come back if it rolls back.
+ */
+Datum
+spindle_dequeue(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	int			want;
+	int64		wait_us;
+	Relation	rel;
+	QueueState *qs;
+	ConsumeResult res;
+
+	want = get_max_events(fcinfo, 1);
+	wait_us = get_interval_usecs(fcinfo, 2, "wait");
+	PreventCommandIfReadOnly("spindle.dequeue()");
+	rel = open_queue(fcinfo, RowExclusiveLock, &q);
+	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	res = consume(rel, qs, want, true, 0, wait_us);
+	emit_messages(fcinfo, rel, &res);
+	table_close(rel, NoLock);
+	return (Datum) 0;
+}
+
+/*
+ * Events read more than max_reads times go to the queue's dead-letter
+ * queue instead of being delivered: enqueued there and purged here, in
+ * the caller's transaction (both or neither).  Without a dead-letter
+ * queue they are purged.  The caller's rights on the dead-letter queue
+ * apply (INSERT).  Leaves the others in res.
+ */
+static void
+move_dead_letters(Relation rel, QueueState *qs, SpindleQueue *q,
+				  ConsumeResult *res)
+{
+	TupleDesc	td = RelationGetDescr(rel);
+	Datum	   *values = palloc(sizeof(Datum) * td->natts);
+	bool	   *nulls = palloc(sizeof(bool) * td->natts);
+	SPIPlanPtr	plan = NULL;
+	int			kept = 0;
+	int			i;
+
+	for (i = 0; i < res->n; i++)
+	{
+		Candidate  *c = &res->c[i];
+
+		if (c->read_count < q->max_reads)
+		{
+			res->c[kept++] = *c;
+			continue;
+		}
+		PreventCommandIfReadOnly("spindle.read() of an event past max_reads");
+		/* purged here first: one another transaction took is not moved */
+		if (!ack_one(rel, qs, c->msg_id))
+			continue;
+		/* spindle.queues.dead_lettered_total (counted when moved) */
+		pg_atomic_fetch_add_u64(&qs->dead_lettered, 1);
+		if (q->dead_letter_queue[0] != '\0')
+		{
+			Oid			argtypes[1] = {JSONBOID};
+			Datum		args[1];
+
+			if (plan == NULL)
+			{
+				char	   *sql = psprintf("INSERT INTO %s.%s (payload) VALUES ($1)",
+										   quote_identifier(SPINDLE_QUEUE_SCHEMA),
+										   quote_identifier(q->dead_letter_queue));
+
+				if (SPI_connect() != SPI_OK_CONNECT)
+					elog(ERROR, "SPI_connect failed");
+				plan = SPI_prepare(sql, 1, argtypes);
+				if (plan == NULL)
+					elog(ERROR, "could not prepare the move to the dead-letter queue: %s",
+						 SPI_result_code_string(SPI_result));
+			}
+			if (c->from_cache)
+				args[0] = PointerGetDatum(c->payload);
+			else
+			{
+				heap_deform_tuple(c->tuple, td, values, nulls);
+				args[0] = values[QCOL_PAYLOAD - 1];
+			}
+			if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not move an event to the dead-letter queue");
+		}
+	}
+	if (plan != NULL)
+		SPI_finish();
+	res->n = kept;
+}
+
+/*
+ * spindle.read(queue_name text, max_events int, visibility_timeout interval,
+ *              wait interval DEFAULT '0') RETURNS SETOF spindle.message
+ *
+ * Leases up to max_events events: hidden from other consumers for
+ * visibility_timeout, whatever becomes of the caller's transaction, then
+ * delivered again (read_count + 1) until acknowledged.
+ */
+Datum
+spindle_read(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	int			want;
+	int64		vt_us;
+	int64		wait_us;
+	Relation	rel;
+	QueueState *qs;
+	ConsumeResult res;
+
+	want = get_max_events(fcinfo, 1);
+	vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
+	wait_us = get_interval_usecs(fcinfo, 3, "wait");
+	PreventCommandIfReadOnly("spindle.read()");
+	rel = open_queue(fcinfo, RowExclusiveLock, &q);
+	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	res = consume(rel, qs, want, false, vt_us, wait_us);
+	while (q.max_reads > 0)
+	{
+		int			got = res.n;
+		ConsumeResult more;
+		int			i;
+
+		/* what moves to the dead-letter queue makes room for others */
+		move_dead_letters(rel, qs, &q, &res);
+		if (res.n == got || res.n >= want)
+			break;
+		more = consume(rel, qs, want - res.n, false, vt_us, 0);
+		if (more.n == 0)
+			break;
+		res.c = repalloc(res.c, sizeof(Candidate) * (res.n + more.n));
+		for (i = 0; i < more.n; i++)
+			res.c[res.n++] = more.c[i];
+	}
+	emit_messages(fcinfo, rel, &res);
+	table_close(rel, NoLock);
+	return (Datum) 0;
+}
+
+/* ---------- one event by msg_id: ack, set_visibility ---------- */
+
+/* The item of qs (locked) that holds msg_id, or NULL. */
+static QueueItem *
+find_item(QueueState *qs, int64 msg_id)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		if (msg_id >= item->start && msg_id < item->end)
+			return item;
+	}
+	return NULL;
+}
+
+static QueueItem *
+copy_item(QueueState *qs, QueueItem *from, int64 start, int64 end)
+{
+	QueueItem  *to = spindle_qitem_alloc(qs, (QueueItemKind) from->kind,
+										 start, end);
+
+	if (to != NULL)
+	{
+		to->xid = from->xid;
+		to->owner = from->owner;
+		to->due = from->due;
+		to->read_count = from->read_count;
+	}
+	return to;
+}
+
+/*
+ * Make msg_id an item of its own, split off item (of qs, locked); returns
+ * it, or NULL (nothing changed) if the pool has no item for the split.
+ */
+static QueueItem *
+carve(QueueState *qs, QueueItem *item, int64 msg_id)
+{
+	QueueItem  *before = NULL;
+	QueueItem  *after = NULL;
+
+	if (msg_id > item->start &&
+		(before = copy_item(qs, item, item->start, msg_id)) == NULL)
+		return NULL;
+	if (msg_id + 1 < item->end &&
+		(after = copy_item(qs, item, msg_id + 1, item->end)) == NULL)
+	{
+		if (before != NULL)
+			spindle_qitem_free(qs, before);
+		return NULL;
+	}
+	item->start = msg_id;
+	item->end = msg_id + 1;
+	return item;
+}
+
+static void
+no_room_for_item(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("no room in shared memory for more leases or claims of queue events"),
+			 errdetail("spindle.max_leases (%d) bounds the leases of all queues; each queue also has %d items for its claims and its runs of delayed or pending events.",
+					   spindle_max_leases, 256),
+			 errhint("Acknowledge leased events, end long transactions that hold enqueued events, or raise spindle.max_leases and restart the server.")));
+}
+
+/*
+ * Item (of qs, generation as the caller made it) is the one-event claim an
+ * ack just made good.  Join it to the claim this backend's previous ack
+ * made, if that one ends where it starts, in the same spindle,
+ * subtransaction and state to go back to on an abort (so with the same
+ * lease due and read count): acks of a batch read in order then hold one
+ * item, not one per event, and four consumers acknowledging a hundred
+ * events each no longer run out of the queue's items.  Takes the queue's
+ * lock.
+ */
+static void
+join_last_ack(QueueState *qs, QueueItem *item, uint32 generation)
+{
+	SubTransactionId subid = GetCurrentSubTransactionId();
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	if (item->generation == generation && item->kind == QITEM_CLAIM)
+	{
+		if (last_ack.slot == qs->slot && last_ack.lxid == MyProc->lxid &&
+			last_ack.subid == subid)
+		{
+			QueueItem  *prev = spindle_qitem_at(last_ack.index);
+
+			if (prev != item && prev->generation == last_ack.generation &&
+				prev->kind == QITEM_CLAIM && prev->end == item->start &&
+				spindle_msgid_spindle(prev->start) ==
+				spindle_msgid_spindle(item->start) &&
+				prev->owner == item->owner && prev->xid == item->xid &&
+				prev->restore_kind == item->restore_kind &&
+				prev->due == item->due &&
+				prev->read_count == item->read_count &&
+				prev->mixed == item->mixed)
+			{
+				/* item's ClaimRef goes stale with its generation */
+				prev->end = item->end;
+				spindle_qitem_free(qs, item);
+				item = prev;
+			}
+		}
+		last_ack.slot = qs->slot;
+		last_ack.index = item->index;
+		last_ack.generation = item->generation;
+		last_ack.subid = subid;
+		last_ack.lxid = MyProc->lxid;
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+}
+
+/*
+ * Purge msg_id of the queue in the caller's transaction if it is an event
+ * no one has purged or claimed; returns whether it did.
+ */
+static bool
+ack_one(Relation facade, QueueState *qs, int64 msg_id)
+{
+	QueueItem  *item;
+	uint32		generation = 0;
+	QueueItemKind was = QITEM_FREE;
+	SpindleDirectory *dir;
+	Candidate	c;
+	bool		purged;
+	int			cache_slot;
+	TimestampTz now = GetCurrentTimestamp();
+	TransactionId xid = GetCurrentTransactionId();
+
+	if (msg_id < 0)
+		return false;
+	/* read before the state lock: it may read the catalog */
+	dir = spindle_directory_acquire_upto(facade, spindle_msgid_spindle(msg_id));
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	if (!qs->valid)
+	{
+		qs->head = spindle_msgid_make(dir->nspindles > 0 ?
+									  dir->spindles[0].spindle_no : 1, 0);
+		qs->valid = true;
+	}
+	item = find_item(qs, msg_id);
+	if (item == NULL && msg_id < qs->head)
+	{
+		/* behind the head and in no item: purged for good */
+		LWLockRelease(spindle_queue_lock(qs));
+		spindle_directory_release(dir);
+		return false;
+	}
+	if (item != NULL)
+	{
+		if (item->kind == QITEM_CLAIM)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			spindle_directory_release(dir);
+			return false;		/* being consumed by a transaction */
+		}
+		if ((item = carve(qs, item, msg_id)) == NULL)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			no_room_for_item();
+		}
+		was = (QueueItemKind) item->kind;
+		if (was == QITEM_LEASED)
+			qs->nleases--;
+		item->restore_kind = was == QITEM_LEASED ? QITEM_LEASED : QITEM_RETURNED;
+		item->kind = QITEM_CLAIM;
+		item->owner = MyProc->pgprocno;
+		item->xid = xid;
+		generation = item->generation;
+		remember_claim(qs, item);
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+
+	/* the event itself decides */
+	memset(&c, 0, sizeof(c));
+	c.msg_id = msg_id;
+	cache_slot = spindle_cache_find(RelationGetRelid(facade));
+	cache_fill(facade, dir, cache_slot, &c, 1);
+	locate(facade, dir, &c, 1, now);
+	if (c.located)
+		examine(facade, dir, &c, 1, DT_NOEND - 1, true, NULL);
+	spindle_directory_release(dir);
+	purged = c.located && c.outcome == EV_DELIVER;
+	cache_done(facade, cache_slot, &c, 1, true);
+
+	if (item != NULL && purged)
+		join_last_ack(qs, item, generation);
+	if (item != NULL && !purged)
+	{
+		/* not ours to purge: leave it as it was, examined again */
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (item->generation == generation && item->kind == QITEM_CLAIM)
+		{
+			item->kind = item->restore_kind;
+			if (item->kind == QITEM_LEASED)
+				qs->nleases++;
+			item->owner = -1;
+			item->xid = InvalidTransactionId;
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	return purged;
+}
+
+static int64
+get_msg_id(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("msg_id must not be NULL")));
+	return PG_GETARG_INT64(argno);
+}
+
+/*
+ * spindle.ack(queue_name text, msg_id bigint) RETURNS boolean
+ *
+ * Purges the event in the caller's transaction; false if it is already
+ * purged (acknowledged, dequeued) or being purged by another transaction.
+ */
+Datum
+spindle_ack(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	int64		msg_id = get_msg_id(fcinfo, 1);
+	Relation	rel;
+	bool		done;
+
+	PreventCommandIfReadOnly("spindle.ack()");
+	rel = open_queue(fcinfo, RowExclusiveLock, &q);
+	done = ack_one(rel, spindle_queue_state(RelationGetRelid(rel), true),
+				   msg_id);
+	table_close(rel, NoLock);
+	PG_RETURN_BOOL(done);
+}
+
+/*
+ * spindle.ack(queue_name text, msg_ids bigint[]) RETURNS SETOF bigint
+ *
+ * Acknowledges each id; returns those it purged.
+ */
+Datum
+spindle_ack_many(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	ArrayType  *arr;
+	Datum	   *ids;
+	bool	   *nulls;
+	int			n;
+	int			i;
+	Relation	rel;
+	QueueState *qs;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("msg_ids must not be NULL")));
+	arr = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("msg_ids must be a one-dimensional array")));
+	deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &ids, &nulls, &n);
+	for (i = 0; i < n; i++)
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("msg_ids must not contain NULL (element %d)", i + 1)));
+	PreventCommandIfReadOnly("spindle.ack()");
+	rel = open_queue(fcinfo, RowExclusiveLock, &q);
+	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	for (i = 0; i < n; i++)
+	{
+		Datum		out = ids[i];
+		bool		outnull = false;
+
+		if (ack_one(rel, qs, DatumGetInt64(ids[i])))
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+								 &out, &outnull);
+	}
+	table_close(rel, NoLock);
+	return (Datum) 0;
+}
+
+/*
+ * spindle.set_visibility(queue_name text, msg_id bigint,
+ *                        visibility_timeout interval) RETURNS boolean
+ *
+ * Moves a lease's end to now + visibility_timeout ('0' hands the event
+ * back at once); false if msg_id is not leased.  Takes effect at once,
+ * whatever becomes of the caller's transaction.
+ */
+Datum
+spindle_set_visibility(PG_FUNCTION_ARGS)
+{
+	SpindleQueue q;
+	int64		msg_id = get_msg_id(fcinfo, 1);
+	int64		vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
+	Relation	rel;
+	QueueState *qs;
+	QueueItem  *item;
+	bool		found = false;
+
+	PreventCommandIfReadOnly("spindle.set_visibility()");
+	rel = open_queue(fcinfo, AccessShareLock, &q);
+	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	item = find_item(qs, msg_id);
+	if (item != NULL && item->kind == QITEM_LEASED)
+	{
+		if ((item = carve(qs, item, msg_id)) == NULL)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			no_room_for_item();
+		}
+		item->due = plus_usecs(GetCurrentTimestamp(), vt_us);
+		found = true;
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+	/* waiters may sleep until the lease's old end: let them look again */
+	if (found)
+		ConditionVariableBroadcast(&qs->cv);
+	table_close(rel, NoLock);
+	PG_RETURN_BOOL(found);
+}

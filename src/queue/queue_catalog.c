@@ -1,0 +1,1022 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_catalog.c
+ *	  The queue registry: queue names, lookups with privilege checks, the
+ *	  registry rows, and the msg_id that the access method gives every
+ *	  event of a queue table.
+ *
+ * A queue "orders" is the spindle table spindle_q.orders (columns msg_id,
+ * enqueued_at, visible_at, payload; queue_api.c creates it as the calling
+ * role) plus one row of spindle.queue_catalog (queue_name, relation
+ * regclass, max_reads, dead_letter_queue, created_at).  The registry is an
+ * extension configuration table, so pg_dump dumps its rows; its relation
+ * column is a regclass, which pg_dump writes as the table's name and a
+ * restore reads back as the new table's OID (a restore creates the tables
+ * before it loads any rows).  Rows are written only here, through SPI as
+ * the bootstrap superuser with search_path pg_catalog (users have no rights
+ * on the table): by create_queue, and by the object access hook, which
+ * deletes the row of a queue table however it is dropped (drop_queue,
+ * DROP TABLE, DROP OWNED, DROP EXTENSION ... CASCADE).  A transaction that
+ * dropped a queue which another queue still names as its dead-letter queue
+ * is refused at commit (drop_queue refuses at once, with the same error).
+ *
+ * msg_id.  Every spindle table in schema spindle_q whose first column is
+ * msg_id bigint gets msg_id = spindle_msgid_make(spindle_no, k) in each
+ * event, whatever the statement (enqueue, INSERT, COPY, INSERT ... SELECT,
+ * UPDATE), set in the executor's slot before the tuple is formed, so
+ * RETURNING, AFTER triggers and indexes see it.  This depends on the
+ * table's schema and columns, not on its registry row, so a restore gives
+ * the restored events new msg_ids (in the order it loads them) whether it
+ * loads the registry before or after the queue tables.  Whether a relation
+ * is a queue table is cached per backend and forgotten at a relcache
+ * invalidation of the relation (every change of its pg_class row or
+ * columns sends one).  The msg_ids one INSERT statement of enqueue()
+ * assigns are also collected (SpindleIdCapture), because enqueue needs
+ * only INSERT privilege and so cannot use RETURNING.
+ *
+ * Locks: none of its own.  The registry is read with the latest snapshot
+ * (a REPEATABLE READ transaction finds queues created after its snapshot,
+ * as it finds their tables); lookups take no lock on the queue table, so
+ * name, existence and privileges are checked before any lock on it.
+ *
+ * Invariants: a registry row exists only for an existing table
+ * spindle_q.<queue_name> (registered in the transaction that created it,
+ * deleted in the one that drops it); a dead_letter_queue names a
+ * registered queue other than the row's own.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "access/detoast.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type_d.h"
+#include "executor/spi.h"
+#include "queue/spindle_queue.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+
+
+/* every k of the largest spindle fits in the k bits of a msg_id */
+StaticAssertDecl(SPINDLE_VSLOTS <= (((int64) 1) << SPINDLE_MSGID_K_BITS),
+				 "a spindle holds more events than a msg_id can number");
+
+int			spindle_max_payload_size = 64 * 1024 * 1024;
+
+/* One registry row as this backend last read it. */
+typedef struct QueueCacheEntry
+{
+	char		name[NAMEDATALEN];	/* hash key */
+	bool		valid;			/* false after an invalidation of relid */
+	SpindleQueue q;
+} QueueCacheEntry;
+
+/* Whether a relation is a queue table (see spindle_relation_is_queue). */
+typedef struct IsQueueEntry
+{
+	Oid			relid;			/* hash key */
+	bool		is_queue;
+} IsQueueEntry;
+
+static HTAB *queue_cache = NULL;
+static HTAB *is_queue_cache = NULL;
+static SpindleIdCapture *capture_top = NULL;
+
+/* this transaction deleted registry rows: check dead-letter queues */
+static bool registry_rows_deleted = false;
+
+/*
+ * Queue tables this transaction dropped or truncated: their consumers'
+ * shared state (leases, read counts, the head) is reset when the drop or
+ * TRUNCATE commits, not when it happens, so that one that rolls back (or a
+ * savepoint rolled back to) leaves them as they were.  In
+ * TopTransactionContext.
+ */
+typedef struct DroppedQueue
+{
+	Oid			relid;
+	SubTransactionId subid;
+} DroppedQueue;
+
+static List *dropped_queues = NIL;
+
+static void reset_dropped_queues(void);
+
+static object_access_hook_type prev_object_access = NULL;
+
+/* ----------------------------------------------------------------
+ * SPI as the bootstrap superuser (as in directory.c)
+ *
+ * Every name and operator in these statements is schema-qualified and the
+ * search_path is pg_catalog only, so nothing of the caller's can stand in
+ * for them; SECURITY_RESTRICTED_OPERATION keeps them from changing anything
+ * but what they say.
+ * ----------------------------------------------------------------
+ */
+
+/* Does spindle.queue_catalog exist (not during DROP EXTENSION's end)? */
+static bool
+registry_exists(void)
+{
+	Oid			nsp = get_namespace_oid(SPINDLE_SCHEMA, true);
+
+	return OidIsValid(nsp) &&
+		OidIsValid(get_relname_relid("queue_catalog", nsp));
+}
+
+/* ----------------------------------------------------------------
+ * Names
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * ERROR (42602) unless name matches ^[a-z_][a-z0-9_]{0,47}$.  what says
+ * which argument it is ("queue name", "dead-letter queue name").
+ */
+void
+spindle_queue_check_name(const char *name, const char *what)
+{
+	int			len = 0;
+	const char *p;
+	bool		ok = true;
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("%s must not be NULL", what)));
+	for (p = name; *p != '\0'; p++, len++)
+	{
+		char		c = *p;
+
+		if (!((c >= 'a' && c <= 'z') || c == '_' ||
+			  (len > 0 && c >= '0' && c <= '9')))
+			ok = false;
+	}
+	if (len == 0 || len > SPINDLE_QUEUE_NAME_MAX)
+		ok = false;
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid %s \"%s\"", what, name),
+				 errdetail("A queue name has 1 to %d characters: lower-case letters, digits and underscores, not starting with a digit.",
+						   SPINDLE_QUEUE_NAME_MAX)));
+}
+
+/* The queue name of argument argno (text, maybe NULL), checked. */
+char *
+spindle_queue_name_arg(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *name = NULL;
+
+	if (!PG_ARGISNULL(argno))
+		name = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	spindle_queue_check_name(name, "queue name");
+	return name;
+}
+
+/* OID of schema spindle_q. */
+Oid
+spindle_queue_namespace(bool missing_ok)
+{
+	Oid			nsp = get_namespace_oid(SPINDLE_QUEUE_SCHEMA, true);
+
+	if (!OidIsValid(nsp) && !missing_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_SCHEMA),
+				 errmsg("schema \"%s\" does not exist", SPINDLE_QUEUE_SCHEMA),
+				 errhint("Reinstall the spindle extension.")));
+	return nsp;
+}
+
+/* ----------------------------------------------------------------
+ * Lookups
+ * ----------------------------------------------------------------
+ */
+
+/* Read the registry row of name into *q; false if there is none. */
+static bool
+read_registry(const char *name, SpindleQueue *q)
+{
+	SpindleSpi	spi;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	bool		found = false;
+
+	values[0] = CStringGetTextDatum(name);
+	spindle_spi_begin(&spi);
+	if (spindle_spi_exec("SELECT relation, max_reads, dead_letter_queue"
+						 "  FROM spindle.queue_catalog"
+						 " WHERE queue_name OPERATOR(pg_catalog.=) $1",
+						 1, types, values, NULL, true) > 0)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		d;
+
+		memset(q, 0, sizeof(SpindleQueue));
+		strlcpy(q->name, name, NAMEDATALEN);
+		q->relid = DatumGetObjectId(SPI_getbinval(tup, td, 1, &isnull));
+		d = SPI_getbinval(tup, td, 2, &isnull);
+		q->max_reads = isnull ? 0 : DatumGetInt32(d);
+		d = SPI_getbinval(tup, td, 3, &isnull);
+		if (!isnull)
+			text_to_cstring_buffer(DatumGetTextPP(d), q->dead_letter_queue,
+								   NAMEDATALEN);
+		found = true;
+	}
+	spindle_spi_end(&spi);
+	return found;
+}
+
+/*
+ * Find queue name (a valid name) in the registry: true with *q filled in;
+ * if there is none, false when missing_ok, else ERROR 42P01.  Takes no lock
+ * on the queue's table.
+ */
+bool
+spindle_queue_lookup(const char *name, SpindleQueue *q, bool missing_ok)
+{
+	QueueCacheEntry *e;
+	SpindleQueue found;
+	bool		exists;
+
+	/* a queue dropped by a committed transaction must not be found */
+	AcceptInvalidationMessages();
+	e = hash_search(queue_cache, name, HASH_FIND, NULL);
+	if (e != NULL && e->valid)
+	{
+		*q = e->q;
+		return true;
+	}
+
+	exists = read_registry(name, &found) &&
+		SearchSysCacheExists1(RELOID, ObjectIdGetDatum(found.relid));
+	if (!exists)
+	{
+		/* never cache a queue's absence: another backend may create it */
+		hash_search(queue_cache, name, HASH_REMOVE, NULL);
+		if (missing_ok)
+			return false;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("queue \"%s\" does not exist", name)));
+	}
+	/* reading may have processed invalidations: enter only now */
+	e = hash_search(queue_cache, name, HASH_ENTER, NULL);
+	e->q = found;
+	e->valid = true;
+	*q = found;
+	return true;
+}
+
+/*
+ * Does user hold right mode (one bit) on queue table relid?  INSERT may
+ * also be held on the two columns an enqueue writes, payload and
+ * visible_at, which is all its INSERT needs.
+ */
+bool
+spindle_queue_has_right(Oid relid, Oid user, AclMode mode)
+{
+	if (pg_class_aclcheck(relid, user, mode) == ACLCHECK_OK)
+		return true;
+	return mode == ACL_INSERT &&
+		pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_PAYLOAD, user,
+							  ACL_INSERT) == ACLCHECK_OK &&
+		pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_VISIBLE_AT, user,
+							  ACL_INSERT) == ACLCHECK_OK;
+}
+
+/*
+ * ERROR 42501 naming the queue unless the current user has each privilege
+ * of modes (ACL_INSERT, ACL_SELECT, ACL_DELETE, ...) on the queue's table.
+ * INSERT may also be held on the columns enqueue writes (payload and
+ * visible_at) instead of the whole table, as for the INSERT it runs.
+ */
+void
+spindle_queue_check_rights(const SpindleQueue *q, AclMode modes)
+{
+	Oid			user = GetUserId();
+	AclMode		missing = 0;
+	AclMode		m;
+
+	for (m = 1; m != 0 && m <= modes; m <<= 1)
+	{
+		if ((modes & m) == 0)
+			continue;
+		if (!spindle_queue_has_right(q->relid, user, m))
+			missing |= m;
+	}
+	if (missing != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for queue \"%s\"", q->name),
+				 errdetail("The queue's table %s.%s needs %s privilege.",
+						   SPINDLE_QUEUE_SCHEMA, q->name,
+						   (missing & ACL_INSERT) ? "INSERT" :
+						   (missing & ACL_SELECT) ? "SELECT" :
+						   (missing & ACL_DELETE) ? "DELETE" : "another"),
+				 errhint("The queue's owner can GRANT it: GRANT %s ON %s.%s TO %s.",
+						 (missing & ACL_INSERT) ? "INSERT" :
+						 (missing & ACL_SELECT) ? "SELECT" :
+						 (missing & ACL_DELETE) ? "DELETE" : "...",
+						 SPINDLE_QUEUE_SCHEMA, q->name,
+						 quote_identifier(GetUserNameFromId(user, false)))));
+}
+
+/*
+ * The queue named by argument argno, for a function needing modes on it:
+ * checks, in this order, that the name is valid (42602), that the queue
+ * exists (42P01) and the privileges (42501), before any lock on its table.
+ */
+void
+spindle_queue_open_arg(FunctionCallInfo fcinfo, int argno, AclMode modes,
+					   SpindleQueue *q)
+{
+	char	   *name = spindle_queue_name_arg(fcinfo, argno);
+
+	(void) spindle_queue_lookup(name, q, false);
+	spindle_queue_check_rights(q, modes);
+}
+
+/*
+ * ERROR 54000 if a payload (a jsonb datum, maybe toasted or compressed:
+ * its full size counts) is larger than spindle.max_payload_size.
+ * position is its 1-based place in a batch, or 0.
+ */
+void
+spindle_queue_check_payload_size(const SpindleQueue *q, Datum payload,
+								 int position)
+{
+	Size		size = toast_raw_datum_size(payload);
+
+	if (size > (Size) spindle_max_payload_size)
+	{
+		if (position > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("payload %d for queue \"%s\" is too large: %zu bytes",
+							position, q->name, size),
+					 errdetail("spindle.max_payload_size is %d bytes.",
+							   spindle_max_payload_size)));
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("payload for queue \"%s\" is too large: %zu bytes",
+						q->name, size),
+				 errdetail("spindle.max_payload_size is %d bytes.",
+						   spindle_max_payload_size)));
+	}
+}
+
+/* ----------------------------------------------------------------
+ * The registry rows
+ * ----------------------------------------------------------------
+ */
+
+/* Record a queue whose table was just created (create_queue). */
+void
+spindle_queue_register(const SpindleQueue *q)
+{
+	SpindleSpi	spi;
+	Oid			types[4] = {TEXTOID, REGCLASSOID, INT4OID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+
+	values[0] = CStringGetTextDatum(q->name);
+	values[1] = ObjectIdGetDatum(q->relid);
+	values[2] = Int32GetDatum(q->max_reads);
+	if (q->max_reads <= 0)
+		nulls[2] = 'n';
+	values[3] = CStringGetTextDatum(q->dead_letter_queue);
+	if (q->dead_letter_queue[0] == '\0')
+		nulls[3] = 'n';
+	spindle_spi_begin(&spi);
+	spindle_spi_exec("INSERT INTO spindle.queue_catalog"
+					 " (queue_name, relation, max_reads, dead_letter_queue)"
+					 " VALUES ($1, $2, $3, $4)",
+					 4, types, values, nulls, false);
+	spindle_spi_end(&spi);
+	/* forget anything cached about the relation (is it a queue?) */
+	CacheInvalidateRelcacheByRelid(q->relid);
+}
+
+/*
+ * Does a queue other than name itself use it as its dead-letter queue?
+ * If so, its name goes to user (NAMEDATALEN bytes).
+ */
+bool
+spindle_queue_dead_letter_user(const char *name, char *user)
+{
+	SpindleSpi	spi;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	bool		found = false;
+
+	values[0] = CStringGetTextDatum(name);
+	spindle_spi_begin(&spi);
+	if (spindle_spi_exec("SELECT queue_name FROM spindle.queue_catalog"
+						 " WHERE dead_letter_queue OPERATOR(pg_catalog.=) $1"
+						 "   AND queue_name OPERATOR(pg_catalog.<>) $1"
+						 " ORDER BY queue_name LIMIT 1",
+						 1, types, values, NULL, true) > 0)
+	{
+		char	   *u = SPI_getvalue(SPI_tuptable->vals[0],
+									 SPI_tuptable->tupdesc, 1);
+
+		strlcpy(user, u, NAMEDATALEN);
+		found = true;
+	}
+	spindle_spi_end(&spi);
+	return found;
+}
+
+/*
+ * Serialise create_queue (until the end of the transaction), so that of two
+ * creations of one name the second sees the first and fails with 42P07.
+ */
+void
+spindle_queue_lock_registry(void)
+{
+	Oid			nsp = get_namespace_oid(SPINDLE_SCHEMA, false);
+	Oid			relid = get_relname_relid("queue_catalog", nsp);
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "spindle.queue_catalog does not exist");
+	LockRelationOid(relid, ShareRowExclusiveLock);
+}
+
+/* The queue whose table is relid, into name (NAMEDATALEN); false if none. */
+static bool
+queue_of_relation(Oid relid, char *name)
+{
+	SpindleSpi	spi;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	bool		found = false;
+
+	if (!registry_exists())
+		return false;
+	spindle_spi_begin(&spi);
+	if (spindle_spi_exec("SELECT queue_name FROM spindle.queue_catalog"
+						 " WHERE relation OPERATOR(pg_catalog.=) $1",
+						 1, types, values, NULL, true) > 0)
+	{
+		strlcpy(name, SPI_getvalue(SPI_tuptable->vals[0],
+								   SPI_tuptable->tupdesc, 1), NAMEDATALEN);
+		found = true;
+	}
+	spindle_spi_end(&spi);
+	return found;
+}
+
+/* A relation in schema spindle_q is being dropped: delete its row. */
+static void
+forget_queue_relation(Oid relid)
+{
+	SpindleSpi	spi;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+
+	if (!registry_exists())
+		return;
+	spindle_spi_begin(&spi);
+	if (spindle_spi_exec("DELETE FROM spindle.queue_catalog"
+						 " WHERE relation OPERATOR(pg_catalog.=) $1",
+						 1, types, values, NULL, false) > 0)
+		registry_rows_deleted = true;
+	spindle_spi_end(&spi);
+}
+
+/*
+ * Before a transaction that deleted registry rows commits: refuse if a
+ * queue is left whose dead-letter queue is gone.  (Checked here rather than
+ * when the row goes, so that DROP EXTENSION or DROP OWNED may drop a queue
+ * and its dead-letter queue in any order.)
+ */
+static void
+check_dead_letter_queues(void)
+{
+	SpindleSpi	spi;
+	char	   *user = NULL;
+	char	   *dlq = NULL;
+
+	if (!registry_exists())
+		return;
+	spindle_spi_begin(&spi);
+	if (spindle_spi_exec("SELECT q.queue_name, q.dead_letter_queue"
+						 "  FROM spindle.queue_catalog q"
+						 " WHERE q.dead_letter_queue IS NOT NULL"
+						 "   AND NOT EXISTS (SELECT FROM spindle.queue_catalog d"
+						 "   WHERE d.queue_name OPERATOR(pg_catalog.=) q.dead_letter_queue)"
+						 " ORDER BY q.queue_name LIMIT 1",
+						 0, NULL, NULL, NULL, true) > 0)
+	{
+		MemoryContext old = MemoryContextSwitchTo(spi.outer);
+
+		user = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		dlq = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		MemoryContextSwitchTo(old);
+	}
+	spindle_spi_end(&spi);
+	if (user != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop queue \"%s\" because queue \"%s\" uses it as its dead-letter queue",
+						dlq, user),
+				 errhint("Drop queue \"%s\" first.", user)));
+}
+
+/* Remember relid for a reset of its consumers' state at commit. */
+static void
+note_reset_at_commit(Oid relid)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	DroppedQueue *d = palloc(sizeof(DroppedQueue));
+
+	d->relid = relid;
+	d->subid = GetCurrentSubTransactionId();
+	dropped_queues = lappend(dropped_queues, d);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * A TRUNCATE of rel (a spindle table) dropped its spindles: if it is a
+ * queue table, its consumers' items and leases name events that are gone
+ * once it commits (spindle.queues counted them as leased for as long as
+ * their visibility timeouts ran, and they held the lease budget).  Called
+ * by the access method.
+ */
+void
+spindle_queue_note_truncate(Relation rel)
+{
+	if (spindle_relation_is_queue(rel))
+		note_reset_at_commit(RelationGetRelid(rel));
+}
+
+/* Reset the consumers' state of the queue tables this transaction dropped. */
+static void
+reset_dropped_queues(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, dropped_queues)
+		spindle_queue_state_reset(((DroppedQueue *) lfirst(lc))->relid);
+}
+
+/* A rolled-back savepoint undoes its drops; a released one hands them up. */
+static void
+queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	foreach(lc, dropped_queues)
+	{
+		DroppedQueue *d = lfirst(lc);
+
+		if (d->subid != mySubid)
+			continue;
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+			d->subid = parentSubid;
+		else if (event == SUBXACT_EVENT_ABORT_SUB)
+			dropped_queues = foreach_delete_current(dropped_queues, lc);
+	}
+}
+
+static void
+queue_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			if (registry_rows_deleted)
+				check_dead_letter_queues();
+			registry_rows_deleted = false;
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_PARALLEL_COMMIT:
+
+			/*
+			 * A prepared drop commits in another backend, which knows
+			 * nothing of it: reset now (a rollback then costs the leases,
+			 * as a restart does).
+			 */
+			reset_dropped_queues();
+			/* FALLTHROUGH */
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			dropped_queues = NIL;
+			registry_rows_deleted = false;
+			/* an error may have left captures behind (their frames are gone) */
+			capture_top = NULL;
+			break;
+		default:
+			break;
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Queue tables and their msg_ids
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Is rel (a spindle table) a queue table: in schema spindle_q, with column
+ * 1 msg_id bigint?  Cached per backend until a relcache invalidation of
+ * the relation.
+ */
+bool
+spindle_relation_is_queue(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	IsQueueEntry *e;
+	TupleDesc	td;
+	Form_pg_attribute att;
+	Oid			nsp;
+	bool		result;
+
+	e = hash_search(is_queue_cache, &relid, HASH_FIND, NULL);
+	if (e != NULL)
+		return e->is_queue;
+
+	td = RelationGetDescr(rel);
+	nsp = spindle_queue_namespace(true);
+	result = false;
+	if (OidIsValid(nsp) && rel->rd_rel->relnamespace == nsp &&
+		rel->rd_rel->relkind == RELKIND_RELATION && td->natts >= 1)
+	{
+		att = TupleDescAttr(td, SPINDLE_QUEUE_ATT_MSG_ID - 1);
+		result = !att->attisdropped && att->atttypid == INT8OID &&
+			strcmp(NameStr(att->attname), "msg_id") == 0;
+	}
+	/* looking up the schema may have processed invalidations: enter now */
+	e = hash_search(is_queue_cache, &relid, HASH_ENTER, NULL);
+	e->is_queue = result;
+	return result;
+}
+
+/*
+ * Put msg_id into column 1 of slot, so that the tuple formed from it, and
+ * whatever reads the slot afterwards (RETURNING, AFTER triggers, index
+ * entries), have it.
+ */
+static void
+set_msg_id(TupleTableSlot *slot, int64 msg_id)
+{
+	const int	att = SPINDLE_QUEUE_ATT_MSG_ID - 1;
+
+	slot_getallattrs(slot);
+	if (TTS_IS_VIRTUAL(slot) ||
+		(TTS_IS_BUFFERTUPLE(slot) &&
+		 ((BufferHeapTupleTableSlot *) slot)->base.tuple == NULL))
+	{
+		/* the values are the tuple */
+		slot->tts_values[att] = Int64GetDatum(msg_id);
+		slot->tts_isnull[att] = false;
+	}
+	else if ((TTS_IS_HEAPTUPLE(slot) || TTS_IS_BUFFERTUPLE(slot)) &&
+			 TTS_SHOULDFREE(slot) && !slot->tts_isnull[att] &&
+			 ((HeapTupleTableSlot *) slot)->tuple != NULL &&
+			 HeapTupleHeaderGetNatts(((HeapTupleTableSlot *) slot)->tuple->t_data) > att)
+	{
+		/*
+		 * A tuple of the slot's own (a copy made for the insert): column 1,
+		 * a bigint that is not null, is the first thing in its data.
+		 */
+		HeapTupleHeader t = ((HeapTupleTableSlot *) slot)->tuple->t_data;
+		int64		v = msg_id;
+
+		memcpy((char *) t + t->t_hoff, &v, sizeof(int64));
+		slot->tts_values[att] = Int64GetDatum(msg_id);
+	}
+	else
+	{
+		/* a tuple it does not own, or another kind of slot: replace it */
+		int			natts = slot->tts_tupleDescriptor->natts;
+		Datum	   *values = palloc(sizeof(Datum) * natts);
+		bool	   *isnull = palloc(sizeof(bool) * natts);
+		MemoryContext old;
+		HeapTuple	tuple;
+
+		memcpy(values, slot->tts_values, sizeof(Datum) * natts);
+		memcpy(isnull, slot->tts_isnull, sizeof(bool) * natts);
+		values[att] = Int64GetDatum(msg_id);
+		isnull[att] = false;
+		old = MemoryContextSwitchTo(slot->tts_mcxt);
+		tuple = heap_form_tuple(slot->tts_tupleDescriptor, values, isnull);
+		MemoryContextSwitchTo(old);
+		ExecForceStoreHeapTuple(tuple, slot, true);
+		slot_getallattrs(slot);
+		pfree(values);
+		pfree(isnull);
+	}
+}
+
+/*
+ * Called for every batch of events stored in a spindle (store_events):
+ * events k0 .. k0 + n - 1 of spindle spindle_no, from slots[], inserted by
+ * command cid.  If facade is a queue table, give each its msg_id and hand
+ * them to the enqueue() that is collecting this statement's ids.
+ */
+void
+spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots, int n,
+						 int64 spindle_no, int64 k0, CommandId cid)
+{
+	int			j;
+	SpindleIdCapture *cap = capture_top;
+
+	if (!spindle_relation_is_queue(facade))
+		return;
+	for (j = 0; j < n; j++)
+		set_msg_id(slots[j], spindle_msgid_make(spindle_no, k0 + j));
+
+	/*
+	 * Only the enqueue's own INSERT: a statement a trigger runs on the way
+	 * has a command id of its own, even into the same queue.
+	 */
+	if (cap != NULL && cap->relid == RelationGetRelid(facade) &&
+		cap->cid == cid)
+	{
+		if (cap->nids + n > cap->maxids)
+		{
+			int			newmax = Max(cap->maxids * 2, cap->nids + n);
+
+			if (cap->ids == NULL)
+				cap->ids = MemoryContextAlloc(cap->cxt, sizeof(int64) * newmax);
+			else
+				cap->ids = repalloc(cap->ids, sizeof(int64) * newmax);
+			cap->maxids = newmax;
+		}
+		for (j = 0; j < n; j++)
+			cap->ids[cap->nids++] = spindle_msgid_make(spindle_no, k0 + j);
+	}
+}
+
+/*
+ * Start collecting the msg_ids that command cid stores into relid.  The
+ * caller pops it in a PG_FINALLY (cap lives on its stack).
+ */
+void
+spindle_queue_capture_push(SpindleIdCapture *cap, Oid relid, CommandId cid)
+{
+	cap->relid = relid;
+	cap->cid = cid;
+	cap->cxt = CurrentMemoryContext;
+	cap->ids = NULL;
+	cap->nids = 0;
+	cap->maxids = 0;
+	cap->outer = capture_top;
+	capture_top = cap;
+}
+
+void
+spindle_queue_capture_pop(SpindleIdCapture *cap)
+{
+	Assert(capture_top == cap);
+	capture_top = cap->outer;
+}
+
+/* ----------------------------------------------------------------
+ * Invalidation and hooks
+ * ----------------------------------------------------------------
+ */
+
+/* Relcache callback: forget what was cached about relid (or everything). */
+static void
+queue_relcache_callback(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	QueueCacheEntry *q;
+
+	if (is_queue_cache != NULL)
+	{
+		if (OidIsValid(relid))
+			hash_search(is_queue_cache, &relid, HASH_REMOVE, NULL);
+		else
+		{
+			IsQueueEntry *e;
+
+			hash_seq_init(&status, is_queue_cache);
+			while ((e = hash_seq_search(&status)) != NULL)
+				hash_search(is_queue_cache, &e->relid, HASH_REMOVE, NULL);
+		}
+	}
+	if (queue_cache != NULL)
+	{
+		hash_seq_init(&status, queue_cache);
+		while ((q = hash_seq_search(&status)) != NULL)
+			if (!OidIsValid(relid) || q->q.relid == relid)
+				q->valid = false;
+	}
+}
+
+/*
+ * The version of a pg_class (attnum 0) or pg_attribute row that the
+ * current command has just written (SnapshotSelf), copied; NULL if none.
+ */
+static HeapTuple
+new_catalog_row(Oid relid, int attnum)
+{
+	Relation	catalog;
+	SysScanDesc scan;
+	ScanKeyData key[2];
+	HeapTuple	tup;
+	HeapTuple	result = NULL;
+
+	if (attnum == 0)
+	{
+		catalog = table_open(RelationRelationId, AccessShareLock);
+		ScanKeyInit(&key[0], Anum_pg_class_oid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(relid));
+		scan = systable_beginscan(catalog, ClassOidIndexId, true,
+								  SnapshotSelf, 1, key);
+	}
+	else
+	{
+		catalog = table_open(AttributeRelationId, AccessShareLock);
+		ScanKeyInit(&key[0], Anum_pg_attribute_attrelid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(relid));
+		ScanKeyInit(&key[1], Anum_pg_attribute_attnum, BTEqualStrategyNumber,
+					F_INT2EQ, Int16GetDatum((int16) attnum));
+		scan = systable_beginscan(catalog, AttributeRelidNumIndexId, true,
+								  SnapshotSelf, 2, key);
+	}
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		result = heap_copytuple(tup);
+	systable_endscan(scan);
+	table_close(catalog, AccessShareLock);
+	return result;
+}
+
+/*
+ * A table of schema spindle_q (or one of its first four columns) was just
+ * altered: refuse if that renamed or moved a queue's table, or renamed one
+ * of its columns.  A queue's table is spindle_q.<queue name>, and enqueue,
+ * the consumers and the msg_id assignment find it and its columns by name.
+ * The system cache still shows the row as it was before this command.
+ */
+static void
+check_queue_alter(Oid relid, int subId, Oid oldnsp)
+{
+	HeapTuple	newtup;
+	char		queue[NAMEDATALEN];
+	bool		renamed = false;
+
+	newtup = new_catalog_row(relid, subId);
+	if (newtup == NULL)
+		return;
+	if (subId == 0)
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(newtup);
+		char	   *oldname = get_rel_name(relid);
+
+		renamed = form->relnamespace != oldnsp ||
+			(oldname != NULL && strcmp(NameStr(form->relname), oldname) != 0);
+	}
+	else
+	{
+		Form_pg_attribute form = (Form_pg_attribute) GETSTRUCT(newtup);
+		char	   *oldname = get_attname(relid, (AttrNumber) subId, true);
+
+		renamed = oldname != NULL &&
+			strcmp(NameStr(form->attname), oldname) != 0;
+	}
+	heap_freetuple(newtup);
+	if (!renamed || !queue_of_relation(relid, queue))
+		return;
+	if (subId == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot rename or move the table of queue \"%s\"", queue),
+				 errdetail("The table of a queue is %s.<queue name>.",
+						   SPINDLE_QUEUE_SCHEMA),
+				 errhint("Create a new queue and copy the events with INSERT ... SELECT.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot rename column \"%s\" of queue \"%s\"",
+					get_attname(relid, (AttrNumber) subId, false), queue)));
+}
+
+/*
+ * The object access hook: when a table of schema spindle_q is dropped, by
+ * whatever command, its registry row goes too; a queue's table and its
+ * columns keep their names.
+ */
+static void
+queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					int subId, void *arg)
+{
+	HeapTuple	tup;
+	Oid			nsp;
+	char		relkind;
+
+	if (prev_object_access)
+		prev_object_access(access, classId, objectId, subId, arg);
+	if (classId != RelationRelationId ||
+		(access != OAT_DROP && access != OAT_POST_ALTER))
+		return;
+	if (access == OAT_DROP && subId != 0)
+		return;
+	if (access == OAT_POST_ALTER && subId > SPINDLE_QUEUE_ATT_PAYLOAD)
+		return;
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(objectId));
+	if (!HeapTupleIsValid(tup))
+		return;
+	nsp = ((Form_pg_class) GETSTRUCT(tup))->relnamespace;
+	relkind = ((Form_pg_class) GETSTRUCT(tup))->relkind;
+	ReleaseSysCache(tup);
+	if (relkind != RELKIND_RELATION ||
+		nsp != spindle_queue_namespace(true))
+		return;
+	if (access == OAT_DROP)
+	{
+		note_reset_at_commit(objectId);
+		forget_queue_relation(objectId);
+		/* its cached events go now (a rollback costs misses) */
+		spindle_cache_reset(objectId);
+	}
+	else
+		check_queue_alter(objectId, subId, nsp);
+}
+
+/* Called from _PG_init: the GUC, the caches and the hooks. */
+void
+spindle_queue_catalog_init(void)
+{
+	HASHCTL		ctl;
+
+	DefineCustomIntVariable("spindle.max_payload_size",
+							"Largest payload enqueue and enqueue_batch accept.",
+							"The size of the jsonb value, uncompressed.",
+							&spindle_max_payload_size,
+							64 * 1024 * 1024, 1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = sizeof(QueueCacheEntry);
+	ctl.hcxt = TopMemoryContext;
+	queue_cache = hash_create("spindle queues", 64, &ctl,
+							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(IsQueueEntry);
+	ctl.hcxt = TopMemoryContext;
+	is_queue_cache = hash_create("spindle queue tables", 64, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	CacheRegisterRelcacheCallback(queue_relcache_callback, (Datum) 0);
+	RegisterXactCallback(queue_xact_callback, NULL);
+	RegisterSubXactCallback(queue_subxact_callback, NULL);
+
+	prev_object_access = object_access_hook;
+	object_access_hook = queue_object_access;
+}
+
+/*
+ * TRUNCATE of a queue table: its cached events go, and with a
+ * transactional truncate its consumer state.
+ */
+static void
+queue_truncated(Relation rel, bool transactional)
+{
+	spindle_cache_reset(RelationGetRelid(rel));
+	if (transactional)
+		spindle_queue_note_truncate(rel);
+}
+
+/*
+ * Register the queue layer's hooks into the table layer (from _PG_init):
+ * msg_ids for the events of queue tables, the event cache, waking
+ * consumers at commit, and resetting a truncated queue.
+ */
+void
+spindle_queue_register_hooks(void)
+{
+	spindle_table_hooks.assign_ids = spindle_queue_assign_ids;
+	spindle_table_hooks.placed = spindle_cache_put;
+	spindle_table_hooks.inserted = spindle_queue_note_insert;
+	spindle_table_hooks.truncated = queue_truncated;
+}

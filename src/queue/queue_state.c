@@ -1,0 +1,386 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_state.c
+ *	  Shared memory of the queue API: one QueueState per queue in use and a
+ *	  pool of items (claims, leases, delayed and pending events) that the
+ *	  states share.
+ *
+ * A queue's state says where its head is -- the first position (msg_id)
+ * no consumer has examined yet -- and lists, as items, the events behind
+ * the head that are not purged for good: claimed by a running dequeue,
+ * leased by read(), delayed, waiting for another transaction, or returned
+ * (to be examined again).  Everything else behind the head is purged by a
+ * committed transaction or was never an event (an aborted insert, a slot
+ * never used).  All of it can be rebuilt from disk: a state that is reset
+ * (after a restart, a TRUNCATE, a DROP, or when its table goes away) starts
+ * again at the table's oldest spindle and examines every event, which
+ * yields the same items, leases excepted (a lease is lost with the server
+ * or the state: its events are delivered again, as if it had expired).
+ *
+ * The pool has spindle.max_leases items for leases plus
+ * SPINDLE_ITEMS_PER_QUEUE for each of spindle.max_queues states.  A state
+ * is taken by the first consumer of a queue and kept until reset or
+ * until its database is dropped.
+ *
+ * Locks: QueuesLock (exclusive) to take or free a state slot, shared to
+ * look one up; each state has its own LWLock (tranche "spindle_queue"),
+ * exclusive for every read or change of its head and items.  The pool's
+ * free list has a spinlock, taken with a state lock held.  No LWLock is
+ * ever held while a buffer lock is acquired; a state lock may be taken
+ * while a buffer lock is held (queue.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+
+#include "queue/spindle_queue.h"
+
+/* items each queue may use besides leases */
+#define SPINDLE_ITEMS_PER_QUEUE 256
+/* ... of which delayed, pending and returned runs leave this many to claims */
+#define SPINDLE_ITEMS_FOR_CLAIMS 32
+
+int			spindle_max_queues = 256;
+int			spindle_max_leases = 10000;
+
+typedef struct QueueShared
+{
+	LWLock	   *lock;			/* QueuesLock */
+	LWLockPadded *state_locks;	/* one per state */
+	slock_t		pool_mutex;
+	dlist_head	free_items;
+	int			nfree;
+	int			nitems;			/* the pool's size */
+	QueueState	states[FLEXIBLE_ARRAY_MEMBER];
+} QueueShared;
+
+static QueueShared *qshared = NULL;
+static QueueItem *qitems = NULL;
+
+static int
+pool_size(void)
+{
+	return spindle_max_leases + spindle_max_queues * SPINDLE_ITEMS_PER_QUEUE;
+}
+
+Size
+spindle_queue_shmem_size(void)
+{
+	Size		size;
+
+	size = add_size(offsetof(QueueShared, states),
+					mul_size(spindle_max_queues, sizeof(QueueState)));
+	size = add_size(size, mul_size(pool_size(), sizeof(QueueItem)));
+	return size;
+}
+
+/* Called from the shmem_request_hook. */
+void
+spindle_queue_shmem_request(void)
+{
+	RequestAddinShmemSpace(spindle_queue_shmem_size());
+	RequestNamedLWLockTranche("spindle_queues", 1);
+	RequestNamedLWLockTranche("spindle_queue", spindle_max_queues);
+}
+
+/* Called from the shmem_startup_hook, with AddinShmemInitLock held. */
+void
+spindle_queue_shmem_startup(void)
+{
+	bool		found;
+	int			i;
+
+	qshared = ShmemInitStruct("spindle queues", spindle_queue_shmem_size(),
+							  &found);
+	qitems = (QueueItem *) ((char *) qshared +
+							MAXALIGN(offsetof(QueueShared, states) +
+									 spindle_max_queues * sizeof(QueueState)));
+	if (found)
+		return;
+	qshared->lock = &(GetNamedLWLockTranche("spindle_queues"))[0].lock;
+	qshared->state_locks = GetNamedLWLockTranche("spindle_queue");
+	SpinLockInit(&qshared->pool_mutex);
+	dlist_init(&qshared->free_items);
+	qshared->nitems = pool_size();
+	qshared->nfree = qshared->nitems;
+	for (i = 0; i < qshared->nitems; i++)
+	{
+		memset(&qitems[i], 0, sizeof(QueueItem));
+		qitems[i].index = i;
+		dlist_push_tail(&qshared->free_items, &qitems[i].node);
+	}
+	for (i = 0; i < spindle_max_queues; i++)
+	{
+		QueueState *qs = &qshared->states[i];
+
+		memset(qs, 0, sizeof(QueueState));
+		qs->slot = i;
+		dlist_init(&qs->items);
+		ConditionVariableInit(&qs->cv);
+		pg_atomic_init_u64(&qs->enqueued, 0);
+		pg_atomic_init_u64(&qs->dequeued, 0);
+		pg_atomic_init_u64(&qs->dead_lettered, 0);
+		pg_atomic_init_u32(&qs->waiting, 0);
+	}
+}
+
+static void
+check_shmem(void)
+{
+	if (qshared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("spindle must be loaded via shared_preload_libraries"),
+				 errhint("Add spindle to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+static QueueState *
+find_state(Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < spindle_max_queues; i++)
+	{
+		QueueState *qs = &qshared->states[i];
+
+		if (qs->relid == relid && qs->dbid == MyDatabaseId)
+			return qs;
+	}
+	return NULL;
+}
+
+/*
+ * The state of the queue table relid in this database; with create, take
+ * a free slot if it has none (an error if none is free).  The caller then
+ * takes spindle_queue_lock(qs) and must check that the state still
+ * belongs to relid: a reset may free it meanwhile.
+ */
+QueueState *
+spindle_queue_state(Oid relid, bool create)
+{
+	QueueState *qs;
+	int			i;
+
+	check_shmem();
+	LWLockAcquire(qshared->lock, LW_SHARED);
+	qs = find_state(relid);
+	LWLockRelease(qshared->lock);
+	if (qs != NULL || !create)
+		return qs;
+
+	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
+	qs = find_state(relid);
+	for (i = 0; qs == NULL && i < spindle_max_queues; i++)
+	{
+		QueueState *free_qs = &qshared->states[i];
+
+		if (!OidIsValid(free_qs->relid))
+		{
+			LWLockAcquire(spindle_queue_lock(free_qs), LW_EXCLUSIVE);
+			free_qs->dbid = MyDatabaseId;
+			free_qs->relid = relid;
+			free_qs->valid = false;
+			free_qs->head = 0;
+			free_qs->nitems = 0;
+			free_qs->nleases = 0;
+			dlist_init(&free_qs->items);
+			pg_atomic_write_u64(&free_qs->enqueued, 0);
+			pg_atomic_write_u64(&free_qs->dequeued, 0);
+			pg_atomic_write_u64(&free_qs->dead_lettered, 0);
+			/* waiting is left alone: sleepers take themselves off */
+			LWLockRelease(spindle_queue_lock(free_qs));
+			qs = free_qs;
+		}
+	}
+	LWLockRelease(qshared->lock);
+	if (qs == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many queues in use"),
+				 errdetail("Shared memory holds the state of %d queues.",
+						   spindle_max_queues),
+				 errhint("Raise spindle.max_queues and restart the server.")));
+	return qs;
+}
+
+QueueState *
+spindle_queue_state_at(int slot)
+{
+	return &qshared->states[slot];
+}
+
+LWLock *
+spindle_queue_lock(QueueState *qs)
+{
+	return &qshared->state_locks[qs->slot].lock;
+}
+
+/* Free every item of qs; the caller holds its lock. */
+static void
+free_all_items(QueueState *qs)
+{
+	dlist_mutable_iter iter;
+
+	dlist_foreach_modify(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		spindle_qitem_free(qs, item);
+	}
+}
+
+/*
+ * Forget the state of queue table relid of this database (its table was
+ * truncated or dropped, maybe by a transaction that will roll back): the
+ * next consumer rebuilds it from disk.  Waiters are woken to look again.
+ */
+void
+spindle_queue_state_reset(Oid relid)
+{
+	QueueState *qs;
+
+	if (qshared == NULL)
+		return;
+	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
+	qs = find_state(relid);
+	if (qs != NULL)
+	{
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		free_all_items(qs);
+		qs->valid = false;
+		qs->dbid = InvalidOid;
+		qs->relid = InvalidOid;
+		LWLockRelease(spindle_queue_lock(qs));
+		ConditionVariableBroadcast(&qs->cv);
+	}
+	LWLockRelease(qshared->lock);
+}
+
+/* Free the states of a database that was dropped. */
+void
+spindle_queue_forget_database(Oid dbid)
+{
+	int			i;
+
+	if (qshared == NULL)
+		return;
+	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < spindle_max_queues; i++)
+	{
+		QueueState *qs = &qshared->states[i];
+
+		if (qs->dbid != dbid || !OidIsValid(qs->relid))
+			continue;
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		free_all_items(qs);
+		qs->valid = false;
+		qs->dbid = InvalidOid;
+		qs->relid = InvalidOid;
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	LWLockRelease(qshared->lock);
+}
+
+/*
+ * Take an item from the pool for qs (whose lock the caller holds) and
+ * append it to its list; NULL if the pool or, for a lease, the lease
+ * budget is exhausted.
+ */
+QueueItem *
+spindle_qitem_alloc(QueueState *qs, QueueItemKind kind, int64 start, int64 end)
+{
+	QueueItem  *item = NULL;
+
+	if (kind == QITEM_LEASED)
+	{
+		if (!spindle_qitem_lease_room())
+			return NULL;
+	}
+	else if (qs->nitems - qs->nleases >=
+			 (kind == QITEM_CLAIM ? SPINDLE_ITEMS_PER_QUEUE :
+			  SPINDLE_ITEMS_PER_QUEUE - SPINDLE_ITEMS_FOR_CLAIMS))
+		return NULL;			/* the last ones are kept for claims */
+
+	SpinLockAcquire(&qshared->pool_mutex);
+	if (!dlist_is_empty(&qshared->free_items))
+	{
+		item = dlist_container(QueueItem, node,
+							   dlist_pop_head_node(&qshared->free_items));
+		qshared->nfree--;
+	}
+	SpinLockRelease(&qshared->pool_mutex);
+	if (item == NULL)
+		return NULL;
+
+	item->generation++;
+	item->kind = kind;
+	item->start = start;
+	item->end = end;
+	item->xid = InvalidTransactionId;
+	item->owner = -1;
+	item->owner_lxid = InvalidLocalTransactionId;
+	item->mixed = false;
+	item->restore_kind = QITEM_RETURNED;
+	item->due = 0;
+	item->read_count = 0;
+	dlist_push_tail(&qs->items, &item->node);
+	qs->nitems++;
+	if (kind == QITEM_LEASED)
+		qs->nleases++;
+	return item;
+}
+
+/*
+ * Whether one more lease fits in spindle.max_leases (all queues together);
+ * the caller holds a state lock, the count may be a little stale.
+ */
+bool
+spindle_qitem_lease_room(void)
+{
+	int			leases = 0;
+	int			i;
+
+	for (i = 0; i < spindle_max_queues; i++)
+		leases += qshared->states[i].nleases;
+	return leases < spindle_max_leases;
+}
+
+/* Give an item of qs (whose lock the caller holds) back to the pool. */
+void
+spindle_qitem_free(QueueState *qs, QueueItem *item)
+{
+	Assert(item->kind != QITEM_FREE);
+	dlist_delete(&item->node);
+	qs->nitems--;
+	if (item->kind == QITEM_LEASED)
+		qs->nleases--;
+	item->kind = QITEM_FREE;
+	item->generation++;
+	SpinLockAcquire(&qshared->pool_mutex);
+	dlist_push_head(&qshared->free_items, &item->node);
+	qshared->nfree++;
+	SpinLockRelease(&qshared->pool_mutex);
+}
+
+QueueItem *
+spindle_qitem_at(int index)
+{
+	return &qitems[index];
+}
+
+int
+spindle_qitems_free_count(void)
+{
+	int			n;
+
+	SpinLockAcquire(&qshared->pool_mutex);
+	n = qshared->nfree;
+	SpinLockRelease(&qshared->pool_mutex);
+	return n;
+}

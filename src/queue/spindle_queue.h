@@ -1,0 +1,258 @@
+/*-------------------------------------------------------------------------
+ *
+ * spindle_queue.h
+ *	  The queue layer's interface: the registry of queues, msg_ids,
+ *	  producers, the consumer state and the event cache.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SPINDLE_QUEUE_LAYER_H
+#define SPINDLE_QUEUE_LAYER_H
+
+#include "fmgr.h"
+#include "access/htup.h"
+#include "datatype/timestamp.h"
+#include "executor/tuptable.h"
+#include "lib/ilist.h"
+#include "storage/condition_variable.h"
+#include "storage/itemptr.h"
+#include "storage/lwlock.h"
+#include "utils/acl.h"
+#include "utils/rel.h"
+
+#include "table/spindle_table.h"
+
+/* ---- msg_ids ---- */
+
+#define SPINDLE_MSGID_K_BITS	26
+#define SPINDLE_MSGID_K_MASK	((((int64) 1) << SPINDLE_MSGID_K_BITS) - 1)
+
+/* The msg_id of event k of spindle spindle_no. */
+static inline int64
+spindle_msgid_make(int64 spindle_no, int64 k)
+{
+	return (int64) (((uint64) spindle_no << SPINDLE_MSGID_K_BITS) |
+					((uint64) k & SPINDLE_MSGID_K_MASK));
+}
+
+/* The spindle number a msg_id names. */
+static inline int64
+spindle_msgid_spindle(int64 msg_id)
+{
+	return (int64) ((uint64) msg_id >> SPINDLE_MSGID_K_BITS);
+}
+
+/* The slot number within its spindle a msg_id names. */
+static inline int64
+spindle_msgid_k(int64 msg_id)
+{
+	return msg_id & SPINDLE_MSGID_K_MASK;
+}
+
+/* ---- queue_catalog.c: the queue registry ---- */
+
+/* Schema of the queue tables: queue "orders" is table spindle_q.orders. */
+#define SPINDLE_QUEUE_SCHEMA "spindle_q"
+
+/* Longest queue name (^[a-z_][a-z0-9_]{0,47}$). */
+#define SPINDLE_QUEUE_NAME_MAX 48
+
+/* Columns of a queue table, in this order (attribute numbers). */
+#define SPINDLE_QUEUE_ATT_MSG_ID		1
+#define SPINDLE_QUEUE_ATT_ENQUEUED_AT	2
+#define SPINDLE_QUEUE_ATT_VISIBLE_AT	3
+#define SPINDLE_QUEUE_ATT_PAYLOAD		4
+
+/* One queue as its registry row says (spindle.queue_catalog). */
+typedef struct SpindleQueue
+{
+	char		name[NAMEDATALEN];
+	Oid			relid;			/* spindle_q.<name> */
+	int32		max_reads;		/* 0: no limit */
+	char		dead_letter_queue[NAMEDATALEN]; /* "": none */
+} SpindleQueue;
+
+/* GUC spindle.max_payload_size (bytes) */
+extern int	spindle_max_payload_size;
+
+extern void spindle_queue_catalog_init(void);
+
+/* names, lookups, rights */
+extern void spindle_queue_check_name(const char *name, const char *what);
+extern char *spindle_queue_name_arg(FunctionCallInfo fcinfo, int argno);
+extern Oid	spindle_queue_namespace(bool missing_ok);
+extern bool spindle_queue_lookup(const char *name, SpindleQueue *q,
+								 bool missing_ok);
+extern bool spindle_queue_has_right(Oid relid, Oid user, AclMode mode);
+extern void spindle_queue_check_rights(const SpindleQueue *q, AclMode modes);
+extern void spindle_queue_open_arg(FunctionCallInfo fcinfo, int argno,
+								   AclMode modes, SpindleQueue *q);
+extern void spindle_queue_check_payload_size(const SpindleQueue *q,
+											 Datum payload, int position);
+
+/* the registry (written as the bootstrap superuser) */
+extern void spindle_queue_lock_registry(void);
+extern void spindle_queue_register(const SpindleQueue *q);
+extern bool spindle_queue_dead_letter_user(const char *name, char *user);
+
+/* msg_id assignment and capture (store_events in facade_am.c) */
+extern void spindle_queue_register_hooks(void);
+extern bool spindle_relation_is_queue(Relation rel);
+extern void spindle_queue_note_truncate(Relation rel);
+extern void spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots,
+									 int n, int64 spindle_no, int64 k0,
+									 CommandId cid);
+
+/* Collects the msg_ids one INSERT statement assigns (queue_api.c). */
+typedef struct SpindleIdCapture
+{
+	Oid			relid;			/* the queue table */
+	CommandId	cid;			/* the command id of the INSERT */
+	MemoryContext cxt;			/* ids are allocated here */
+	int64	   *ids;
+	int			nids;
+	int			maxids;
+	struct SpindleIdCapture *outer; /* the capture this one is nested in */
+} SpindleIdCapture;
+
+extern void spindle_queue_capture_push(SpindleIdCapture *cap, Oid relid,
+									   CommandId cid);
+extern void spindle_queue_capture_pop(SpindleIdCapture *cap);
+
+/* ---- queue_state.c: consumer state in shared memory ---- */
+
+/*
+ * What an item says of the events [start, end) of one spindle, all behind
+ * the head.  Any item may be turned into QITEM_RETURNED at any time: its
+ * events are then examined again on disk, which is always correct.
+ */
+typedef enum QueueItemKind
+{
+	QITEM_FREE = 0,
+	QITEM_CLAIM,				/* purged by a running (sub)transaction */
+	QITEM_RETURNED,				/* to be examined again: deliverable first */
+	QITEM_PENDING,				/* an insert, delete or lock by xid runs */
+	QITEM_DELAYED,				/* not deliverable before due */
+	QITEM_LEASED				/* read: hidden until due */
+} QueueItemKind;
+
+typedef struct QueueItem
+{
+	dlist_node	node;			/* in its queue's list, or the free list */
+	int32		index;			/* in the pool */
+	uint32		generation;		/* bumped at each reuse */
+	uint8		kind;
+	int64		start;			/* msg_ids [start, end) */
+	int64		end;
+	TransactionId xid;			/* CLAIM: the claimer; PENDING: awaited */
+	int			owner;			/* CLAIM: pgprocno of the claimer ... */
+	LocalTransactionId owner_lxid;	/* ... and its transaction */
+	bool		mixed;			/* CLAIM: holds events it did not purge */
+	uint8		restore_kind;	/* CLAIM by ack: what it was, for an abort */
+	TimestampTz due;			/* DELAYED, LEASED */
+	int32		read_count;		/* reads so far of these events */
+} QueueItem;
+
+typedef struct QueueState
+{
+	Oid			dbid;			/* both invalid: slot free */
+	Oid			relid;
+	int			slot;			/* index of this state and of its lock */
+	bool		valid;			/* head found (else rebuilt from disk) */
+	int64		head;			/* first msg_id never examined */
+	int			nitems;
+	int			nleases;
+	dlist_head	items;
+	ConditionVariable cv;		/* enqueues and returned events wake it */
+	pg_atomic_uint64 enqueued;
+	pg_atomic_uint64 dequeued;
+	/* for spindle.queues (views.c) */
+	pg_atomic_uint64 dead_lettered;	/* events moved to the dead-letter queue */
+	pg_atomic_uint32 waiting;	/* consumers sleeping on cv */
+} QueueState;
+
+extern int	spindle_max_queues;
+extern int	spindle_max_leases;
+
+extern Size spindle_queue_shmem_size(void);
+extern void spindle_queue_shmem_request(void);
+extern void spindle_queue_shmem_startup(void);
+
+extern QueueState *spindle_queue_state(Oid relid, bool create);
+extern QueueState *spindle_queue_state_at(int slot);
+extern LWLock *spindle_queue_lock(QueueState *qs);
+extern void spindle_queue_state_reset(Oid relid);
+extern void spindle_queue_forget_database(Oid dbid);
+
+extern QueueItem *spindle_qitem_alloc(QueueState *qs, QueueItemKind kind,
+									  int64 start, int64 end);
+extern bool spindle_qitem_lease_room(void);
+extern void spindle_qitem_free(QueueState *qs, QueueItem *item);
+extern QueueItem *spindle_qitem_at(int index);
+extern int	spindle_qitems_free_count(void);
+
+/* ---- cache.c: the event cache ---- */
+
+/* GUCs (server start) */
+extern int	spindle_cache_size;
+extern int	spindle_cache_tables;
+extern int	spindle_cache_payload_size;
+
+/* What a lookup found for one msg_id. */
+typedef struct SpindleCachedEvent
+{
+	bool		found;
+	Oid			segment;		/* the spindle's relation */
+	ItemPointerData ptid;		/* where its tuple is */
+	TransactionId xmin;			/* the inserting (sub)transaction */
+	TimestampTz enqueued_at;
+	struct varlena *payload;	/* a palloc'd copy, or NULL: read the page */
+} SpindleCachedEvent;
+
+extern void spindle_cache_define_gucs(void);
+extern Size spindle_cache_shmem_size(void);
+extern void spindle_cache_shmem_request(void);
+extern void spindle_cache_shmem_startup(void);
+
+/* producers (store_events in facade_am.c) */
+/*
+ * Where event k of spindle spindle_no, of capacity capacity (effective:
+ * spindle_effective_capacity), goes in its table's ring of entries.
+ */
+static inline uint64
+spindle_cache_ring_pos(int64 spindle_no, int64 capacity, int64 k)
+{
+	return (uint64) spindle_no * (uint64) capacity + (uint64) k;
+}
+
+extern void spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
+							  int64 capacity, int64 k0, int n,
+							  ItemPointer ptids, HeapTuple *tuples);
+
+/* consumers (queue.c) */
+extern int	spindle_cache_find(Oid relid);
+extern void spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids,
+								 const uint64 *pos, int n,
+								 SpindleCachedEvent *out);
+extern void spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids,
+								 const uint64 *pos, int n);
+
+/* the table is dropped or truncated */
+extern void spindle_cache_reset(Oid relid);
+extern void spindle_cache_forget_database(Oid dboid);
+
+/* ---- queue_insert.c: direct placement of enqueued events ---- */
+
+extern bool spindle_queue_insert_direct(const SpindleQueue *q,
+										Datum *payloads, int n, Datum delay,
+										int64 **ids, bool *gone);
+
+/* ---- queue.c: consuming ---- */
+
+extern void spindle_queue_note_insert(Relation rel);
+
+/* ---- queue_api.c: create, drop, enqueue ---- */
+
+extern void spindle_queue_api_init(void);
+
+#endif							/* SPINDLE_QUEUE_LAYER_H */

@@ -1,0 +1,710 @@
+/*-------------------------------------------------------------------------
+ *
+ * slotmap.c
+ *	  Virtual slots of a spindle table: the TIDs it hands out, and the slot
+ *	  map that turns them into the physical TIDs of its spindles.
+ *
+ * Why virtual TIDs.  PostgreSQL 15 reads the facade relation's own files
+ * with the block numbers of the TIDs it holds: bitmap heap scans and
+ * ANALYZE call PrefetchBuffer(facade, block), and md.c raises an error for
+ * any block past the first 1 GB segment ("previous segment is only N
+ * blocks").  So every TID a spindle table hands out (to indexes, ctid, the
+ * executor) must have a block number below RELSEG_SIZE.  A TID bitmap also
+ * accepts at most MaxHeapTuplesPerPage offsets per block.  That leaves
+ * SPINDLE_VSLOTS = 131072 * 291 = 38 141 952 distinct TIDs per table.
+ *
+ * How they are used.  Each spindle owns a contiguous range of virtual
+ * slots, [vbase, vbase + vcount), given to it when it is created; vcount is
+ * its capacity.  The k-th event appended to a spindle (k counted by the
+ * slot counters, slots.c) is virtual slot vbase + k, whatever page heap put
+ * it on, so TIDs are dense: the limit is counted in events (38 million
+ * undropped events per table), never in spindles or pages, and does not
+ * depend on events_per_spindle.  Each event carries k in a hidden column
+ * (layout.c), which gives the physical-to-virtual direction for free.
+ *
+ * The slot map gives the other direction.  Block 0 of the facade's main
+ * fork is a metapage; blocks 1.. hold one ItemPointerData per virtual slot:
+ * the physical TID of its event in its spindle, or zeroes.  An entry is
+ * written after heap has placed the tuple and before the inserting
+ * statement can insert index entries, so an index never holds a TID whose
+ * entry is missing.  Entries of a range are zeroed only after every index
+ * entry pointing into the range has been removed and before the range can
+ * be given to another spindle (maintenance.c), so a TID never comes to mean
+ * a different event while any index still holds it.  pd_lower of a map
+ * page covers every non-zero entry; entries past it are zero.
+ *
+ * The metapage also lists the ranges of spindles whose creating
+ * (sub)transaction is not yet known to have committed ("pending"): range
+ * allocation is transactional (a catalog row), so a creation that rolls
+ * back would otherwise free a range whose TIDs its own inserts may have put
+ * into the table's indexes.  A pending range whose creator aborted is
+ * cleaned like the range of a dropped spindle, then forgotten.
+ *
+ * Setting entries -- once per insert, the hot path -- is WAL-logged with a
+ * record of the spindle resource manager (XLOG_SPINDLE_MAP_SET: the map
+ * page, the first entry's index and the new entries, about 60 bytes for
+ * one event), written only where RelationNeedsWAL says so (not for
+ * unlogged tables, nor under wal_level = minimal for a table created in
+ * the same transaction, which is synced at commit).  Everything else here
+ * (new map pages, clearing, the metapage, copies) is rare and uses generic
+ * WAL: it computes a delta of the whole page, which cost a quarter of an
+ * enqueue's time when every set went that way.  Locks: map pages and the metapage are changed under
+ * an exclusive buffer lock and read under a share lock; extending the fork
+ * takes the relation extension lock.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/generic_xlog.h"
+#include "access/xact.h"
+#include "access/xloginsert.h"
+#include "access/xlogreader.h"
+#include "access/xlogutils.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "storage/smgr.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "storage/spindle_storage.h"
+
+
+#define SPINDLE_META_MAGIC		0x53504E32	/* "SPN2" */
+#define SPINDLE_META_VERSION	3
+
+typedef struct SpindleMetaPageData
+{
+	uint32		magic;
+	uint32		version;
+	uint32		npending;
+	uint32		unused;
+	int64		next_spindle_no;	/* never handed out twice, even on abort */
+	SpindlePending pending[SPINDLE_MAX_PENDING];
+} SpindleMetaPageData;
+
+#define MetaGet(page) ((SpindleMetaPageData *) PageGetContents(page))
+
+#define MAP_CONTENTS_OFFSET		MAXALIGN(SizeOfPageHeaderData)
+#define MAP_ENTRIES_PER_PAGE \
+	((BLCKSZ - MAP_CONTENTS_OFFSET) / sizeof(ItemPointerData))
+#define MAP_BLOCK(vslot)		((BlockNumber) (1 + (vslot) / MAP_ENTRIES_PER_PAGE))
+#define MAP_INDEX(vslot)		((int) ((vslot) % MAP_ENTRIES_PER_PAGE))
+#define MapEntries(page)		((ItemPointerData *) ((char *) (page) + MAP_CONTENTS_OFFSET))
+
+StaticAssertDecl(MAXALIGN(SizeOfPageHeaderData) + sizeof(SpindleMetaPageData) <= BLCKSZ,
+				 "metapage must fit in one page");
+StaticAssertDecl(1 + (SPINDLE_VSLOTS / MAP_ENTRIES_PER_PAGE) < RELSEG_SIZE,
+				 "slot map must fit in the first segment");
+
+/*
+ * Blocks in the facade's main fork.  Not RelationGetNumberOfBlocks(): for a
+ * table AM that asks the AM, which answers in virtual blocks.
+ */
+static inline BlockNumber
+fork_nblocks(Relation facade)
+{
+	return smgrnblocks(RelationGetSmgr(facade), MAIN_FORKNUM);
+}
+
+/*
+ * Does map block blk exist?  The fork only grows while its storage lives
+ * (TRUNCATE and the like give new storage, which resets the relcache
+ * entry; spindle_slotmap_forget_size covers the truncation in place), so
+ * the size last seen is kept in rd_amcache and the file is asked only for
+ * blocks past it: a map lookup costs no system call.
+ */
+static bool
+map_block_exists(Relation facade, BlockNumber blk)
+{
+	BlockNumber *known = (BlockNumber *) facade->rd_amcache;
+
+	if (known != NULL && blk < *known)
+		return true;
+	if (known == NULL)
+	{
+		known = MemoryContextAlloc(CacheMemoryContext, sizeof(BlockNumber));
+		facade->rd_amcache = known;
+	}
+	*known = fork_nblocks(facade);
+	return blk < *known;
+}
+
+/* The facade's main fork was truncated in place: forget its size. */
+void
+spindle_slotmap_forget_size(Relation facade)
+{
+	if (facade->rd_amcache != NULL)
+	{
+		pfree(facade->rd_amcache);
+		facade->rd_amcache = NULL;
+	}
+}
+
+/* Number of entries in use on a map page (entries past it are zero). */
+static inline int
+map_used(Page page)
+{
+	if (PageIsNew(page))
+		return 0;
+	return (((PageHeader) page)->pd_lower - MAP_CONTENTS_OFFSET) /
+		sizeof(ItemPointerData);
+}
+
+static inline void
+map_set_used(Page page, int n)
+{
+	((PageHeader) page)->pd_lower = MAP_CONTENTS_OFFSET +
+		n * sizeof(ItemPointerData);
+}
+
+/*
+ * Write an empty metapage as block 0 of the given fork (CREATE, TRUNCATE,
+ * the init fork of an unlogged table), whose spindles will be numbered from
+ * next_spindle_no.  WAL-logs it when asked.
+ */
+void
+spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork, bool wal,
+						  int64 next_spindle_no)
+{
+	PGAlignedBlock buf;
+	Page		page = (Page) buf.data;
+	SpindleMetaPageData *meta;
+
+	PageInit(page, BLCKSZ, 0);
+	meta = MetaGet(page);
+	memset(meta, 0, sizeof(SpindleMetaPageData));
+	meta->magic = SPINDLE_META_MAGIC;
+	meta->version = SPINDLE_META_VERSION;
+	meta->next_spindle_no = next_spindle_no;
+	((PageHeader) page)->pd_lower =
+		((char *) meta + sizeof(SpindleMetaPageData)) - (char *) page;
+
+	PageSetChecksumInplace(page, 0);
+	smgrextend(srel, fork, 0, (char *) page, true);
+	if (wal)
+		log_newpage(&srel->smgr_rnode.node, fork, 0, page, true);
+	smgrimmedsync(srel, fork);
+}
+
+/* Read and lock the metapage, checking that it is one. */
+static Buffer
+read_meta(Relation facade, int mode)
+{
+	Buffer		buf = ReadBuffer(facade, 0);
+	SpindleMetaPageData *meta;
+
+	LockBuffer(buf, mode);
+	meta = MetaGet(BufferGetPage(buf));
+	if (meta->magic != SPINDLE_META_MAGIC ||
+		meta->version != SPINDLE_META_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("spindle table \"%s\" has an invalid metapage",
+						RelationGetRelationName(facade))));
+	return buf;
+}
+
+/*
+ * The buffer of map block blk, locked in the given mode; InvalidBuffer if
+ * the block does not exist and extend is false.  With extend, the fork is
+ * extended up to blk with initialised, WAL-logged map pages.
+ */
+static Buffer
+map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
+{
+	Buffer		buf;
+
+	if (!map_block_exists(facade, blk))
+	{
+		if (!extend)
+			return InvalidBuffer;
+		LockRelationForExtension(facade, ExclusiveLock);
+		while (fork_nblocks(facade) <= blk)
+		{
+			GenericXLogState *state;
+
+			/*
+			 * Locked before anyone can see it: once the fork is extended,
+			 * a writer that finds block blk (map_block_exists) does not
+			 * take the extension lock, so with ReadBuffer + LockBuffer it
+			 * could init the zeroed page and write its entries before we
+			 * lock it, and our PageInit below would wipe them (events whose
+			 * slots resolve to nothing: never delivered, invisible to index
+			 * and TID fetches).
+			 */
+			buf = ReadBufferExtended(facade, MAIN_FORKNUM, P_NEW,
+									 RBM_ZERO_AND_LOCK, NULL);
+			state = GenericXLogStart(facade);
+			PageInit(GenericXLogRegisterBuffer(state, buf,
+											   GENERIC_XLOG_FULL_IMAGE),
+					 BLCKSZ, 0);
+			GenericXLogFinish(state);
+			UnlockReleaseBuffer(buf);
+		}
+		UnlockRelationForExtension(facade, ExclusiveLock);
+	}
+	buf = ReadBuffer(facade, blk);
+	LockBuffer(buf, mode);
+	return buf;
+}
+
+/*
+ * The physical TID of virtual slot vslot into *ptid; false if the slot has
+ * no event (never used, reserved but not written, or cleared).
+ */
+bool
+spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid)
+{
+	Buffer		buf;
+	Page		page;
+	int			idx = MAP_INDEX(vslot);
+	bool		found = false;
+
+	Assert(vslot >= 0 && vslot < SPINDLE_VSLOTS);
+	buf = map_buffer(facade, MAP_BLOCK(vslot), BUFFER_LOCK_SHARE, false);
+	if (!BufferIsValid(buf))
+		return false;
+	page = BufferGetPage(buf);
+	if (idx < map_used(page))
+	{
+		*ptid = MapEntries(page)[idx];
+		found = ItemPointerIsValid(ptid);
+	}
+	UnlockReleaseBuffer(buf);
+	return found;
+}
+
+/*
+ * The entries of n consecutive slots from first into ptids[] (invalid TIDs
+ * for empty slots); reads each map page once.
+ */
+void
+spindle_slotmap_get_range(Relation facade, int64 first, int n,
+						  ItemPointer ptids)
+{
+	int			done = 0;
+
+	while (done < n)
+	{
+		int64		v = first + done;
+		int			idx = MAP_INDEX(v);
+		int			chunk = Min(n - done, (int) MAP_ENTRIES_PER_PAGE - idx);
+		Buffer		buf = map_buffer(facade, MAP_BLOCK(v), BUFFER_LOCK_SHARE,
+									 false);
+		int			i;
+
+		if (!BufferIsValid(buf))
+		{
+			for (i = done; i < n; i++)
+				ItemPointerSetInvalid(&ptids[i]);
+			return;
+		}
+		for (i = 0; i < chunk; i++)
+		{
+			Page		page = BufferGetPage(buf);
+
+			if (idx + i < map_used(page))
+				ptids[done + i] = MapEntries(page)[idx + i];
+			else
+				ItemPointerSetInvalid(&ptids[done + i]);
+		}
+		UnlockReleaseBuffer(buf);
+		done += chunk;
+	}
+}
+
+/*
+ * Main data of XLOG_SPINDLE_MAP_SET.  Block 0 is the map page (a standard
+ * page: the hole past pd_lower is zero); its block data is the nentries
+ * new entries from index first (left out with a full-page image).
+ */
+typedef struct xl_spindle_map_set
+{
+	uint16		first;			/* index of the first entry in the page */
+	uint16		nentries;
+} xl_spindle_map_set;
+
+#define SizeOfSpindleMapSet	(offsetof(xl_spindle_map_set, nentries) + sizeof(uint16))
+
+/* Put entries [idx, idx + n) into map page `page`; redo does the same. */
+static void
+map_put(Page page, int idx, int n, const ItemPointerData *entries)
+{
+	if (PageIsNew(page))
+		PageInit(page, BLCKSZ, 0);
+	memcpy(&MapEntries(page)[idx], entries, n * sizeof(ItemPointerData));
+	if (map_used(page) < idx + n)
+		map_set_used(page, idx + n);
+}
+
+/*
+ * Record the physical TIDs of n consecutive slots from first: one WAL
+ * record per map page touched.
+ */
+void
+spindle_slotmap_set(Relation facade, int64 first, int n, ItemPointer ptids)
+{
+	int			done = 0;
+
+	while (done < n)
+	{
+		int64		v = first + done;
+		int			idx = MAP_INDEX(v);
+		int			chunk = Min(n - done, (int) MAP_ENTRIES_PER_PAGE - idx);
+		Buffer		buf = map_buffer(facade, MAP_BLOCK(v),
+									 BUFFER_LOCK_EXCLUSIVE, true);
+		Page		page = BufferGetPage(buf);
+
+		START_CRIT_SECTION();
+		map_put(page, idx, chunk, &ptids[done]);
+		MarkBufferDirty(buf);
+		if (RelationNeedsWAL(facade))
+		{
+			xl_spindle_map_set xlrec;
+			XLogRecPtr	recptr;
+
+			xlrec.first = (uint16) idx;
+			xlrec.nentries = (uint16) chunk;
+			XLogBeginInsert();
+			XLogRegisterData((char *) &xlrec, SizeOfSpindleMapSet);
+			XLogRegisterBuffer(0, buf, REGBUF_STANDARD);
+			XLogRegisterBufData(0, (char *) &ptids[done],
+								chunk * sizeof(ItemPointerData));
+			recptr = XLogInsert(SPINDLE_RMGR_ID, XLOG_SPINDLE_MAP_SET);
+			PageSetLSN(page, recptr);
+		}
+		END_CRIT_SECTION();
+		UnlockReleaseBuffer(buf);
+		done += chunk;
+	}
+}
+
+/* Redo of XLOG_SPINDLE_MAP_SET (called by the resource manager). */
+void
+spindle_slotmap_redo_set(XLogReaderState *record)
+{
+	xl_spindle_map_set *xlrec = (xl_spindle_map_set *) XLogRecGetData(record);
+	Buffer		buf;
+
+	if (XLogReadBufferForRedo(record, 0, &buf) == BLK_NEEDS_REDO)
+	{
+		Page		page = BufferGetPage(buf);
+		Size		len;
+		char	   *data = XLogRecGetBlockData(record, 0, &len);
+
+		if (data == NULL ||
+			len != xlrec->nentries * sizeof(ItemPointerData) ||
+			xlrec->first + xlrec->nentries > MAP_ENTRIES_PER_PAGE)
+			elog(PANIC, "spindle: malformed slot map record");
+		map_put(page, xlrec->first, xlrec->nentries,
+				(ItemPointerData *) data);
+		PageSetLSN(page, record->EndRecPtr);
+		MarkBufferDirty(buf);
+	}
+	if (BufferIsValid(buf))
+		UnlockReleaseBuffer(buf);
+}
+
+/* "entries 12..13" (the indexes within the map page) */
+void
+spindle_slotmap_desc_set(StringInfo buf, XLogReaderState *record)
+{
+	xl_spindle_map_set *xlrec = (xl_spindle_map_set *) XLogRecGetData(record);
+
+	appendStringInfo(buf, "entries %u..%u", xlrec->first,
+					 xlrec->first + xlrec->nentries - 1);
+}
+
+/*
+ * Zero the entries of n slots from first (a range that no index refers to
+ * any more, about to be given back).
+ */
+void
+spindle_slotmap_clear(Relation facade, int64 first, int64 n)
+{
+	int64		done = 0;
+
+	while (done < n)
+	{
+		int64		v = first + done;
+		int			idx = MAP_INDEX(v);
+		int			chunk = (int) Min(n - done, (int64) MAP_ENTRIES_PER_PAGE - idx);
+		Buffer		buf = map_buffer(facade, MAP_BLOCK(v),
+									 BUFFER_LOCK_EXCLUSIVE, false);
+		Page		page;
+		int			used;
+
+		if (!BufferIsValid(buf))
+			return;				/* nothing was ever written further on */
+		page = BufferGetPage(buf);
+		used = map_used(page);
+		if (idx < used)
+		{
+			GenericXLogState *state = GenericXLogStart(facade);
+			int			end = Min(idx + chunk, used);
+
+			page = GenericXLogRegisterBuffer(state, buf, 0);
+			memset(&MapEntries(page)[idx], 0,
+				   (end - idx) * sizeof(ItemPointerData));
+			/* keep pd_lower tight so that the hole stays out of the WAL */
+			while (used > 0 && !ItemPointerIsValid(&MapEntries(page)[used - 1]))
+				used--;
+			map_set_used(page, used);
+			GenericXLogFinish(state);
+		}
+		UnlockReleaseBuffer(buf);
+		done += chunk;
+	}
+}
+
+/*
+ * The index (relative to first) of the last non-empty slot among n slots
+ * from first, or -1 if all are empty.  Reads map pages from the end.
+ */
+int64
+spindle_slotmap_last_used(Relation facade, int64 first, int64 n)
+{
+	BlockNumber nblocks = fork_nblocks(facade);
+	int64		last = first + n - 1;
+
+	while (last >= first)
+	{
+		BlockNumber blk = MAP_BLOCK(last);
+		int64		page_first = (int64) (blk - 1) * MAP_ENTRIES_PER_PAGE;
+		Buffer		buf;
+		Page		page;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		if (blk >= nblocks)
+		{
+			/* not there: nothing from page_first on was ever written */
+			last = page_first - 1;
+			continue;
+		}
+		buf = map_buffer(facade, blk, BUFFER_LOCK_SHARE, false);
+		page = BufferGetPage(buf);
+		for (i = Min(MAP_INDEX(last), map_used(page) - 1);
+			 i >= 0 && page_first + i >= first; i--)
+		{
+			if (ItemPointerIsValid(&MapEntries(page)[i]))
+			{
+				UnlockReleaseBuffer(buf);
+				return page_first + i - first;
+			}
+		}
+		UnlockReleaseBuffer(buf);
+		last = page_first - 1;
+	}
+	return -1;
+}
+
+/*
+ * Copy the whole main fork (metapage and map) of one facade into another
+ * facade's new storage: VACUUM FULL and CLUSTER give the facade new storage
+ * but keep its spindles, so every TID must keep its meaning.  The caller
+ * holds AccessExclusiveLock on both.
+ */
+void
+spindle_slotmap_copy(Relation from, Relation to)
+{
+	BlockNumber nblocks = fork_nblocks(from);
+	BlockNumber blk;
+
+	for (blk = 0; blk < nblocks; blk++)
+	{
+		Buffer		src = ReadBuffer(from, blk);
+		Buffer		dst;
+		GenericXLogState *state;
+
+		LockBuffer(src, BUFFER_LOCK_SHARE);
+		if (blk < fork_nblocks(to))
+			dst = ReadBuffer(to, blk);
+		else
+		{
+			LockRelationForExtension(to, ExclusiveLock);
+			dst = ReadBuffer(to, P_NEW);
+			UnlockRelationForExtension(to, ExclusiveLock);
+		}
+		LockBuffer(dst, BUFFER_LOCK_EXCLUSIVE);
+		state = GenericXLogStart(to);
+		memcpy(GenericXLogRegisterBuffer(state, dst, GENERIC_XLOG_FULL_IMAGE),
+			   BufferGetPage(src), BLCKSZ);
+		GenericXLogFinish(state);
+		UnlockReleaseBuffer(dst);
+		UnlockReleaseBuffer(src);
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Pending ranges (see the header comment)
+ * ----------------------------------------------------------------
+ */
+
+/* Copy the pending ranges into out[] (SPINDLE_MAX_PENDING); returns how many. */
+int
+spindle_pending_read(Relation facade, SpindlePending *out)
+{
+	Buffer		buf = read_meta(facade, BUFFER_LOCK_SHARE);
+	SpindleMetaPageData *meta = MetaGet(BufferGetPage(buf));
+	int			n = Min(meta->npending, SPINDLE_MAX_PENDING);
+
+	memcpy(out, meta->pending, sizeof(SpindlePending) * n);
+	UnlockReleaseBuffer(buf);
+	return n;
+}
+
+/*
+ * Might the creator of a pending range still commit?  (Ours, or running.)
+ * An xid more than 2^31 behind the next one is long finished.
+ */
+bool
+spindle_pending_in_progress(const SpindlePending *p)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId xid = XidFromFullTransactionId(p->fxid);
+
+	if (U64FromFullTransactionId(next) - U64FromFullTransactionId(p->fxid) >
+		((uint64) 1 << 31))
+		return false;
+	if (TransactionIdIsCurrentTransactionId(xid))
+		return true;
+	return TransactionIdIsInProgress(xid);
+}
+
+/* Is p the next spindle, right after, of the last pending entry's creator? */
+static bool
+merges_with_last(SpindleMetaPageData *meta, const SpindlePending *p)
+{
+	SpindlePending *last;
+
+	if (meta->npending == 0)
+		return false;
+	last = &meta->pending[meta->npending - 1];
+	return FullTransactionIdEquals(last->fxid, p->fxid) &&
+		last->vbase + last->vcount == p->vbase &&
+		last->spindle_no + last->nspindles == p->spindle_no;
+}
+
+/*
+ * Record a pending range.  The caller holds the table's creation lock, so
+ * no other allocation runs at the same time.  The ranges of consecutive
+ * spindles made by one (sub)transaction, which share their fate, are kept
+ * as one entry, so a transaction may create any number of them.
+ */
+void
+spindle_pending_add(Relation facade, const SpindlePending *p)
+{
+	Buffer		buf = read_meta(facade, BUFFER_LOCK_EXCLUSIVE);
+	SpindleMetaPageData *meta = MetaGet(BufferGetPage(buf));
+	GenericXLogState *state;
+
+	if (meta->npending >= SPINDLE_MAX_PENDING && !merges_with_last(meta, p))
+	{
+		UnlockReleaseBuffer(buf);
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("spindle table \"%s\" has too many spindle creations awaiting cleanup",
+						RelationGetRelationName(facade)),
+				 errdetail("The TID ranges of %d spindles whose creation rolled back are still referenced by indexes.",
+						   SPINDLE_MAX_PENDING),
+				 errhint("Run VACUUM on the table or spindle.drop_spindles().")));
+	}
+	state = GenericXLogStart(facade);
+	meta = MetaGet(GenericXLogRegisterBuffer(state, buf, 0));
+	if (merges_with_last(meta, p))
+	{
+		/* the next spindle of the same (sub)transaction, right after */
+		meta->pending[meta->npending - 1].vcount += p->vcount;
+		meta->pending[meta->npending - 1].nspindles += p->nspindles;
+	}
+	else
+		meta->pending[meta->npending++] = *p;
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * The number of the next spindle of the facade: numbers increase per table
+ * and are never handed out twice, even when the creation rolls back (the
+ * counter is not transactional).  `floor` is one more than the highest
+ * number the catalog knows (an unlogged table's metapage is reset by a
+ * crash, its catalog is not).  The caller holds the creation lock.
+ */
+int64
+spindle_next_spindle_no(Relation facade, int64 floor)
+{
+	Buffer		buf = read_meta(facade, BUFFER_LOCK_EXCLUSIVE);
+	SpindleMetaPageData *meta = MetaGet(BufferGetPage(buf));
+	GenericXLogState *state;
+	int64		next = Max(Max(meta->next_spindle_no, floor), 1);
+	int			i;
+
+	for (i = 0; i < (int) meta->npending; i++)
+		next = Max(next, meta->pending[i].spindle_no + meta->pending[i].nspindles);
+	state = GenericXLogStart(facade);
+	meta = MetaGet(GenericXLogRegisterBuffer(state, buf, 0));
+	meta->next_spindle_no = next + 1;
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(buf);
+	return next;
+}
+
+/*
+ * The number the next spindle of the facade would get, without taking it
+ * (TRUNCATE carries it over to the new storage: numbers keep increasing).
+ */
+int64
+spindle_peek_spindle_no(Relation facade)
+{
+	Buffer		buf = read_meta(facade, BUFFER_LOCK_SHARE);
+	SpindleMetaPageData *meta = MetaGet(BufferGetPage(buf));
+	int64		next = Max(meta->next_spindle_no, 1);
+	int			i;
+
+	for (i = 0; i < (int) meta->npending; i++)
+		next = Max(next, meta->pending[i].spindle_no + meta->pending[i].nspindles);
+	UnlockReleaseBuffer(buf);
+	return next;
+}
+
+/* Forget the pending ranges of the given spindles. */
+void
+spindle_pending_remove(Relation facade, const int64 *spindle_nos, int n)
+{
+	Buffer		buf;
+	SpindleMetaPageData *meta;
+	GenericXLogState *state;
+	int			i,
+				j,
+				kept = 0;
+
+	if (n == 0)
+		return;
+	buf = read_meta(facade, BUFFER_LOCK_EXCLUSIVE);
+	state = GenericXLogStart(facade);
+	meta = MetaGet(GenericXLogRegisterBuffer(state, buf, 0));
+	for (i = 0; i < (int) meta->npending; i++)
+	{
+		bool		drop = false;
+
+		for (j = 0; j < n && !drop; j++)
+			drop = meta->pending[i].spindle_no == spindle_nos[j];
+		if (!drop)
+			meta->pending[kept++] = meta->pending[i];
+	}
+	if (kept == (int) meta->npending)
+		GenericXLogAbort(state);
+	else
+	{
+		memset(&meta->pending[kept], 0,
+			   sizeof(SpindlePending) * (meta->npending - kept));
+		meta->npending = kept;
+		GenericXLogFinish(state);
+	}
+	UnlockReleaseBuffer(buf);
+}

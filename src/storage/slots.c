@@ -1,0 +1,941 @@
+/*-------------------------------------------------------------------------
+ *
+ * slots.c
+ *	  Shared-memory slot counters: how many event slots each spindle has
+ *	  handed out, so that no spindle ever holds more than its capacity.
+ *
+ * Every insert reserves its slots here (an atomic fetch-and-add) before it
+ * places the tuples, while holding a lock on the spindle's relation; the
+ * value it gets is the number k of its first event within the spindle
+ * (its virtual slot is the spindle's vbase + k, see slotmap.c), so no two
+ * events of a spindle ever get the same k, and a spindle whose counter
+ * reached its capacity (its number of virtual slots) never receives
+ * another event.  The entry of a spindle is built on first use from what
+ * is on disk: one more than the highest k that a tuple of the spindle or
+ * its slot map records.  An index can only hold the TID of an event whose
+ * map entry was written, and a map entry is only cleared once no index
+ * holds its TID, so a rebuilt counter never hands out a k that an index
+ * may still know.  A reservation that never placed its tuple is lost.
+ *
+ * A spindle is also full as soon as a later spindle has events, so a
+ * spindle is never reopened after a restart.
+ *
+ * A full spindle needs no counter.  Spindles fill in order (an insert moves
+ * on to a spindle only once every spindle before it is full), and a full
+ * spindle stays full, so a spindle is *known full* when its fill time is in
+ * the directory (spindle_catalog.filled_at) or its number lies below its
+ * table's *full mark*: one more than the number of the newest spindle seen
+ * full, kept per table in a second shared hash.  The mark is raised when an
+ * insert fills a spindle or a count finds one full, only for a spindle and
+ * a table that no rollback can take away without a DROP (neither created
+ * nor given new storage by the current transaction) and never in recovery;
+ * it is cleared when the spindle that raised it is dropped (every dropped
+ * spindle goes through spindle_slots_forget, also when its table is
+ * dropped or truncated), so a table whose OID is reused never inherits a
+ * mark.  Known-full spindles are answered without an entry and are never
+ * counted again, so the counters hold the open and ready spindles, plus
+ * full ones until their fill time is in the directory: an entry is the
+ * only record of when its spindle filled until maintenance writes it down.
+ *
+ * The hash table has a fixed size (spindle.max_open_spindles).  Entries of
+ * full spindles are evicted when it is full (they are not needed again:
+ * their spindles are below the full mark), or dropped once their fill time
+ * is recorded; entries of spindles created by a transaction that rolls
+ * back are removed at its end, those of a dropped database (and its full
+ * marks) when DROP DATABASE ends.  The full marks have as many entries; a
+ * table that finds no room has none, and its spindles are counted as before.
+ *
+ * Locks: SlotsLock (shared for lookups and counter updates, exclusive for
+ * insert/delete of entries and for raising a full mark) protects both hash
+ * tables; no LWLock is held while an entry is built from disk.  Counters
+ * and flags are atomics.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/bufmgr.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "storage/spindle_storage.h"
+
+
+typedef struct SlotKey
+{
+	Oid			dbid;
+	Oid			segment;
+} SlotKey;
+
+typedef struct SlotEntry
+{
+	SlotKey		key;
+	int64		spindle_no;
+	int64		capacity;		/* its number of virtual slots */
+	pg_atomic_uint64 used;		/* slots handed out (may pass capacity) */
+	pg_atomic_uint32 inflight;	/* reservations not yet placed and mapped */
+	pg_atomic_uint32 full;
+	pg_atomic_uint64 filled_at; /* TimestampTz when it became full */
+} SlotEntry;
+
+/* A table's full mark: every spindle numbered below full_below is full. */
+typedef struct FullMark
+{
+	SlotKey		key;			/* the database and the table (facade) */
+	int64		full_below;
+	Oid			raiser;			/* the spindle that raised it */
+} FullMark;
+
+typedef struct SlotShared
+{
+	LWLock	   *lock;
+	uint64		removals;		/* entries of full spindles removed so far */
+} SlotShared;
+
+static SlotShared *slot_shared = NULL;
+static HTAB *slot_hash = NULL;
+static HTAB *mark_hash = NULL;
+
+/* what ensure_entry() found */
+typedef enum SlotState
+{
+	SLOTS_GONE,					/* the spindle no longer exists */
+	SLOTS_FULL,					/* known full: no entry needed */
+	SLOTS_COUNTER				/* it has an entry */
+} SlotState;
+
+/* entries this transaction built for spindles it created (see header) */
+static List *new_entries = NIL;
+static bool callbacks_registered = false;
+
+/*
+ * The reservation this backend made and has not placed yet (at most one:
+ * an insert places its tuples before it reserves again).  If the insert
+ * fails in between, (sub)transaction abort gives the in-flight count back,
+ * so the entry can be evicted again; the slots stay used.
+ */
+static Oid	unplaced_segment = InvalidOid;
+static int64 unplaced_spindle_no = 0;
+
+static void
+release_unplaced(void)
+{
+	SlotKey		key;
+	SlotEntry  *e;
+
+	if (!OidIsValid(unplaced_segment) || slot_hash == NULL)
+		return;
+	key.dbid = MyDatabaseId;
+	key.segment = unplaced_segment;
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = hash_search(slot_hash, &key, HASH_FIND, NULL);
+	if (e != NULL && e->spindle_no == unplaced_spindle_no &&
+		pg_atomic_read_u32(&e->inflight) > 0)
+		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+	LWLockRelease(slot_shared->lock);
+	unplaced_segment = InvalidOid;
+}
+
+static void register_callbacks(void);
+
+int			spindle_max_spindles = 4096;
+
+static Size
+slots_shmem_size(void)
+{
+	return add_size(add_size(MAXALIGN(sizeof(SlotShared)),
+							 hash_estimate_size(spindle_max_spindles,
+												sizeof(SlotEntry))),
+					hash_estimate_size(spindle_max_spindles, sizeof(FullMark)));
+}
+
+/* Called from the shmem_request_hook. */
+void
+spindle_slots_shmem_request(void)
+{
+	RequestAddinShmemSpace(slots_shmem_size());
+	RequestNamedLWLockTranche("spindle_slots", 1);
+}
+
+/* Called from the shmem_startup_hook (also after a crash restart). */
+void
+spindle_slots_shmem_startup(void)
+{
+	bool		found;
+	HASHCTL		info;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	slot_shared = ShmemInitStruct("spindle slots", sizeof(SlotShared), &found);
+	if (!found)
+	{
+		LWLockPadded *locks = GetNamedLWLockTranche("spindle_slots");
+
+		slot_shared->lock = &locks[0].lock;
+		slot_shared->removals = 0;
+	}
+	info.keysize = sizeof(SlotKey);
+	info.entrysize = sizeof(SlotEntry);
+	slot_hash = ShmemInitHash("spindle slot counters",
+							  spindle_max_spindles, spindle_max_spindles,
+							  &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	info.keysize = sizeof(SlotKey);
+	info.entrysize = sizeof(FullMark);
+	mark_hash = ShmemInitHash("spindle full marks",
+							  spindle_max_spindles, spindle_max_spindles,
+							  &info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Find the entry of a spindle.  The caller holds SlotsLock (either mode)
+ * and must not use the entry after releasing it: an entry may be removed
+ * and its memory reused as soon as nobody holds the lock.
+ */
+static SlotEntry *
+lookup(Oid segment)
+{
+	SlotKey		key;
+
+	key.dbid = MyDatabaseId;
+	key.segment = segment;
+	return hash_search(slot_hash, &key, HASH_FIND, NULL);
+}
+
+/* The full mark of a facade, 0 if none.  The caller holds SlotsLock. */
+static int64
+full_below_locked(Oid facade)
+{
+	SlotKey		key;
+	FullMark   *m;
+
+	key.dbid = MyDatabaseId;
+	key.segment = facade;
+	m = hash_search(mark_hash, &key, HASH_FIND, NULL);
+	return m != NULL ? m->full_below : 0;
+}
+
+/*
+ * Is spindle sp of the facade known full, from the directory or the full
+ * mark?  The caller holds SlotsLock.
+ */
+static bool
+known_full_locked(Oid facade, const SpindleEntry *sp)
+{
+	return sp->filled_at != 0 || sp->spindle_no < full_below_locked(facade);
+}
+
+/*
+ * Spindles numbered below the returned number are full (0: none known).
+ * For the planner's estimate.
+ */
+int64
+spindle_slots_full_below(Oid facade)
+{
+	int64		full_below;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	full_below = full_below_locked(facade);
+	LWLockRelease(slot_shared->lock);
+	return full_below;
+}
+
+/*
+ * Record that spindle sp (open as seg) is full: raise its table's full
+ * mark to cover it.  Not for a spindle or table that a rollback can take
+ * away without a drop (spindle_slots_forget clears the mark when its
+ * raiser is dropped; a rollback would leave it behind for a later table
+ * with the same OID, or, for TRUNCATE, for spindles that come back), nor
+ * in recovery (a standby sees no drop).  Returns whether the mark covers
+ * it.  Takes SlotsLock; no other LWLock may be held.
+ */
+static bool
+raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
+{
+	SlotKey		key;
+	FullMark   *m;
+	bool		found;
+	bool		covered;
+
+	if (RecoveryInProgress() ||
+		facade->rd_createSubid != InvalidSubTransactionId ||
+		facade->rd_firstRelfilenodeSubid != InvalidSubTransactionId ||
+		seg->rd_createSubid != InvalidSubTransactionId)
+		return false;
+	key.dbid = MyDatabaseId;
+	key.segment = RelationGetRelid(facade);
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	m = hash_search(mark_hash, &key, HASH_ENTER_NULL, &found);
+	if (m != NULL && (!found || m->full_below <= sp->spindle_no))
+	{
+		m->full_below = sp->spindle_no + 1;
+		m->raiser = sp->segment;
+	}
+	covered = m != NULL;
+	LWLockRelease(slot_shared->lock);
+	return covered;
+}
+
+/*
+ * The fill time of spindle sp is recorded (spindle_catalog.filled_at): drop
+ * its entry, which is not needed any more, unless a reservation is still
+ * in flight.  Maintenance may call it once it has recorded the time;
+ * spindle_slots_full and spindle_slots_used call it when the directory
+ * has the time.
+ */
+void
+spindle_slots_recorded(const SpindleEntry *sp)
+{
+	SlotEntry  *e;
+	bool		drop;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(sp->segment);
+	drop = e != NULL && e->spindle_no == sp->spindle_no &&
+		pg_atomic_read_u32(&e->full) && pg_atomic_read_u32(&e->inflight) == 0;
+	LWLockRelease(slot_shared->lock);
+	if (!drop)
+		return;
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	e = lookup(sp->segment);
+	if (e != NULL && e->spindle_no == sp->spindle_no &&
+		pg_atomic_read_u32(&e->full) && pg_atomic_read_u32(&e->inflight) == 0)
+	{
+		hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
+		slot_shared->removals++;
+	}
+	LWLockRelease(slot_shared->lock);
+}
+
+/*
+ * Slots a spindle has used: one more than the highest k on disk, counting
+ * tuples (the hidden column) and slot map entries.  Reads every page; no
+ * LWLock held.
+ */
+static int64
+count_slots(Relation facade, Relation seg, SpindleEntry *sp)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(seg);
+	BlockNumber blk;
+	int64		maxk = spindle_slotmap_last_used(facade, sp->vbase, sp->vcount);
+
+	for (blk = 0; blk < nblocks; blk++)
+	{
+		Buffer		buf = ReadBuffer(seg, blk);
+		Page		page;
+		OffsetNumber off,
+					maxoff;
+
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		maxoff = PageIsNew(page) ? 0 : PageGetMaxOffsetNumber(page);
+		for (off = FirstOffsetNumber; off <= maxoff; off++)
+		{
+			ItemId		itemid = PageGetItemId(page, off);
+
+			if (ItemIdIsNormal(itemid))
+				maxk = Max(maxk,
+						   spindle_event_k((HeapTupleHeader) PageGetItem(page, itemid),
+										   ItemIdGetLength(itemid)));
+		}
+		UnlockReleaseBuffer(buf);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return maxk + 1;
+}
+
+/* Forget entries built for spindles of a transaction that rolled back. */
+static void
+forget_new_entries(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, new_entries)
+		spindle_slots_forget(lfirst_oid(lc));
+}
+
+static void
+slots_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		release_unplaced();
+	if (new_entries == NIL)
+		return;
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		forget_new_entries();
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		list_free(new_entries);
+		new_entries = NIL;
+	}
+}
+
+static void
+slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	/* rebuilt from disk when needed again, with nothing in flight */
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		release_unplaced();
+		forget_new_entries();
+	}
+}
+
+static void
+register_callbacks(void)
+{
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(slots_xact_callback, NULL);
+		RegisterSubXactCallback(slots_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+}
+
+/* Mark an entry full; true if it was not yet. */
+static bool
+mark_full(SlotEntry *e)
+{
+	if (pg_atomic_exchange_u32(&e->full, 1) != 0)
+		return false;
+	pg_atomic_write_u64(&e->filled_at, (uint64) GetCurrentTimestamp());
+	return true;
+}
+
+/*
+ * Remove entries of full spindles to make room (a full spindle is below its
+ * table's full mark, else it is counted again if it is needed), but never
+ * one with a reservation still in flight: its k is not on disk yet, and a
+ * rebuilt counter would hand it out again.  (A reservation whose insert fails
+ * before placing its tuple is given back when its transaction aborts.)
+ * The caller holds SlotsLock exclusively.  Returns how many it removed.
+ */
+static int
+evict_full_entries(void)
+{
+	HASH_SEQ_STATUS status;
+	SlotEntry  *e;
+	int			evicted = 0;
+
+	hash_seq_init(&status, slot_hash);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (pg_atomic_read_u32(&e->full) &&
+			pg_atomic_read_u32(&e->inflight) == 0)
+		{
+			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
+			evicted++;
+		}
+	if (evicted > 0)
+		slot_shared->removals++;
+	return evicted;
+}
+
+/*
+ * Make sure spindle i of dir has an entry, building it from the spindle's
+ * pages if needed, unless it is known full: SLOTS_FULL if it is (from the
+ * directory or the full mark, or found so by the count), SLOTS_GONE if the
+ * spindle no longer exists.  Opens the spindle (and the next one) with
+ * AccessShareLock, outside any LWLock: two backends may count at once, the
+ * first to enter its entry wins, and no slot can be handed out before an
+ * entry exists.  A count is stale if the winner's entry came and went
+ * while it was taken (it filled, then was evicted or dropped once its fill
+ * time was recorded): then its spindle is full and the count is taken
+ * again, so that a slot is never handed out twice.  A spindle found full
+ * gets no entry if the full mark can cover it.
+ */
+static SlotState
+ensure_entry(Relation facade, SpindleDirectory *dir, int i)
+{
+	SpindleEntry sp = dir->spindles[i];
+	Oid			next = (i + 1 < dir->nspindles) ? dir->spindles[i + 1].segment : InvalidOid;
+	SlotEntry  *e;
+	Relation	seg;
+	Relation	nextseg = NULL;
+	bool		present;
+	bool		known_full;
+	SlotKey		key;
+	bool		found;
+	int64		used;
+	bool		full;
+	int			evicted = -1;
+	uint64		removals;
+
+retry:
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	removals = slot_shared->removals;
+	e = lookup(sp.segment);
+	present = e != NULL && e->spindle_no == sp.spindle_no;
+	known_full = known_full_locked(RelationGetRelid(facade), &sp);
+	LWLockRelease(slot_shared->lock);
+	if (present)
+		return SLOTS_COUNTER;
+	if (known_full)
+		return SLOTS_FULL;
+
+	seg = try_relation_open(sp.segment, AccessShareLock);
+	if (seg == NULL)
+		return SLOTS_GONE;		/* dropped meanwhile */
+	if (OidIsValid(next))
+		nextseg = try_relation_open(next, AccessShareLock);
+	used = count_slots(facade, seg, &sp);
+	full = used >= spindle_effective_capacity(&sp) ||
+		(nextseg != NULL && RelationGetNumberOfBlocks(nextseg) > 0);
+	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
+		 (long long) sp.spindle_no, RelationGetRelationName(facade),
+		 (long long) used, full ? ", full" : "");
+	if (full && raise_full_mark(facade, seg, &sp))
+	{
+		/* known full from now on: no counter needed */
+		if (nextseg != NULL)
+			relation_close(nextseg, AccessShareLock);
+		relation_close(seg, AccessShareLock);
+		return SLOTS_FULL;
+	}
+
+	/*
+	 * No slot used on disk: the spindle never held an event, so its purge
+	 * counters start at zero (counters.c), before anyone can take a slot.
+	 */
+	if (used == 0)
+		spindle_counters_created(RelationGetRelid(facade), &sp);
+
+	key.dbid = MyDatabaseId;
+	key.segment = sp.segment;
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	e = hash_search(slot_hash, &key, HASH_FIND, NULL);
+	if (e != NULL && e->spindle_no != sp.spindle_no)
+	{
+		/* a stale entry of a relation whose OID was reused */
+		hash_search(slot_hash, &key, HASH_REMOVE, NULL);
+		e = NULL;
+	}
+	if (e == NULL && slot_shared->removals != removals)
+	{
+		/* an entry may have come and gone since the count: count again */
+		LWLockRelease(slot_shared->lock);
+		if (nextseg != NULL)
+			relation_close(nextseg, AccessShareLock);
+		relation_close(seg, AccessShareLock);
+		goto retry;
+	}
+	if (e == NULL)
+	{
+		e = hash_search(slot_hash, &key, HASH_ENTER_NULL, &found);
+		if (e == NULL)
+		{
+			evicted = evict_full_entries();
+			e = hash_search(slot_hash, &key, HASH_ENTER_NULL, &found);
+		}
+		if (e == NULL)
+		{
+			LWLockRelease(slot_shared->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of spindle slot counters"),
+					 errdetail("Every one of the %d counters belongs to a spindle that is not full.",
+							   spindle_max_spindles),
+					 errhint("Increase spindle.max_open_spindles.")));
+		}
+		e->spindle_no = sp.spindle_no;
+		e->capacity = spindle_effective_capacity(&sp);
+		pg_atomic_init_u64(&e->used, (uint64) used);
+		pg_atomic_init_u32(&e->inflight, 0);
+		pg_atomic_init_u32(&e->full, 0);
+		pg_atomic_init_u64(&e->filled_at, 0);
+		if (full)
+			(void) mark_full(e);
+		if (seg->rd_createSubid != InvalidSubTransactionId)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			register_callbacks();
+			new_entries = lappend_oid(new_entries, sp.segment);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	LWLockRelease(slot_shared->lock);
+	if (evicted >= 0)
+		elog(DEBUG1, "spindle: evicted %d slot counters of full spindles",
+			 evicted);
+
+	if (nextseg != NULL)
+		relation_close(nextseg, AccessShareLock);
+	relation_close(seg, AccessShareLock);
+	return SLOTS_COUNTER;
+}
+
+/*
+ * Reserve up to nwanted slots in spindle i of dir: returns how many it got
+ * (0 when the spindle is full or gone) and sets *first to the k of the
+ * first one.  The caller must hold a lock on the spindle's relation from
+ * before this call until its tuples are placed and their slot map entries
+ * written, so that the spindle cannot be dropped in between.
+ */
+int
+spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
+				   int64 *first)
+{
+	SpindleEntry *sp = &dir->spindles[i];
+
+	for (;;)
+	{
+		SlotEntry  *e;
+		int			got;
+		uint64		n;
+		bool		filled = false;
+
+		if (ensure_entry(facade, dir, i) != SLOTS_COUNTER)
+			return 0;			/* full or gone */
+		LWLockAcquire(slot_shared->lock, LW_SHARED);
+		e = lookup(sp->segment);
+		if (e == NULL || e->spindle_no != sp->spindle_no)
+		{
+			/* evicted between the two steps: look again */
+			LWLockRelease(slot_shared->lock);
+			continue;
+		}
+		if (pg_atomic_read_u32(&e->full))
+		{
+			LWLockRelease(slot_shared->lock);
+			return 0;
+		}
+		pg_atomic_fetch_add_u32(&e->inflight, 1);
+		n = pg_atomic_fetch_add_u64(&e->used, nwanted);
+		if (n >= (uint64) e->capacity)
+			got = 0;
+		else
+			got = (int) Min((uint64) nwanted, (uint64) e->capacity - n);
+		if (n + nwanted >= (uint64) e->capacity)
+			filled = mark_full(e);
+		if (got == 0)
+			pg_atomic_fetch_sub_u32(&e->inflight, 1);
+		LWLockRelease(slot_shared->lock);
+		if (got > 0)
+		{
+			register_callbacks();
+			unplaced_segment = sp->segment;
+			unplaced_spindle_no = sp->spindle_no;
+		}
+		if (filled)
+		{
+			/* the caller holds the spindle locked */
+			Relation	seg = relation_open(sp->segment, NoLock);
+
+			(void) raise_full_mark(facade, seg, sp);
+			relation_close(seg, NoLock);
+		}
+		*first = (int64) n;
+		return got;
+	}
+}
+
+/*
+ * Is spindle i of dir full?  Builds its counter if it has none and is not
+ * known full (counting its pages once); *filled_at is when it became full,
+ * if known (never earlier than the truth: the directory's, its counter's,
+ * else the moment it is found full).  A spindle that no longer exists
+ * counts as full (it was dropped full).
+ */
+bool
+spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
+				   TimestampTz *filled_at)
+{
+	SpindleEntry *sp = &dir->spindles[i];
+
+	*filled_at = 0;
+	if (sp->filled_at != 0)
+	{
+		/* recorded: its counter, if it still has one, is not needed */
+		spindle_slots_recorded(sp);
+		*filled_at = sp->filled_at;
+		return true;
+	}
+	for (;;)
+	{
+		SlotEntry  *e;
+		bool		full;
+
+		switch (ensure_entry(facade, dir, i))
+		{
+			case SLOTS_GONE:
+				return true;
+			case SLOTS_FULL:
+				*filled_at = GetCurrentTimestamp();
+				return true;
+			case SLOTS_COUNTER:
+				break;
+		}
+		LWLockAcquire(slot_shared->lock, LW_SHARED);
+		e = lookup(sp->segment);
+		if (e == NULL || e->spindle_no != sp->spindle_no)
+		{
+			LWLockRelease(slot_shared->lock);
+			continue;
+		}
+		full = pg_atomic_read_u32(&e->full) != 0;
+		*filled_at = (TimestampTz) pg_atomic_read_u64(&e->filled_at);
+		LWLockRelease(slot_shared->lock);
+		return full;
+	}
+}
+
+/*
+ * Slots used by a spindle and whether it is full, without building an
+ * entry (for the views).  next_segrel is the following spindle or NULL.
+ * A known-full spindle without a counter used its whole capacity.
+ */
+int64
+spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
+				   bool *is_full, TimestampTz *filled_at, Relation next_segrel)
+{
+	SlotEntry  *e;
+	int64		used = 0;
+	bool		present;
+	bool		known_full;
+
+	*filled_at = 0;
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(RelationGetRelid(segrel));
+	present = e != NULL && e->spindle_no == sp->spindle_no;
+	if (present)
+	{
+		used = (int64) pg_atomic_read_u64(&e->used);
+		*is_full = pg_atomic_read_u32(&e->full) != 0;
+		*filled_at = (TimestampTz) pg_atomic_read_u64(&e->filled_at);
+	}
+	known_full = known_full_locked(RelationGetRelid(facade), sp);
+	LWLockRelease(slot_shared->lock);
+	if (present)
+	{
+		if (*is_full && sp->filled_at != 0)
+			spindle_slots_recorded(sp);
+		/* reservations may pass the capacity; slots never do */
+		if (used > spindle_effective_capacity(sp))
+			used = spindle_effective_capacity(sp);
+		/* the counter may be ahead of what is on disk: show what is there */
+		if (!*is_full)
+			used = Min(used, count_slots(facade, segrel, sp));
+		return used;
+	}
+	if (known_full)
+	{
+		*is_full = true;
+		return spindle_effective_capacity(sp);
+	}
+	used = count_slots(facade, segrel, sp);
+	*is_full = used >= spindle_effective_capacity(sp) ||
+		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
+	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
+		 (long long) sp->spindle_no, RelationGetRelationName(facade),
+		 (long long) used, *is_full ? ", full" : "");
+	if (*is_full)
+		(void) raise_full_mark(facade, segrel, sp);
+	return used;
+}
+
+/*
+ * The slots spindle spindle_no (relation segment) has handed out, if it
+ * has a counter: for the planner's estimate, which must not open spindles.
+ */
+/*
+ * Whether slots of the spindle were handed out and not yet placed and
+ * mapped: false if it has no counter (a spindle known full takes no
+ * reservation).  A consumer reading a slot map entry that is still empty
+ * asks this first: no reservation in flight before means none after, for
+ * a full spindle.
+ */
+bool
+spindle_slots_inflight(Oid segment, int64 spindle_no)
+{
+	SlotEntry  *e;
+	bool		inflight;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(segment);
+	inflight = e != NULL && e->spindle_no == spindle_no &&
+		pg_atomic_read_u32(&e->inflight) > 0;
+	LWLockRelease(slot_shared->lock);
+	return inflight;
+}
+
+bool
+spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used)
+{
+	SlotEntry  *e;
+	bool		present;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(segment);
+	present = e != NULL && e->spindle_no == spindle_no;
+	if (present)
+		*used = Min((int64) pg_atomic_read_u64(&e->used), e->capacity);
+	LWLockRelease(slot_shared->lock);
+	return present;
+}
+
+/*
+ * The reservation made by spindle_slots_take() on spindle sp is placed and
+ * its slot map entries written (call only when it got slots).
+ */
+void
+spindle_slots_placed(SpindleEntry *sp)
+{
+	SlotEntry  *e;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(sp->segment);
+	/* never evicted meanwhile: it had a reservation in flight */
+	if (e != NULL && e->spindle_no == sp->spindle_no &&
+		pg_atomic_read_u32(&e->inflight) > 0)
+		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+	LWLockRelease(slot_shared->lock);
+	unplaced_segment = InvalidOid;
+}
+
+/* Has any slot of this spindle been handed out (maybe not yet on disk)? */
+bool
+spindle_slots_reserved(Relation segrel)
+{
+	SlotEntry  *e;
+	bool		reserved;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(RelationGetRelid(segrel));
+	reserved = e != NULL && pg_atomic_read_u64(&e->used) > 0;
+	LWLockRelease(slot_shared->lock);
+	return reserved;
+}
+
+/*
+ * Forget a spindle's counter (dropped, or capacity changed while empty, or
+ * created by a transaction that rolled back), and its table's full mark if
+ * this spindle raised it.
+ */
+void
+spindle_slots_forget(Oid segment)
+{
+	SlotKey		key;
+	HASH_SEQ_STATUS status;
+	FullMark   *m;
+
+	if (slot_hash == NULL)
+		return;
+	spindle_counters_forget(segment);
+	key.dbid = MyDatabaseId;
+	key.segment = segment;
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	hash_search(slot_hash, &key, HASH_REMOVE, NULL);
+	/* a full mark must not outlive the spindle that raised it (header) */
+	hash_seq_init(&status, mark_hash);
+	while ((m = hash_seq_search(&status)) != NULL)
+		if (m->key.dbid == MyDatabaseId && m->raiser == segment)
+			hash_search(mark_hash, &m->key, HASH_REMOVE, NULL);
+	LWLockRelease(slot_shared->lock);
+}
+
+/*
+ * Forget every counter and full mark of a database (DROP DATABASE and the
+ * other commands that need it to themselves: nobody is connected to it, so
+ * nothing is in flight; a counter of a database that survives is rebuilt
+ * from disk).
+ */
+void
+spindle_slots_forget_database(Oid dboid)
+{
+	HASH_SEQ_STATUS status;
+	SlotEntry  *e;
+	FullMark   *m;
+
+	if (slot_hash == NULL)
+		return;
+	spindle_counters_forget_database(dboid);
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, slot_hash);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (e->key.dbid == dboid)
+			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
+	hash_seq_init(&status, mark_hash);
+	while ((m = hash_seq_search(&status)) != NULL)
+		if (m->key.dbid == dboid)
+			hash_search(mark_hash, &m->key, HASH_REMOVE, NULL);
+	LWLockRelease(slot_shared->lock);
+}
+
+/*
+ * For the views, from shared memory only (no lock, no page read): the
+ * slots spindle sp of the facade has handed out (capped at its capacity),
+ * whether it is full and since when.  False if no slot counter knows and
+ * it is not known full.
+ */
+bool
+spindle_slots_view(Oid facade, const SpindleEntry *sp, int64 *used,
+				   bool *is_full, TimestampTz *filled_at)
+{
+	SlotEntry  *e;
+	bool		present;
+	bool		known_full;
+
+	*used = 0;
+	*is_full = false;
+	*filled_at = sp->filled_at;
+	if (slot_hash == NULL)
+		return false;
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(sp->segment);
+	present = e != NULL && e->spindle_no == sp->spindle_no;
+	if (present)
+	{
+		*used = Min((int64) pg_atomic_read_u64(&e->used),
+					spindle_effective_capacity(sp));
+		*is_full = pg_atomic_read_u32(&e->full) != 0;
+		if (*is_full && *filled_at == 0)
+			*filled_at = (TimestampTz) pg_atomic_read_u64(&e->filled_at);
+	}
+	known_full = known_full_locked(facade, sp);
+	LWLockRelease(slot_shared->lock);
+	if (known_full)
+	{
+		*is_full = true;
+		if (!present)
+			*used = spindle_effective_capacity(sp);
+	}
+	return present || known_full;
+}
+
+/*
+ * The slots spindle sp (open as seg) has handed out, counted from disk,
+ * and whether it is full (next_segrel: the spindle after it, or NULL).
+ * Reads every page.  For counters.c's builds.
+ */
+int64
+spindle_slots_count_disk(Relation facade, Relation seg, const SpindleEntry *sp,
+						 Relation next_segrel, bool *is_full)
+{
+	SpindleEntry copy = *sp;
+	int64		used = count_slots(facade, seg, &copy);
+
+	*is_full = used >= spindle_effective_capacity(sp) ||
+		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
+	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
+		 (long long) sp->spindle_no, RelationGetRelationName(facade),
+		 (long long) used, *is_full ? ", full" : "");
+	if (*is_full)
+	{
+		/* known full from now on: never counted again */
+		(void) raise_full_mark(facade, seg, &copy);
+		/* a full spindle handed out its whole capacity */
+		used = spindle_effective_capacity(sp);
+	}
+	return used;
+}

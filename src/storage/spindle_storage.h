@@ -1,0 +1,376 @@
+/*-------------------------------------------------------------------------
+ *
+ * spindle_storage.h
+ *	  The storage layer's interface: a spindle relation and what lives in
+ *	  it (the segment AM, the event layout, slot counters, the slot map,
+ *	  purge counters, range purges and the resource manager, touched and
+ *	  settled spindles, SPI on spindle's catalog tables).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SPINDLE_STORAGE_H
+#define SPINDLE_STORAGE_H
+
+#include "access/htup.h"
+#include "access/htup_details.h"
+#include "access/rmgr.h"
+#include "access/tableam.h"
+#include "access/transam.h"
+#include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
+#include "executor/tuptable.h"
+#include "lib/stringinfo.h"
+#include "storage/bufmgr.h"
+#include "storage/itemptr.h"
+#include "storage/off.h"
+#include "storage/smgr.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+/* ---- spindles: what a spindle is, and a table's list of them ---- */
+
+/* Schemas: the extension's, and the one that holds the spindles. */
+#define SPINDLE_STORAGE_SCHEMA "pg_spindle"
+#define SPINDLE_SCHEMA "spindle"
+
+/* One spindle as the backend-local directory cache knows it. */
+typedef struct SpindleEntry
+{
+	int64		spindle_no;		/* increasing per table */
+	Oid			segment;		/* relation holding the events */
+	int64		capacity;		/* as configured; 0 = unbounded */
+	int64		vbase;			/* its virtual slots (slotmap.c) ... */
+	int64		vcount;			/* ... and how many */
+	TimestampTz created_at;
+	TimestampTz filled_at;		/* 0 if not recorded */
+} SpindleEntry;
+
+/* A spindle's relation and its place in the directory (directory.c). */
+typedef struct SpindleSegRef
+{
+	Oid			segment;
+	int			index;			/* into SpindleDirectory.spindles */
+} SpindleSegRef;
+
+/* Spindles whose catalog rows a directory re-reads before its next use */
+#define SPINDLE_DIR_MAX_RECHECK 256
+
+/*
+ * The directory of one facade, cached per backend (directory.c).  Callers
+ * pin it (spindle_directory_acquire) and release it; a pinned directory
+ * stays valid, though maybe stale, whatever invalidations arrive.
+ */
+typedef struct SpindleDirectory
+{
+	Oid			facade;
+	MemoryContext cxt;			/* holds this struct and its arrays */
+	int			pins;
+	int			nspindles;
+	SpindleEntry *spindles;		/* ordered by spindle_no */
+	int		   *byvbase;		/* indexes into spindles, ordered by vbase */
+	int64		events_per_spindle; /* table option, for new spindles */
+	int			open_hint;		/* no spindle before this one has room */
+	bool		hint_checked;	/* open_hint verified against the counters */
+	double		est_events;		/* planner's estimate (facade_am.c) ... */
+	TimestampTz est_at;			/* ... and when it was computed, or 0 */
+	int			est_full;		/* leading spindles known full ... */
+	double		est_full_events;	/* ... and their events (facade_am.c) */
+	bool		partial;		/* only the newest spindles: for inserts */
+
+	/* the rest is private to directory.c: how it is kept up to date */
+	int			nalloc;			/* room in spindles[] */
+	SpindleSegRef *byseg;		/* one per spindle, ordered by segment */
+	int64		max_spindle_no; /* highest number among the rows read */
+	TransactionId class_xmin;	/* of the facade's pg_class row, when read */
+	bool		stale;			/* an invalidation arrived since */
+	bool		needs_full;		/* ... that only a full read answers */
+	bool		has_own;		/* may hold this transaction's own rows */
+	bool		parallel_read;	/* read with a parallel query's snapshot */
+	bool		updating;		/* being brought up to date right now */
+	int			nrecheck;
+	int64		recheck[SPINDLE_DIR_MAX_RECHECK];	/* spindle numbers */
+} SpindleDirectory;
+
+/*
+ * The events a spindle may hold: its capacity, within its range of TIDs
+ * (ALTER TABLE SET (events_per_spindle) may lower or raise the capacity of
+ * a spindle that is still empty, never its range).
+ */
+static inline int64
+spindle_effective_capacity(const SpindleEntry *sp)
+{
+	return sp->capacity > 0 ? Min(sp->capacity, sp->vcount) : sp->vcount;
+}
+
+/* A spindle's number and range of virtual slots. */
+typedef struct SpindleRange
+{
+	int64		spindle_no;
+	int64		vbase;
+	int64		vcount;
+} SpindleRange;
+
+/* ---- segment_am.c: the spindle_segment access method ---- */
+
+extern const TableAmRoutine *spindle_segment_routine(void);
+extern double spindle_segment_index_build(Relation seg, Relation index_rel,
+										  struct IndexInfo *index_info,
+										  bool anyvisible,
+										  BlockNumber start_blockno,
+										  BlockNumber numblocks,
+										  IndexBuildCallback callback,
+										  void *callback_state);
+extern void spindle_segment_vacuum(Relation seg, struct VacuumParams *params,
+								   BufferAccessStrategy bstrategy);
+
+/* ---- layout.c: the hidden columns of every event ---- */
+
+/* Number of hidden columns at the end of every spindle table. */
+#define SPINDLE_HIDDEN_COLUMNS 2
+
+extern void spindle_add_hidden_columns(Oid relid);
+extern void spindle_check_layout(Relation facade);
+extern void spindle_check_spindles_match(Oid relid);
+extern HeapTuple spindle_form_event(Relation facade, TupleTableSlot *slot,
+									int32 k, uint32 appended);
+extern uint32 spindle_time_now(void);
+extern uint32 spindle_time_floor(TimestampTz ts);
+
+/*
+ * The hidden columns are the last two attributes, int4 each and never
+ * null, so they are the last 8 bytes of the tuple's data: k (the event's
+ * number within its spindle) then its append time (seconds since the
+ * PostgreSQL epoch, rounded up).
+ */
+static inline int32
+spindle_event_k(HeapTupleHeader tup, uint32 len)
+{
+	int32		k;
+
+	memcpy(&k, (char *) tup + len - 2 * sizeof(int32), sizeof(int32));
+	return k;
+}
+
+static inline uint32
+spindle_event_time(HeapTupleHeader tup, uint32 len)
+{
+	uint32		t;
+
+	memcpy(&t, (char *) tup + len - sizeof(uint32), sizeof(uint32));
+	return t;
+}
+
+/* ---- slotmap.c: virtual slots and the slot map ---- */
+
+/*
+ * The virtual slot space of one spindle table.  Slot v is the TID
+ * (v / SPINDLE_SLOTS_PER_VBLOCK, v % SPINDLE_SLOTS_PER_VBLOCK + 1): every
+ * block number stays below RELSEG_SIZE (see slotmap.c for why) and every
+ * offset within what a TID bitmap accepts.
+ */
+#define SPINDLE_SLOTS_PER_VBLOCK	MaxHeapTuplesPerPage
+#define SPINDLE_VBLOCKS				((int64) RELSEG_SIZE)
+#define SPINDLE_VSLOTS				(SPINDLE_VBLOCKS * SPINDLE_SLOTS_PER_VBLOCK)
+
+/* A range of virtual slots allocated to a spindle not yet known committed. */
+typedef struct SpindlePending
+{
+	int64		spindle_no;		/* the first of nspindles consecutive ones */
+	FullTransactionId fxid;		/* (sub)transaction that created them */
+	uint32		vbase;			/* their ranges, one after the other */
+	uint32		vcount;
+	int32		nspindles;
+} SpindlePending;
+
+#define SPINDLE_MAX_PENDING 200
+
+static inline void
+spindle_vslot_to_tid(int64 vslot, ItemPointer tid)
+{
+	ItemPointerSet(tid, (BlockNumber) (vslot / SPINDLE_SLOTS_PER_VBLOCK),
+				   (OffsetNumber) (vslot % SPINDLE_SLOTS_PER_VBLOCK + 1));
+}
+
+/* The virtual slot of a TID, or -1 if it cannot be one. */
+static inline int64
+spindle_tid_to_vslot(ItemPointer tid)
+{
+	BlockNumber blk;
+	OffsetNumber off;
+
+	if (!ItemPointerIsValid(tid))
+		return -1;
+	blk = ItemPointerGetBlockNumberNoCheck(tid);
+	off = ItemPointerGetOffsetNumberNoCheck(tid);
+	if (blk >= SPINDLE_VBLOCKS || off < 1 || off > SPINDLE_SLOTS_PER_VBLOCK)
+		return -1;
+	return (int64) blk * SPINDLE_SLOTS_PER_VBLOCK + (off - 1);
+}
+
+extern void spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork,
+									  bool wal, int64 next_spindle_no);
+extern bool spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid);
+extern void spindle_slotmap_get_range(Relation facade, int64 first, int n,
+									  ItemPointer ptids);
+extern void spindle_slotmap_set(Relation facade, int64 first, int n,
+								ItemPointer ptids);
+extern void spindle_slotmap_clear(Relation facade, int64 first, int64 n);
+
+/* the resource manager's part (rangepurge.c dispatches) */
+struct XLogReaderState;
+extern void spindle_slotmap_redo_set(struct XLogReaderState *record);
+extern void spindle_slotmap_desc_set(StringInfo buf,
+									 struct XLogReaderState *record);
+extern int64 spindle_slotmap_last_used(Relation facade, int64 first, int64 n);
+extern void spindle_slotmap_copy(Relation from, Relation to);
+extern void spindle_slotmap_forget_size(Relation facade);
+
+extern int	spindle_pending_read(Relation facade, SpindlePending *out);
+extern bool spindle_pending_in_progress(const SpindlePending *p);
+extern int64 spindle_next_spindle_no(Relation facade, int64 floor);
+extern int64 spindle_peek_spindle_no(Relation facade);
+extern void spindle_pending_add(Relation facade, const SpindlePending *p);
+extern void spindle_pending_remove(Relation facade, const int64 *spindle_nos,
+								   int n);
+
+/* ---- slots.c: shared-memory slot counters ---- */
+
+extern int	spindle_max_spindles;
+extern void spindle_slots_shmem_request(void);
+extern void spindle_slots_shmem_startup(void);
+extern int	spindle_slots_take(Relation facade, SpindleDirectory *dir, int i,
+							   int nwanted, int64 *first);
+extern int64 spindle_slots_used(Relation facade, Relation segrel,
+								SpindleEntry *sp, bool *is_full,
+								TimestampTz *filled_at, Relation next_segrel);
+extern void spindle_slots_placed(SpindleEntry *sp);
+extern void spindle_slots_recorded(const SpindleEntry *sp);
+extern bool spindle_slots_reserved(Relation segrel);
+extern bool spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
+							   TimestampTz *filled_at);
+extern bool spindle_slots_inflight(Oid segment, int64 spindle_no);
+extern bool spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used);
+extern int64 spindle_slots_full_below(Oid facade);
+extern void spindle_slots_forget(Oid segment);
+extern bool spindle_slots_view(Oid facade, const SpindleEntry *sp, int64 *used,
+							   bool *is_full, TimestampTz *filled_at);
+extern int64 spindle_slots_count_disk(Relation facade, Relation seg,
+									  const SpindleEntry *sp,
+									  Relation next_segrel, bool *is_full);
+extern void spindle_slots_forget_database(Oid dboid);
+
+/* ---- counters.c: per-spindle purge counters ---- */
+
+extern int	spindle_max_counted_spindles;
+
+/* What the views learn about one spindle from shared memory. */
+typedef struct SpindleCountersInfo
+{
+	int64		appended;		/* slots handed out (-1: unknown) */
+	bool		full;			/* known full */
+	TimestampTz filled_at;		/* when it became full, if known, else 0 */
+	int64		purged;			/* committed purges + aborted inserts */
+	TransactionId latest_purger;	/* newest committed purger, if known */
+	bool		stale;			/* a finished prepared transaction wrote */
+	bool		inexact;		/* a transaction's work could not be added */
+	bool		in_recovery;	/* built from disk during recovery */
+	TimestampTz built_at;		/* 0 if made empty, not built */
+	XLogRecPtr	built_lsn;		/* in recovery: WAL replayed when built */
+} SpindleCountersInfo;
+
+extern Size spindle_counters_shmem_size(void);
+extern void spindle_counters_shmem_request(void);
+extern void spindle_counters_shmem_startup(void);
+
+extern void spindle_counters_inserted(Oid facade, Oid segment, int n);
+extern void spindle_counters_deleted(Oid segment, int n);
+extern void spindle_counters_insert_killed(Oid segment);
+extern void spindle_counters_created(Oid facade, const SpindleEntry *sp);
+extern bool spindle_counters_get(Oid facade, const SpindleEntry *sp,
+								 SpindleCountersInfo *info);
+extern bool spindle_counters_build(Oid facade, const SpindleEntry *sp,
+								   const SpindleEntry *next);
+extern int64 spindle_counters_table_inserts(Oid facade);
+extern void spindle_counters_forget(Oid segment);
+extern void spindle_counters_forget_database(Oid dboid);
+
+/* ---- rangepurge.c: range purges and the resource manager ---- */
+
+/*
+ * The "spindle" custom resource manager (registered, redone and described
+ * in rangepurge.c).  RM_EXPERIMENTAL_ID is for development; a released
+ * version must reserve an ID (docs/design.md, "Range purges (WAL)").
+ */
+#define SPINDLE_RMGR_ID			RM_EXPERIMENTAL_ID
+
+/* its record types (the high four bits of xl_info) */
+#define XLOG_SPINDLE_PURGE		0x10	/* rangepurge.c */
+#define XLOG_SPINDLE_MAP_SET	0x20	/* slotmap.c */
+
+extern void spindle_rangepurge_register(void);	/* from _PG_init, only while process_shared_preload_libraries_in_progress */
+
+/*
+ * Purge the tuples at offsets[0..n) of the page in buf (a buffer of spindle relation seg, pinned and
+ * EXCLUSIVE-locked by the caller) by the current transaction: as heap_delete would, one WAL record.
+ * The caller has checked under that lock that each tuple is visible (inserted by a committed
+ * transaction) and not deleted (xmax invalid, aborted, or lock-only); assert/elog(ERROR) otherwise
+ * before the critical section. Calls GetCurrentTransactionId(). Does not touch TOAST (the spindle's
+ * TOAST goes with the spindle when it is dropped).
+ */
+extern void spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets, int n, CommandId cid);
+
+/* ---- touched.c: touched and settled spindles ---- */
+
+/*
+ * A run of settled spindles: every spindle of the table numbered from
+ * first to last that still exists is settled (touched.c).
+ */
+typedef struct SettledRun
+{
+	int64		first;
+	int64		last;
+} SettledRun;
+
+/* One maintenance pass over a table's spindles (touched.c). */
+typedef struct SettledPass
+{
+	Oid			facade;
+	uint64		generation;
+	SettledRun *old;			/* the runs before the pass ... */
+	int			nold;
+	int			pos;			/* ... and how far the pass got in them */
+	int64		last_no;		/* the last spindle the pass looked at */
+	SettledRun *runs;			/* the runs the pass builds */
+	int			nnew;
+	int			max;
+	int			last_index;		/* directory index of the last one added */
+} SettledPass;
+
+extern Size spindle_touched_shmem_size(void);
+extern void spindle_touched_shmem_startup(void);
+extern void spindle_note_touched(Oid facade, int64 spindle_no);
+extern void spindle_touched_sync(void);
+extern void spindle_settled_begin(SettledPass *pass, Oid facade,
+								  TransactionId table_version);
+extern int	spindle_settled_run(SettledPass *pass, const SpindleDirectory *dir,
+								int i);
+extern void spindle_settled_add(SettledPass *pass, const SpindleDirectory *dir,
+								int i);
+extern void spindle_settled_end(SettledPass *pass);
+
+/* ---- catalog_spi.c: SPI on spindle's own catalog tables ---- */
+
+typedef struct SpindleSpi
+{
+	Oid			saved_userid;
+	int			saved_sec_context;
+	int			guc_nestlevel;
+	MemoryContext outer;		/* results that outlive SPI_finish go here */
+} SpindleSpi;
+
+extern void spindle_spi_begin(SpindleSpi *ctx);
+extern void spindle_spi_end(SpindleSpi *ctx);
+extern uint64 spindle_spi_exec(const char *sql, int nargs, Oid *types,
+							   Datum *values, const char *nulls, bool read_only);
+
+#endif							/* SPINDLE_STORAGE_H */

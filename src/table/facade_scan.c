@@ -1,0 +1,684 @@
+/*-------------------------------------------------------------------------
+ *
+ * facade_scan.c
+ *	  Scans of a spindle table: sequential (spindle after spindle, oldest
+ *	  first), parallel (whole spindles handed out to participants), bitmap,
+ *	  ANALYZE sampling and index builds.  Each delegates to heapam on one
+ *	  spindle at a time and gives every tuple its virtual TID, computed from
+ *	  the event's hidden k (layout.c).
+ *
+ * A scan pins the table's directory for its lifetime, so the list of
+ * spindles it walks is the one that existed when it began; spindles that
+ * were dropped since are skipped, and spindles created since hold nothing
+ * its snapshot can see (an event is inserted only into a spindle whose
+ * creation committed first, or was made by the inserting transaction).
+ *
+ * Locks: a serial scan holds AccessShareLock on the spindle it reads and
+ * releases it when it moves on (its slot no longer pins that spindle's
+ * pages then); bitmap and ANALYZE scans fetch event by event through
+ * facade_am.c's fetch state, which does the same.  So a scan holds a few
+ * spindle locks whatever the number of spindles.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/relscan.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "nodes/tidbitmap.h"
+#include "port/atomics.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/predicate.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "table/spindle_table.h"
+
+
+typedef struct FacadeScanDescData
+{
+	TableScanDescData base;
+	SpindleDirectory *dir;		/* pinned */
+	uint32		heap_flags;		/* flags for the per-spindle heap scans */
+
+	/* serial and parallel scans: position in dir->spindles */
+	int			cur;			/* -1 before the first, nspindles after last */
+	Relation	curseg;
+	TableScanDesc curscan;
+	SpindleEntry *cursp;
+
+	/* bitmap and ANALYZE scans: the virtual slots of the current block */
+	IndexFetchTableData *fetch;
+	int64		vfirst;			/* first virtual slot of the block */
+	int			nv;
+	int			pos;
+	OffsetNumber *offsets;		/* NULL: every offset of the block */
+
+	/* ANALYZE: the spindle being sampled */
+	SpindleEntry *asp;
+	Relation	aseg;
+	BlockNumber anblocks;		/* its size, as last seen */
+	BufferAccessStrategy astrategy;
+	HeapTupleData atuple;		/* the sampled tuple the slot points to */
+} FacadeScanDescData;
+
+typedef FacadeScanDescData *FacadeScanDesc;
+
+/* Parallel scans: participants claim whole spindles in increasing order. */
+typedef struct FacadeParallelScanData
+{
+	ParallelTableScanDescData base;
+	pg_atomic_uint64 last_claimed;	/* highest spindle_no claimed */
+} FacadeParallelScanData;
+
+/*
+ * Stop reading the current spindle.  With unlock, also give up its lock:
+ * only when the caller knows no slot pins one of its pages any more.
+ */
+static void
+close_current(FacadeScanDesc s, bool unlock)
+{
+	if (s->curscan != NULL)
+	{
+		table_endscan(s->curscan);
+		relation_close(s->curseg, unlock ? AccessShareLock : NoLock);
+	}
+	s->curscan = NULL;
+	s->curseg = NULL;
+	s->cursp = NULL;
+}
+
+/*
+ * Start a heap scan of spindle i of the directory; false if it is gone.
+ *
+ * Called from getnextslot and friends, which callers may run in a memory
+ * context they reset for every tuple (ALTER TABLE's constraint validation
+ * and rewrite, foreign key validation): the spindle's scan must live as
+ * long as the facade's scan, in the context that holds it.
+ */
+static bool
+open_spindle(FacadeScanDesc s, int i)
+{
+	Relation	seg;
+	MemoryContext oldcxt;
+
+	seg = spindle_open_segment(s->base.rs_rd, &s->dir->spindles[i],
+							   AccessShareLock);
+	if (seg == NULL)
+		return false;
+	s->curseg = seg;
+	s->cursp = &s->dir->spindles[i];
+	oldcxt = MemoryContextSwitchTo(GetMemoryChunkContext(s));
+	s->curscan = spindle_heap_methods()->scan_begin(seg, s->base.rs_snapshot,
+													s->base.rs_nkeys,
+													s->base.rs_key, NULL,
+													s->heap_flags);
+	MemoryContextSwitchTo(oldcxt);
+	return true;
+}
+
+static TableScanDesc
+facade_scan_begin(Relation rel, Snapshot snapshot, int nkeys,
+				  struct ScanKeyData *key, ParallelTableScanDesc pscan,
+				  uint32 flags)
+{
+	FacadeScanDesc s;
+
+	if (flags & SO_TYPE_SAMPLESCAN)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("TABLESAMPLE is not supported on spindle tables")));
+
+	s = palloc0(sizeof(FacadeScanDescData));
+	s->base.rs_rd = rel;
+	s->base.rs_snapshot = snapshot;
+	s->base.rs_nkeys = nkeys;
+	s->base.rs_key = key;
+	s->base.rs_flags = flags;
+	s->base.rs_parallel = pscan;
+	/*
+	 * Every spindle committed before the scan: its snapshot may show a
+	 * creator that has not sent its invalidations yet, whose events in the
+	 * spindles it created must show as its others do.
+	 */
+	s->dir = spindle_directory_acquire_current(rel);
+	/* we own the snapshot; spindles are read in order, never synchronised */
+	s->heap_flags = flags & ~(SO_TEMP_SNAPSHOT | SO_ALLOW_SYNC);
+	s->cur = -1;
+
+	if (snapshot && IsMVCCSnapshot(snapshot) && (flags & SO_TYPE_SEQSCAN))
+		PredicateLockRelation(rel, snapshot);
+	if (flags & SO_TYPE_BITMAPSCAN)
+	{
+		s->fetch = spindle_fetch_begin(rel);
+		s->offsets = palloc(sizeof(OffsetNumber) * MaxHeapTuplesPerPage);
+	}
+	return &s->base;
+}
+
+static void
+facade_scan_end(TableScanDesc sscan)
+{
+	FacadeScanDesc s = (FacadeScanDesc) sscan;
+
+	close_current(s, false);
+	if (s->fetch != NULL)
+		spindle_fetch_end(s->fetch);
+	if (s->aseg != NULL)
+		relation_close(s->aseg, NoLock);
+	spindle_directory_release(s->dir);
+	if (s->base.rs_flags & SO_TEMP_SNAPSHOT)
+		UnregisterSnapshot(s->base.rs_snapshot);
+	pfree(s);
+}
+
+static void
+facade_scan_rescan(TableScanDesc sscan, struct ScanKeyData *key,
+				   bool set_params, bool allow_strat, bool allow_sync,
+				   bool allow_pagemode)
+{
+	FacadeScanDesc s = (FacadeScanDesc) sscan;
+
+	if (set_params)
+	{
+		if (allow_pagemode)
+			s->heap_flags |= SO_ALLOW_PAGEMODE;
+		else
+			s->heap_flags &= ~SO_ALLOW_PAGEMODE;
+		if (allow_strat)
+			s->heap_flags |= SO_ALLOW_STRAT;
+		else
+			s->heap_flags &= ~SO_ALLOW_STRAT;
+	}
+	if (key != NULL && s->base.rs_nkeys > 0)
+		memcpy(s->base.rs_key, key, s->base.rs_nkeys * sizeof(ScanKeyData));
+	/* the executor's slot may still hold a tuple of the current spindle */
+	close_current(s, false);
+	s->cur = -1;
+}
+
+/* Give the slot's tuple (of the current spindle) its virtual identity. */
+static void
+identify(FacadeScanDesc s, SpindleEntry *sp, TupleTableSlot *slot)
+{
+	ItemPointerData vtid;
+
+	spindle_tuple_vtid(sp, ExecFetchSlotHeapTuple(slot, false, NULL), &vtid);
+	spindle_slot_set_identity(slot, s->base.rs_rd, &vtid);
+}
+
+/*
+ * The next spindle of a parallel scan: claim, in increasing spindle_no
+ * order, the first spindle of our directory above everything claimed so
+ * far.  A spindle missing from some participant's directory was created
+ * after the scan's snapshot and holds nothing it can see.
+ */
+static bool
+parallel_next_spindle(FacadeScanDesc s)
+{
+	FacadeParallelScanData *ps = (FacadeParallelScanData *) s->base.rs_parallel;
+
+	close_current(s, true);
+	for (;;)
+	{
+		uint64		last = pg_atomic_read_u64(&ps->last_claimed);
+		int			i;
+
+		for (i = s->cur + 1; i < s->dir->nspindles; i++)
+			if ((uint64) s->dir->spindles[i].spindle_no > last)
+				break;
+		if (i >= s->dir->nspindles)
+		{
+			s->cur = s->dir->nspindles;
+			return false;
+		}
+		if (pg_atomic_compare_exchange_u64(&ps->last_claimed, &last,
+										   (uint64) s->dir->spindles[i].spindle_no))
+		{
+			s->cur = i;
+			if (open_spindle(s, i))
+				return true;
+		}
+	}
+}
+
+static bool
+facade_scan_getnextslot(TableScanDesc sscan, ScanDirection direction,
+						TupleTableSlot *slot)
+{
+	FacadeScanDesc s = (FacadeScanDesc) sscan;
+
+	for (;;)
+	{
+		if (s->curscan != NULL)
+		{
+			if (heap_getnextslot(s->curscan,
+								 s->base.rs_parallel ? ForwardScanDirection : direction,
+								 slot))
+			{
+				identify(s, s->cursp, slot);
+				return true;
+			}
+			/* the slot is empty now: the spindle may be let go */
+			close_current(s, true);
+		}
+		if (s->base.rs_parallel != NULL)
+		{
+			if (!parallel_next_spindle(s))
+			{
+				ExecClearTuple(slot);
+				return false;
+			}
+			continue;
+		}
+		/* move to the next spindle in the scan's direction */
+		if (ScanDirectionIsBackward(direction))
+		{
+			if (s->cur <= 0)
+			{
+				s->cur = -1;
+				ExecClearTuple(slot);
+				return false;
+			}
+			s->cur--;
+		}
+		else
+		{
+			if (s->cur >= s->dir->nspindles - 1)
+			{
+				s->cur = s->dir->nspindles;
+				ExecClearTuple(slot);
+				return false;
+			}
+			s->cur++;
+		}
+		(void) open_spindle(s, s->cur);
+	}
+}
+
+/* ----------------------------------------------------------------
+ * Parallel scans
+ * ----------------------------------------------------------------
+ */
+static Size
+facade_parallelscan_estimate(Relation rel)
+{
+	return sizeof(FacadeParallelScanData);
+}
+
+static Size
+facade_parallelscan_initialize(Relation rel, ParallelTableScanDesc pscan)
+{
+	FacadeParallelScanData *ps = (FacadeParallelScanData *) pscan;
+
+	ps->base.phs_relid = RelationGetRelid(rel);
+	ps->base.phs_syncscan = false;
+	pg_atomic_init_u64(&ps->last_claimed, 0);
+	return sizeof(FacadeParallelScanData);
+}
+
+static void
+facade_parallelscan_reinitialize(Relation rel, ParallelTableScanDesc pscan)
+{
+	FacadeParallelScanData *ps = (FacadeParallelScanData *) pscan;
+
+	pg_atomic_write_u64(&ps->last_claimed, 0);
+}
+
+/* ----------------------------------------------------------------
+ * Bitmap scans: each TID of the block is fetched as an index scan would
+ * ----------------------------------------------------------------
+ */
+static bool
+facade_scan_bitmap_next_block(TableScanDesc sscan, TBMIterateResult *tbmres)
+{
+	FacadeScanDesc s = (FacadeScanDesc) sscan;
+
+	if ((int64) tbmres->blockno >= SPINDLE_VBLOCKS)
+		return false;
+	s->vfirst = (int64) tbmres->blockno * SPINDLE_SLOTS_PER_VBLOCK;
+	s->pos = 0;
+	if (tbmres->ntuples >= 0)
+	{
+		s->nv = tbmres->ntuples;
+		memcpy(s->offsets, tbmres->offsets, sizeof(OffsetNumber) * s->nv);
+	}
+	else
+	{
+		/* lossy: every slot of the block */
+		int			i;
+
+		s->nv = SPINDLE_SLOTS_PER_VBLOCK;
+		for (i = 0; i < s->nv; i++)
+			s->offsets[i] = i + 1;
+	}
+	return s->nv > 0;
+}
+
+static bool
+facade_scan_bitmap_next_tuple(TableScanDesc sscan, TBMIterateResult *tbmres,
+							  TupleTableSlot *slot)
+{
+	FacadeScanDesc s = (FacadeScanDesc) sscan;
+
+	while (s->pos < s->nv)
+	{
+		OffsetNumber off = s->offsets[s->pos++];
+		ItemPointerData vtid;
+		bool		call_again;
+
+		if (off < 1 || off > SPINDLE_SLOTS_PER_VBLOCK)
+			continue;
+		spindle_vslot_to_tid(s->vfirst + off - 1, &vtid);
+		if (spindle_fetch_event(s->base.rs_rd, s->fetch, &vtid,
+								s->base.rs_snapshot, slot, &call_again, NULL))
+			return true;
+	}
+	return false;
+}
+
+/* ----------------------------------------------------------------
+ * ANALYZE: block b is virtual block b; its events are sampled one by one
+ * with heap's rules for live and dead rows
+ * ----------------------------------------------------------------
+ */
+static bool
+facade_scan_analyze_next_block(TableScanDesc sscan, BlockNumber blockno,
+							   BufferAccessStrategy bstrategy)
+{
+	FacadeScanDesc s = (FacadeScanDesc) sscan;
+
+	if ((int64) blockno >= SPINDLE_VBLOCKS)
+		return false;
+	s->vfirst = (int64) blockno * SPINDLE_SLOTS_PER_VBLOCK;
+	s->nv = SPINDLE_SLOTS_PER_VBLOCK;
+	s->pos = 0;
+	s->astrategy = bstrategy;
+	return true;
+}
+
+/* Open the spindle of sp for sampling, if it is not the one open. */
+static bool
+analyze_open(FacadeScanDesc s, SpindleEntry *sp, TupleTableSlot *slot)
+{
+	if (s->asp == sp)
+		return s->aseg != NULL;
+	ExecClearTuple(slot);
+	if (s->aseg != NULL)
+		relation_close(s->aseg, AccessShareLock);
+	s->asp = sp;
+	s->aseg = spindle_open_segment(s->base.rs_rd, sp, AccessShareLock);
+	if (s->aseg != NULL)
+		s->anblocks = RelationGetNumberOfBlocks(s->aseg);
+	return s->aseg != NULL;
+}
+
+static bool
+facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
+							   double *liverows, double *deadrows,
+							   TupleTableSlot *slot)
+{
+	FacadeScanDesc s = (FacadeScanDesc) sscan;
+	Relation	rel = s->base.rs_rd;
+
+	while (s->pos < s->nv)
+	{
+		int64		v = s->vfirst + s->pos++;
+		SpindleEntry *sp;
+		ItemPointerData ptid;
+		Buffer		buf;
+		Page		page;
+		OffsetNumber off;
+		ItemId		itemid;
+		HeapTuple	tuple = &s->atuple;
+		bool		sample = false;
+
+		if (spindle_resolve_vslot(rel, s->dir, v, &sp, &ptid) != TID_IN_SPINDLE ||
+			!analyze_open(s, sp, slot) ||
+			(ItemPointerGetBlockNumber(&ptid) >= s->anblocks &&
+			 ItemPointerGetBlockNumber(&ptid) >=
+			 (s->anblocks = RelationGetNumberOfBlocks(s->aseg))))
+			continue;
+		buf = ReadBufferExtended(s->aseg, MAIN_FORKNUM,
+								 ItemPointerGetBlockNumber(&ptid), RBM_NORMAL,
+								 s->astrategy);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		off = ItemPointerGetOffsetNumber(&ptid);
+		if (PageIsNew(page) || off > PageGetMaxOffsetNumber(page))
+		{
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+		itemid = PageGetItemId(page, off);
+		if (!ItemIdIsNormal(itemid))
+		{
+			/* pruned: dead, as heap counts it */
+			if (ItemIdIsDead(itemid))
+				*deadrows += 1;
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+		tuple->t_data = (HeapTupleHeader) PageGetItem(page, itemid);
+		tuple->t_len = ItemIdGetLength(itemid);
+		tuple->t_tableOid = RelationGetRelid(s->aseg);
+		tuple->t_self = ptid;
+		switch (HeapTupleSatisfiesVacuum(tuple, OldestXmin, buf))
+		{
+			case HEAPTUPLE_LIVE:
+				sample = true;
+				*liverows += 1;
+				break;
+			case HEAPTUPLE_DEAD:
+			case HEAPTUPLE_RECENTLY_DEAD:
+				*deadrows += 1;
+				break;
+			case HEAPTUPLE_INSERT_IN_PROGRESS:
+				if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
+				{
+					sample = true;
+					*liverows += 1;
+				}
+				break;
+			case HEAPTUPLE_DELETE_IN_PROGRESS:
+				if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(tuple->t_data)))
+					*deadrows += 1;
+				else
+				{
+					sample = true;
+					*liverows += 1;
+				}
+				break;
+		}
+		if (sample)
+			ExecStoreBufferHeapTuple(tuple, slot, buf);
+		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+		ReleaseBuffer(buf);
+		if (sample)
+		{
+			identify(s, sp, slot);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ----------------------------------------------------------------
+ * Index builds
+ * ----------------------------------------------------------------
+ */
+typedef struct BuildState
+{
+	Relation	facade;
+	Relation	seg;
+	SpindleEntry *sp;
+	IndexBuildCallback callback;
+	void	   *callback_state;
+} BuildState;
+
+/* Heap gives the physical TID; the event's hidden k gives the virtual one. */
+static void
+build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
+			   bool tupleIsAlive, void *state)
+{
+	BuildState *bs = (BuildState *) state;
+	ItemPointerData vtid;
+	Buffer		buf = ReadBuffer(bs->seg, ItemPointerGetBlockNumber(tid));
+	Page		page;
+	ItemId		itemid;
+	HeapTupleData tuple;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	itemid = PageGetItemId(page, ItemPointerGetOffsetNumber(tid));
+	if (!ItemIdIsNormal(itemid))
+		elog(ERROR, "index build met a pruned event at (%u,%u) of spindle %lld",
+			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
+			 (long long) bs->sp->spindle_no);
+	tuple.t_data = (HeapTupleHeader) PageGetItem(page, itemid);
+	tuple.t_len = ItemIdGetLength(itemid);
+	tuple.t_self = *tid;
+	spindle_tuple_vtid(bs->sp, &tuple, &vtid);
+	UnlockReleaseBuffer(buf);
+	bs->callback(index, &vtid, values, isnull, tupleIsAlive,
+				 bs->callback_state);
+}
+
+/* Feed one spindle to the build. */
+static double
+build_spindle(BuildState *bs, Relation seg, SpindleEntry *sp,
+			  Relation index_rel, IndexInfo *index_info, bool anyvisible)
+{
+	bs->seg = seg;
+	bs->sp = sp;
+	return spindle_segment_index_build(seg, index_rel, index_info, anyvisible,
+									   0, InvalidBlockNumber,
+									   build_callback, bs);
+}
+
+/*
+ * Feed every tuple of every spindle to the index build callback, with its
+ * virtual TID.  Serial builds walk the spindles; a participant of a
+ * parallel build takes whole spindles from the shared parallel scan.  The
+ * caller holds ShareLock (or stronger) on the facade; spindles are locked
+ * the same way so that heapam's build sees what it expects.
+ */
+static double
+facade_index_build_range_scan(Relation table_rel, Relation index_rel,
+							  IndexInfo *index_info, bool allow_sync,
+							  bool anyvisible, bool progress,
+							  BlockNumber start_blockno, BlockNumber numblocks,
+							  IndexBuildCallback callback,
+							  void *callback_state, TableScanDesc scan)
+{
+	BuildState bs;
+	SpindleDirectory *dir;
+	double		reltuples = 0;
+
+	if (start_blockno != 0 || numblocks != InvalidBlockNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("block-range index builds are not supported on spindle tables")));
+
+	bs.facade = table_rel;
+	bs.callback = callback;
+	bs.callback_state = callback_state;
+
+	if (scan != NULL && scan->rs_parallel == NULL)
+	{
+		/*
+		 * A caller's own serial scan (amcheck's heapallindexed): the
+		 * spindles are walked below, with heapam's choice of snapshot; the
+		 * scan is ended as heapam ends the scan it is given.
+		 */
+		table_endscan(scan);
+		scan = NULL;
+	}
+	if (scan != NULL)
+	{
+		FacadeScanDesc s = (FacadeScanDesc) scan;
+
+		while (parallel_next_spindle(s))
+		{
+			/* the build reads the spindle itself */
+			table_endscan(s->curscan);
+			s->curscan = NULL;
+			reltuples += build_spindle(&bs, s->curseg, s->cursp, index_rel,
+									   index_info, anyvisible);
+			relation_close(s->curseg, NoLock);
+			s->curseg = NULL;
+			s->cursp = NULL;
+		}
+		table_endscan(scan);
+		return reltuples;
+	}
+
+	dir = spindle_directory_acquire(table_rel);
+	for (int i = 0; i < dir->nspindles; i++)
+	{
+		Relation	seg = spindle_open_segment(table_rel, &dir->spindles[i],
+											   ShareLock);
+
+		if (seg == NULL)
+			continue;
+		reltuples += build_spindle(&bs, seg, &dir->spindles[i], index_rel,
+								   index_info, anyvisible);
+		/* the facade's ShareLock keeps writers out; one spindle at a time */
+		relation_close(seg, ShareLock);
+	}
+	spindle_directory_release(dir);
+	return reltuples;
+}
+
+static void
+facade_index_validate_scan(Relation table_rel, Relation index_rel,
+						   IndexInfo *index_info, Snapshot snapshot,
+						   ValidateIndexState *state)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("CREATE INDEX CONCURRENTLY is not supported on spindle tables")));
+}
+
+static bool
+facade_scan_sample_next_block(TableScanDesc scan, SampleScanState *scanstate)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("TABLESAMPLE is not supported on spindle tables")));
+	return false;
+}
+
+static bool
+facade_scan_sample_next_tuple(TableScanDesc scan, SampleScanState *scanstate,
+							  TupleTableSlot *slot)
+{
+	return facade_scan_sample_next_block(scan, scanstate);
+}
+
+/* Install the scan callbacks into the facade's routine. */
+void
+spindle_scan_routines(TableAmRoutine *r)
+{
+	r->scan_begin = facade_scan_begin;
+	r->scan_end = facade_scan_end;
+	r->scan_rescan = facade_scan_rescan;
+	r->scan_getnextslot = facade_scan_getnextslot;
+	r->scan_set_tidrange = NULL;
+	r->scan_getnextslot_tidrange = NULL;
+	r->parallelscan_estimate = facade_parallelscan_estimate;
+	r->parallelscan_initialize = facade_parallelscan_initialize;
+	r->parallelscan_reinitialize = facade_parallelscan_reinitialize;
+	r->scan_bitmap_next_block = facade_scan_bitmap_next_block;
+	r->scan_bitmap_next_tuple = facade_scan_bitmap_next_tuple;
+	r->scan_analyze_next_block = facade_scan_analyze_next_block;
+	r->scan_analyze_next_tuple = facade_scan_analyze_next_tuple;
+	r->index_build_range_scan = facade_index_build_range_scan;
+	r->index_validate_scan = facade_index_validate_scan;
+	r->scan_sample_next_block = facade_scan_sample_next_block;
+	r->scan_sample_next_tuple = facade_scan_sample_next_tuple;
+}

@@ -1,0 +1,862 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintenance.c
+ *	  Dropping spindles, removing the index entries of dropped spindles,
+ *	  and creating spindles on behalf of producers (a helper process).
+ *
+ * A spindle is droppable when it is full and every slot in it is dead to
+ * everyone: its inserter aborted, or its deleter committed and no running
+ * snapshot of this database (nor a replication slot, nor a standby with
+ * hot_standby_feedback) predates that deleter -- heap's own rule for
+ * removing a tuple (HeapTupleSatisfiesVacuum against
+ * GetOldestNonRemovableTransactionId, as VACUUM decides).
+ * Dropping never waits: a spindle anyone holds a lock on is skipped.
+ *
+ * The drop itself is a catalog DROP of the spindle's relation (with its
+ * TOAST table), so its WAL and its replay on standbys are core's.  A DROP
+ * carries no snapshot-conflict horizon, though, and a hot standby without
+ * hot_standby_feedback may still run snapshots that see the spindle's
+ * deleted events: before the DROP, the dropping transaction writes one
+ * heap freeze record with no tuple on a page of the spindle, whose redo
+ * cancels those snapshots as heap's prune and freeze records do (see
+ * spindle_log_drop_conflict).  The
+ * index entries pointing into a dropped spindle are harmless (the fetch
+ * finds no spindle and reports them dead, so btree kills them), but its
+ * virtual TIDs may only be reused once no index holds them: after the drop
+ * has committed, spindle_cleanup_dropped() bulk-deletes them from every
+ * index of the table, zeroes their slot map entries and gives the range
+ * back; it does the same for the ranges of spindle creations that rolled
+ * back.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/heapam_xlog.h"
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xloginsert.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "commands/vacuum.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/bufmgr.h"
+#include "storage/ipc.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "storage/procarray.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "table/spindle_table.h"
+
+
+PG_FUNCTION_INFO_V1(spindle_drop_spindles);
+
+/*
+ * Count a spindle's slots into *c: events = line pointers ever used;
+ * purged = those whose event is deleted by a committed transaction or
+ * whose insert aborted; dead = purged ones no snapshot can still see;
+ * live = events inserted by a committed transaction and not deleted (or
+ * deleted by one that aborted); busy = events whose inserter or deleter is
+ * still running.  Reads every page under a share lock; the caller holds a
+ * lock on the relation.
+ *
+ * latest_removed is set to the latest xid whose removal a hot standby
+ * snapshot could still need if the events dead to all were removed now
+ * (InvalidTransactionId if none): heap's own measure
+ * (HeapTupleHeaderAdvanceLatestRemovedXid) over the tuples that are DEAD
+ * -- in practice the latest committed deleter, since an aborted insert
+ * was never seen by anyone.  Line pointers no longer normal were pruned,
+ * and pruning wrote its own conflict horizon.  The spindle's TOAST
+ * tuples are deleted by the transactions that delete their events, so
+ * the events' xids cover them too.
+ */
+void
+spindle_count_segment(Relation segrel, SpindleCounts *c)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(segrel);
+	BlockNumber blk;
+
+	/*
+	 * Computed afresh, as VACUUM does: GlobalVisTestFor()'s horizons are
+	 * only refreshed with this backend's snapshots, which PostgreSQL reuses
+	 * while no transaction with an xid ends, so they can stay behind a
+	 * snapshot that is long gone.
+	 */
+	TransactionId oldest_xmin = GetOldestNonRemovableTransactionId(segrel);
+	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
+
+	memset(c, 0, sizeof(SpindleCounts));
+	c->latest_removed = InvalidTransactionId;
+	for (blk = 0; blk < nblocks; blk++)
+	{
+		Buffer		buf;
+		Page		page;
+		OffsetNumber off,
+					maxoff;
+
+		CHECK_FOR_INTERRUPTS();
+		buf = ReadBufferExtended(segrel, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (PageIsNew(page))
+		{
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+		maxoff = PageGetMaxOffsetNumber(page);
+		c->events += maxoff;
+		for (off = FirstOffsetNumber; off <= maxoff; off++)
+		{
+			ItemId		itemid = PageGetItemId(page, off);
+			HeapTupleData tuple;
+
+			if (!ItemIdIsNormal(itemid))
+			{
+				/* pruned: dead to everyone */
+				c->purged++;
+				c->dead++;
+				continue;
+			}
+			tuple.t_data = (HeapTupleHeader) PageGetItem(page, itemid);
+			tuple.t_len = ItemIdGetLength(itemid);
+			tuple.t_tableOid = RelationGetRelid(segrel);
+			ItemPointerSet(&tuple.t_self, blk, off);
+			switch (HeapTupleSatisfiesVacuum(&tuple, oldest_xmin, buf))
+			{
+				case HEAPTUPLE_DEAD:
+					c->purged++;
+					c->dead++;
+					HeapTupleHeaderAdvanceLatestRemovedXid(tuple.t_data,
+														   &c->latest_removed);
+					break;
+				case HEAPTUPLE_RECENTLY_DEAD:
+					c->purged++;
+					break;
+				case HEAPTUPLE_LIVE:
+					c->live++;
+					break;
+				case HEAPTUPLE_INSERT_IN_PROGRESS:
+					c->inserting++;
+					c->busy++;
+					break;
+				case HEAPTUPLE_DELETE_IN_PROGRESS:
+					c->busy++;
+					break;
+			}
+		}
+		UnlockReleaseBuffer(buf);
+	}
+	FreeAccessStrategy(strategy);
+}
+
+/*
+ * The worker looks at its tables every naptime.  Spindles with a live
+ * event are passed over as settled (touched.c) until a delete is noted in
+ * them; the others, whose events are all purged or whose transactions are
+ * still running, are looked at every round.  For those whose events are
+ * all purged and that wait for the xmin horizon, it remembers the last
+ * count and counts again only when something may have changed: the
+ * spindle's delete counter in the statistics moved, or purged events were
+ * waiting for the xmin horizon and it advanced, or a minute passed.  A
+ * count that found a live event or a running transaction is never reused:
+ * the statistics are flushed lazily, so they may not show the delete that
+ * unsettled the spindle yet.  The standby-conflict xid is remembered with
+ * the count: once every event is dead to all, no event can be deleted any
+ * more, so it cannot grow.
+ */
+typedef struct CountCacheEntry
+{
+	Oid			segment;
+	PgStat_Counter deleted;
+	TransactionId horizon;
+	TimestampTz counted_at;
+	SpindleCounts counts;
+} CountCacheEntry;
+
+static HTAB *count_cache = NULL;
+
+static void
+count_cached(Relation seg, SpindleCounts *c)
+{
+	PgStat_StatTabEntry *st = pgstat_fetch_stat_tabentry(RelationGetRelid(seg));
+	PgStat_Counter deleted = st ? st->tuples_deleted : -1;
+	TransactionId horizon = GetOldestNonRemovableTransactionId(seg);
+	TimestampTz now = GetCurrentTimestamp();
+	CountCacheEntry *e;
+	Oid			relid = RelationGetRelid(seg);
+	bool		found;
+
+	if (count_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(CountCacheEntry);
+		ctl.hcxt = TopMemoryContext;
+		count_cache = hash_create("spindle counts", 256, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	e = hash_search(count_cache, &relid, HASH_ENTER, &found);
+	if (found && deleted >= 0 && e->deleted == deleted &&
+		e->counts.live == 0 && e->counts.busy == 0 &&
+		(e->counts.purged == e->counts.dead || e->horizon == horizon) &&
+		!TimestampDifferenceExceeds(e->counted_at, now, 60000))
+	{
+		*c = e->counts;
+		return;
+	}
+	spindle_count_segment(seg, c);
+	e->deleted = deleted;
+	e->horizon = horizon;
+	e->counted_at = now;
+	e->counts = *c;
+}
+
+/*
+ * Make hot standbys cancel the snapshots that could still see an event of
+ * a spindle about to be dropped: latest_removed is the xid computed by
+ * spindle_count_segment.  The caller holds AccessExclusiveLock on the
+ * spindle and drops it next, in the same transaction.
+ *
+ * Heap's DELETE + VACUUM is safe on a standby because prune and freeze
+ * redo call ResolveRecoveryConflictWithSnapshot before removing anything;
+ * a DROP has no such horizon (its files go with the commit record), so
+ * without this a standby snapshot that still saw the deleted events would
+ * silently find the spindle gone.  The record is core's, so standbys need
+ * no extension code to replay it: XLOG_HEAP2_FREEZE_PAGE with cutoff
+ * latest_removed + 1 and no tuple, on one page of the spindle.  Its redo
+ * (heap_xlog_freeze_page) resolves the conflict with cutoff - 1 =
+ * latest_removed in the spindle's database, then only sets the page LSN;
+ * it is written before the DROP, so it replays before the files go.  It is
+ * built here as log_heap_freeze() builds it, because log_heap_freeze()
+ * asserts that it has tuples to freeze.  Other records were set aside: a
+ * prune record's redo repacks the page under a cleanup lock, a visibility
+ * record would set all-visible bits that are not true, btree's reuse-page
+ * record would be another access method's record about a heap relation,
+ * and a custom resource manager would stop replay on a standby without the
+ * library preloaded.  Written only where a standby can run queries on the
+ * spindle (wal_level replica or above, a WAL-logged spindle); the page is
+ * otherwise unchanged.
+ */
+static void
+spindle_log_drop_conflict(Relation seg, TransactionId latest_removed)
+{
+	BlockNumber nblocks;
+	BlockNumber blk;
+
+	if (!TransactionIdIsValid(latest_removed) ||
+		!RelationNeedsWAL(seg) || !XLogStandbyInfoActive())
+		return;
+
+	nblocks = RelationGetNumberOfBlocks(seg);
+	for (blk = 0; blk < nblocks; blk++)
+	{
+		Buffer		buf = ReadBuffer(seg, blk);
+		Page		page;
+		xl_heap_freeze_page xlrec;
+		XLogRecPtr	recptr;
+
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		page = BufferGetPage(buf);
+		if (PageIsNew(page))
+		{
+			/* an LSN on an all-zero page would make it fail verification */
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
+
+		xlrec.cutoff_xid = latest_removed;
+		TransactionIdAdvance(xlrec.cutoff_xid);
+		xlrec.ntuples = 0;
+
+		START_CRIT_SECTION();
+		MarkBufferDirty(buf);
+		XLogBeginInsert();
+		XLogRegisterData((char *) &xlrec, SizeOfHeapFreezePage);
+		XLogRegisterBuffer(0, buf, REGBUF_STANDARD);
+		recptr = XLogInsert(RM_HEAP2_ID, XLOG_HEAP2_FREEZE_PAGE);
+		PageSetLSN(page, recptr);
+		END_CRIT_SECTION();
+
+		UnlockReleaseBuffer(buf);
+		return;
+	}
+
+	/* a tuple was counted, so some page is initialised: cannot happen */
+	elog(ERROR, "spindle \"%s\" has no initialised page",
+		 RelationGetRelationName(seg));
+}
+
+/*
+ * How many spindles one transaction drops at most.  Each drop holds about
+ * five locks to commit (the spindle, its TOAST table and index, its row
+ * types), so a transaction dropping thousands of spindles would exhaust
+ * the shared lock table and fail every time it is retried.  A quarter of
+ * the lock table's room is taken at most; the worker goes on in further
+ * transactions, and drop_spindles() returns how many it dropped.
+ */
+int
+spindle_drops_per_transaction(void)
+{
+	return Max(8, max_locks_per_xact * MaxBackends / 20);
+}
+
+/*
+ * Whether spindle i of the directory is full (spindles fill in order: none
+ * after the first one that is not is full).  A fill time the catalog has
+ * answers at once; else the slot counters decide, and a fill time they
+ * know is recorded in the catalog and in this backend's directory.
+ */
+static bool
+spindle_known_full(Relation facade, SpindleDirectory *dir, int i)
+{
+	SpindleEntry *sp = &dir->spindles[i];
+	TimestampTz filled_at;
+
+	if (sp->filled_at != 0)
+		return true;
+	if (!spindle_slots_full(facade, dir, i, &filled_at))
+		return false;
+	if (filled_at != 0)
+	{
+		spindle_catalog_set_filled(RelationGetRelid(facade), sp->spindle_no,
+								   filled_at);
+		sp->filled_at = filled_at;
+		/* recorded: its counter is no longer needed */
+		spindle_slots_recorded(sp);
+	}
+	return true;
+}
+
+/*
+ * Drop spindle sp if every event in it is dead to all, counting it again
+ * under AccessExclusiveLock (an insert that took the last slot before the
+ * first count may have placed its event since: it held the spindle until
+ * then, and counts may be cached).  seg is open with AccessShareLock and
+ * is closed here.  Returns the bytes freed, or -1 if it was not dropped.
+ */
+static int64
+drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
+{
+	SpindleCounts c;
+	int64		bytes;
+	ObjectAddress addr;
+
+	if (!ConditionalLockRelationOid(sp->segment, AccessExclusiveLock))
+	{
+		relation_close(seg, AccessShareLock);
+		return -1;
+	}
+	spindle_count_segment(seg, &c);
+	if (c.dead < c.events)
+	{
+		UnlockRelationOid(sp->segment, AccessExclusiveLock);
+		relation_close(seg, AccessShareLock);
+		return -1;
+	}
+	/* nobody else holds it now; nothing can come back to life */
+	bytes = DatumGetInt64(DirectFunctionCall1(pg_total_relation_size,
+											  ObjectIdGetDatum(sp->segment)));
+	/* standby snapshots that still see its events go first */
+	spindle_log_drop_conflict(seg, c.latest_removed);
+	relation_close(seg, NoLock);
+
+	ObjectAddressSet(addr, RelationRelationId, sp->segment);
+	performDeletion(&addr, DROP_RESTRICT,
+					PERFORM_DELETION_INTERNAL | PERFORM_DELETION_QUIETLY);
+	spindle_catalog_mark_dropped(RelationGetRelid(facade), sp, bytes);
+	return bytes;
+}
+
+/*
+ * A full spindle without live events or inserts in progress could not be
+ * dropped yet: a purge still running or seen by a snapshot, or a lock
+ * somebody holds.  The worker clears it before each round and then looks
+ * again soon (worker.c, quick rounds).
+ */
+bool		spindle_drop_held_back = false;
+
+/*
+ * Drop every droppable spindle of a facade (up to max_drops); returns how
+ * many and adds the bytes they held to *bytes_freed.  Skips the table if
+ * another maintenance run holds it, and any spindle somebody has locked.
+ * Sets spindle_drop_held_back (never clears it) when a full spindle
+ * without live events or inserts in progress could not go yet.
+ * Also records the fill time of full spindles.  Called with at least
+ * AccessShareLock on the facade; use_cache is for the worker (see
+ * count_cached).
+ *
+ * Full spindles this backend found settled (touched.c) since the last
+ * delete noted in them are passed over without being opened, so a call
+ * costs the spindles that deletes touched, not all of them.
+ */
+int
+spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
+							 bool use_cache, int max_drops)
+{
+	SpindleDirectory *dir;
+	SettledPass pass;
+	int			ndropped = 0;
+	int			i;
+
+	if (!ConditionalLockRelationOid(RelationGetRelid(facade),
+									ShareUpdateExclusiveLock))
+		return 0;
+
+	/* first retire the index entries of spindles dropped before */
+	spindle_cleanup_dropped(facade, false);
+
+	/* then learn which spindles deletes touched since the last call */
+	spindle_touched_sync();
+
+	dir = spindle_directory_acquire(facade);
+	/* the directory remembers its table's pg_class xmin: see touched.c */
+	spindle_settled_begin(&pass, RelationGetRelid(facade), dir->class_xmin);
+	for (i = 0; i < dir->nspindles && ndropped < max_drops; i++)
+	{
+		SpindleEntry *sp = &dir->spindles[i];
+		Relation	seg;
+		SpindleCounts c;
+		int64		bytes;
+		int			run;
+
+		if (sp->capacity == 0)
+			continue;			/* a single spindle, never dropped */
+		if ((run = spindle_settled_run(&pass, dir, i)) > 0)
+		{
+			i += run - 1;		/* settled, and so are the next run - 1 */
+			continue;
+		}
+		seg = spindle_open_segment(facade, sp, AccessShareLock);
+		if (seg == NULL)
+			continue;
+		if (!spindle_known_full(facade, dir, i))
+		{
+			relation_close(seg, AccessShareLock);
+			break;
+		}
+		if (use_cache)
+			count_cached(seg, &c);
+		else
+			spindle_count_segment(seg, &c);
+		if (c.dead < c.events)
+		{
+			/* only a delete can make it droppable now: pass it over */
+			if (c.live > 0 && c.busy == 0)
+				spindle_settled_add(&pass, dir, i);
+			else if (c.live == 0 && c.inserting == 0)
+				spindle_drop_held_back = true;	/* purged, not yet dead */
+			relation_close(seg, AccessShareLock);
+			continue;
+		}
+		bytes = drop_if_dead(facade, sp, seg);
+		if (bytes < 0)
+		{
+			spindle_drop_held_back = true;	/* locked, or not all dead */
+			continue;
+		}
+		*bytes_freed += bytes;
+		ndropped++;
+	}
+	spindle_settled_end(&pass);
+	spindle_directory_release(dir);
+	if (ndropped > 0)
+	{
+		CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
+		CommandCounterIncrement();
+	}
+	return ndropped;
+}
+
+int
+spindle_drop_droppable(Relation facade, int max_drops)
+{
+	int64		freed = 0;
+
+	return spindle_drop_droppable_stats(facade, &freed, false, max_drops);
+}
+
+/*
+ * Make sure an empty spindle follows the open one, so that producers find
+ * it ready; never waits for the table's maintenance lock.
+ */
+void
+spindle_ensure_ready(Relation facade)
+{
+	bool		found;
+
+	if (spindle_rel_capacity_option(RelationGetRelid(facade), &found) == 0 &&
+		found)
+		return;					/* one single spindle, made at CREATE */
+	if (!ConditionalLockRelationOid(RelationGetRelid(facade),
+									ShareUpdateExclusiveLock))
+		return;
+	(void) spindle_create_spindles(facade, 1, true);
+}
+
+/* Ranges being retired, sorted by vbase, for the bulk-delete callback. */
+typedef struct RetiredRanges
+{
+	int			n;
+	SpindleRange *ranges;
+} RetiredRanges;
+
+static int
+cmp_range_vbase(const void *a, const void *b)
+{
+	int64		va = ((const SpindleRange *) a)->vbase;
+	int64		vb = ((const SpindleRange *) b)->vbase;
+
+	return (va > vb) - (va < vb);
+}
+
+/* Bulk-delete callback: is this TID in a range being retired? */
+static bool
+tid_in_retired_range(ItemPointer itemptr, void *state)
+{
+	RetiredRanges *r = (RetiredRanges *) state;
+	int64		v = spindle_tid_to_vslot(itemptr);
+	int			lo = 0,
+				hi = r->n - 1;
+
+	if (v < 0)
+		return false;
+	while (lo <= hi)
+	{
+		int			mid = (lo + hi) / 2;
+		SpindleRange *rg = &r->ranges[mid];
+
+		if (v < rg->vbase)
+			hi = mid - 1;
+		else if (v >= rg->vbase + rg->vcount)
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
+}
+
+/* Remove from every index of the facade the entries in the given ranges. */
+static void
+bulk_delete_ranges(Relation facade, RetiredRanges *r)
+{
+	Relation   *indexes;
+	int			nindexes;
+	BufferAccessStrategy strategy = GetAccessStrategy(BAS_VACUUM);
+	int			j;
+
+	qsort(r->ranges, r->n, sizeof(SpindleRange), cmp_range_vbase);
+	vac_open_indexes(facade, RowExclusiveLock, &nindexes, &indexes);
+	for (j = 0; j < nindexes; j++)
+	{
+		IndexVacuumInfo ivinfo;
+		IndexBulkDeleteResult *stats;
+
+		ivinfo.index = indexes[j];
+		ivinfo.analyze_only = false;
+		ivinfo.report_progress = false;
+		ivinfo.estimated_count = true;
+		ivinfo.message_level = DEBUG2;
+		ivinfo.num_heap_tuples = Max(facade->rd_rel->reltuples, 0);
+		ivinfo.strategy = strategy;
+		stats = index_bulk_delete(&ivinfo, NULL, tid_in_retired_range, r);
+		stats = index_vacuum_cleanup(&ivinfo, stats);
+		if (stats)
+			pfree(stats);
+	}
+	vac_close_indexes(nindexes, indexes, NoLock);
+	FreeAccessStrategy(strategy);
+}
+
+/*
+ * Are the dropped spindles whose index entries are still to be removed
+ * worth a pass over every index now?  A pass costs the size of the indexes
+ * whatever it removes, as heap's index vacuum does, so it waits (as
+ * autovacuum waits for a share of dead tuples) until the slots to retire
+ * are a tenth of those of the table's live spindles: each dropped slot
+ * then costs a bounded share of a pass, however many spindles the table
+ * has.  It does not wait once half of the table's virtual slots are taken
+ * (the ranges are needed back), nor when nothing is live.
+ */
+static bool
+retire_due(Relation facade)
+{
+	int64		pending = spindle_catalog_retire_slots(RelationGetRelid(facade));
+	int64		live = 0;
+	SpindleDirectory *dir;
+	int			i;
+
+	if (pending <= 0)
+		return false;
+	dir = spindle_directory_acquire(facade);
+	for (i = 0; i < dir->nspindles; i++)
+		live += dir->spindles[i].vcount;
+	spindle_directory_release(dir);
+	return pending * 10 >= live || (pending + live) * 2 >= SPINDLE_VSLOTS;
+}
+
+/*
+ * Give back the TID ranges nobody can use any more: those of spindles whose
+ * drop has committed, and those of spindle creations that rolled back
+ * (pending ranges whose creator ended without a catalog row).  Their index
+ * entries are removed first, in one pass over each index however many
+ * ranges are retired, then their slot map entries are zeroed, then the
+ * ranges are forgotten, so a TID never comes to mean another event while
+ * an index holds it.  Pending ranges of committed creations are forgotten
+ * too (the catalog has them).  Dropped spindles wait for retire_due()
+ * unless force (VACUUM) or a rolled-back creation needs a pass anyway.
+ * The caller holds ShareUpdateExclusiveLock on the facade (which also
+ * keeps VACUUM of the facade from bulk-deleting the same indexes at once).
+ */
+void
+spindle_cleanup_dropped(Relation facade, bool force)
+{
+	Oid			relid = RelationGetRelid(facade);
+	SpindleRange *dropped = NULL;
+	int			ndropped = 0;
+	SpindlePending pending[SPINDLE_MAX_PENDING];
+	int			npending = spindle_pending_read(facade, pending);
+	int64	   *finished = palloc(sizeof(int64) * Max(npending, 1));
+	int			nfinished = 0;
+	SpindleRange *rolled_back = palloc(sizeof(SpindleRange) * Max(npending, 1));
+	int			nrolled_back = 0;
+	RetiredRanges r;
+	int			i;
+
+	for (i = 0; i < npending; i++)
+	{
+		/* in progress first: then the catalog read sees a commit */
+		if (spindle_pending_in_progress(&pending[i]))
+			continue;
+		finished[nfinished++] = pending[i].spindle_no;
+		if (!spindle_catalog_has_spindle(relid, pending[i].spindle_no,
+										 pending[i].nspindles))
+		{
+			/* rolled back: its inserts may have left index entries */
+			rolled_back[nrolled_back].spindle_no = pending[i].spindle_no;
+			rolled_back[nrolled_back].vbase = pending[i].vbase;
+			rolled_back[nrolled_back].vcount = pending[i].vcount;
+			nrolled_back++;
+		}
+	}
+	if (force || nrolled_back > 0 || retire_due(facade))
+		ndropped = spindle_catalog_dropped(relid, &dropped);
+
+	r.ranges = palloc(sizeof(SpindleRange) * (ndropped + nrolled_back + 1));
+	r.n = 0;
+	for (i = 0; i < ndropped; i++)
+		r.ranges[r.n++] = dropped[i];
+	for (i = 0; i < nrolled_back; i++)
+		r.ranges[r.n++] = rolled_back[i];
+
+	if (r.n > 0)
+	{
+		bulk_delete_ranges(facade, &r);
+		for (i = 0; i < r.n; i++)
+			spindle_slotmap_clear(facade, r.ranges[i].vbase, r.ranges[i].vcount);
+	}
+	spindle_catalog_forget_dropped(relid, dropped, ndropped);
+	spindle_pending_remove(facade, finished, nfinished);
+	pfree(r.ranges);
+	pfree(finished);
+	pfree(rolled_back);
+}
+
+/*
+ * Run each spindle's own (slot-preserving) vacuum; see segment_am.c.  The
+ * caller holds ShareUpdateExclusiveLock on the facade.
+ */
+void
+spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
+						BufferAccessStrategy bstrategy)
+{
+	SpindleDirectory *dir = spindle_directory_acquire(facade);
+	int			i;
+
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		Relation	seg = spindle_open_segment(facade, &dir->spindles[i],
+											   ShareUpdateExclusiveLock);
+
+		if (seg == NULL)
+			continue;
+		spindle_segment_vacuum(seg, params, bstrategy);
+		/* one spindle's lock at a time, however many the table has */
+		relation_close(seg, ShareUpdateExclusiveLock);
+	}
+	spindle_directory_release(dir);
+}
+
+/*
+ * spindle.drop_spindles(rel regclass DEFAULT NULL) RETURNS integer
+ *
+ * Drop the droppable spindles of rel, or of every spindle table of this
+ * database the caller owns.  Never waits for a spindle.  Ownership is
+ * checked before the table is locked (AccessShareLock), so that a role
+ * without the right never queues a lock behind the table's users.
+ */
+Datum
+spindle_drop_spindles(PG_FUNCTION_ARGS)
+{
+	int			total = 0;
+
+	PreventCommandIfReadOnly("spindle.drop_spindles()");
+
+	if (!PG_ARGISNULL(0))
+	{
+		Oid			relid = PG_GETARG_OID(0);
+		Relation	rel;
+
+		/* rights before the lock; an unknown OID is an error here already */
+		if (!pg_class_ownercheck(relid, GetUserId()))
+			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
+						   get_rel_name(relid));
+		/* it never waits: a table someone holds exclusively is skipped */
+		if (ConditionalLockRelationOid(relid, AccessShareLock))
+		{
+			rel = spindle_open_facade(relid, NoLock);
+			total = spindle_drop_droppable(rel, spindle_drops_per_transaction());
+			relation_close(rel, NoLock);
+		}
+	}
+	else
+	{
+		List	   *tables = spindle_catalog_tables();
+		ListCell   *lc;
+
+		foreach(lc, tables)
+		{
+			Oid			relid = lfirst_oid(lc);
+			Relation	rel;
+
+			if (!pg_class_ownercheck(relid, GetUserId()) ||
+				!ConditionalLockRelationOid(relid, AccessShareLock))
+				continue;
+			rel = try_relation_open(relid, NoLock);
+			if (rel == NULL)
+			{
+				UnlockRelationOid(relid, AccessShareLock);
+				continue;
+			}
+			/* the bound is per transaction, across all tables */
+			if (spindle_is_facade(rel) &&
+				total < spindle_drops_per_transaction())
+				total += spindle_drop_droppable(rel,
+												spindle_drops_per_transaction() - total);
+			relation_close(rel, NoLock);
+		}
+		/*
+		 * A superuser's call also drops (within the same bound, not counted:
+		 * they belong to no table any more) what DROP TABLE and TRUNCATE
+		 * detached, which the worker drops otherwise.
+		 */
+		if (superuser())
+		{
+			int64		freed = 0;
+
+			(void) spindle_drop_detached(spindle_drops_per_transaction() - total,
+										 false, &freed);
+		}
+	}
+	PG_RETURN_INT32(total);
+}
+
+/* ----------------------------------------------------------------
+ * The spindle creator: a short-lived helper process
+ * ----------------------------------------------------------------
+ */
+typedef struct CreatorArgs
+{
+	Oid			facade;
+	int			count;
+} CreatorArgs;
+
+/*
+ * Ask a helper process to create `count` ready spindles for the facade in
+ * its own transaction, and wait until it has finished.  Returns false if
+ * no helper could be started (max_worker_processes reached).
+ */
+bool
+spindle_request_spindles(Relation facade, int count)
+{
+	BackgroundWorker bgw;
+	BackgroundWorkerHandle *handle;
+	CreatorArgs args;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "spindle");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "spindle_creator_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "spindle creator");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "spindle creator");
+	bgw.bgw_main_arg = ObjectIdGetDatum(MyDatabaseId);
+	bgw.bgw_notify_pid = MyProcPid;
+	args.facade = RelationGetRelid(facade);
+	args.count = count;
+	memcpy(bgw.bgw_extra, &args, sizeof(args));
+
+	if (!RegisterDynamicBackgroundWorker(&bgw, &handle))
+		return false;
+	(void) WaitForBackgroundWorkerShutdown(handle);
+	pfree(handle);
+	return true;
+}
+
+PGDLLEXPORT void spindle_creator_main(Datum main_arg);
+
+void
+spindle_creator_main(Datum main_arg)
+{
+	CreatorArgs args;
+	Relation	rel;
+
+	memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg),
+											  InvalidOid, 0);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	/* never hang behind a lock a producer holds: it would wait for us */
+	SetConfigOption("lock_timeout", "10s", PGC_SUSET, PGC_S_OVERRIDE);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "creating spindles");
+
+	/*
+	 * Never queue behind a lock: a producer waiting for us may hold the
+	 * lock that the waiter ahead of us waits for.  If the table cannot be
+	 * had at once, the producer creates the spindles itself.
+	 */
+	if (ConditionalLockRelationOid(args.facade, AccessShareLock))
+	{
+		rel = try_relation_open(args.facade, NoLock);
+		if (rel != NULL)
+		{
+			if (spindle_is_facade(rel))
+				(void) spindle_create_spindles(rel, args.count, true);
+			relation_close(rel, NoLock);
+		}
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	proc_exit(0);
+}

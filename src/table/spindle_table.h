@@ -1,0 +1,180 @@
+/*-------------------------------------------------------------------------
+ *
+ * spindle_table.h
+ *	  The table layer's interface: the "spindle" table access method over
+ *	  the spindles (the facade), its directory of spindles, their creation,
+ *	  drops and detaching, maintenance, TTL and table options.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SPINDLE_TABLE_H
+#define SPINDLE_TABLE_H
+
+#include "access/tableam.h"
+#include "datatype/timestamp.h"
+#include "nodes/nodes.h"
+#include "nodes/pg_list.h"
+#include "storage/buf.h"
+#include "storage/lockdefs.h"
+#include "utils/rel.h"
+
+#include "storage/spindle_storage.h"
+
+/* ---- directory.c: the directory of a table's spindles ---- */
+
+extern void spindle_directory_init(void);
+extern SpindleDirectory *spindle_directory_acquire(Relation facade);
+extern SpindleDirectory *spindle_directory_acquire_tail(Relation facade);
+extern SpindleDirectory *spindle_directory_acquire_upto(Relation facade,
+														 int64 spindle_no);
+extern SpindleDirectory *spindle_directory_acquire_current(Relation facade);
+extern void spindle_directory_release(SpindleDirectory *dir);
+extern void spindle_directory_forget(Oid facade);
+extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);
+extern SpindleEntry *spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no);
+extern SpindleEntry *spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot);
+extern void spindle_lock_creation(Oid facade);
+extern bool spindle_creation_locked_by_me(Oid facade);
+extern bool spindle_created_here(Relation facade);
+extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
+extern void spindle_register_table(Oid facade);
+extern void spindle_forget_table(Oid facade);
+extern void spindle_drop_all_spindles(Relation facade);
+extern void spindle_catalog_mark_dropped(Oid facade, const SpindleEntry *sp,
+										 int64 bytes_freed);
+extern int64 spindle_catalog_retire_slots(Oid facade);
+extern int	spindle_catalog_dropped(Oid facade, SpindleRange **out);
+extern bool spindle_catalog_has_spindle(Oid facade, int64 spindle_no, int n);
+extern void spindle_catalog_forget_dropped(Oid facade, const SpindleRange *ranges,
+										   int n);
+extern void spindle_catalog_set_filled(Oid facade, int64 spindle_no,
+									   TimestampTz when);
+extern void spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity);
+extern List *spindle_catalog_tables(void);
+
+/* ---- facade_am.c, facade_scan.c: the spindle table AM ---- */
+
+extern const TableAmRoutine *spindle_facade_routine(void);
+extern const TableAmRoutine *spindle_heap_methods(void);
+extern void spindle_scan_routines(TableAmRoutine *r);
+extern void spindle_slot_set_identity(TupleTableSlot *slot, Relation facade,
+									  ItemPointer vtid);
+typedef enum TidResolution
+{
+	TID_IN_SPINDLE,				/* found: *sp and *ptid are set */
+	TID_DEAD,					/* chunk unmapped: nothing can be there */
+	TID_UNKNOWN					/* a spindle this backend cannot see */
+} TidResolution;
+
+extern TidResolution spindle_resolve_tid(Relation facade, ItemPointer vtid,
+										 SpindleEntry *sp, ItemPointer ptid);
+extern TidResolution spindle_resolve_vslot(Relation facade,
+										   SpindleDirectory *dir, int64 vslot,
+										   SpindleEntry **sp, ItemPointer ptid);
+extern void spindle_tuple_vtid(SpindleEntry *sp, HeapTuple tuple,
+							   ItemPointer vtid);
+extern Relation spindle_open_segment(Relation facade, SpindleEntry *sp,
+									 LOCKMODE lockmode);
+extern IndexFetchTableData *spindle_fetch_begin(Relation rel);
+extern void spindle_fetch_end(IndexFetchTableData *scan);
+extern bool spindle_fetch_event(Relation rel, IndexFetchTableData *scan,
+								ItemPointer tid, Snapshot snapshot,
+								TupleTableSlot *slot, bool *call_again,
+								bool *all_dead);
+
+/* ---- options.c: table options ---- */
+
+extern int	spindle_events_per_spindle;	/* GUC: capacity of new tables */
+extern bool spindle_preloaded;	/* set by _PG_init when preloaded */
+extern void spindle_check_preloaded(void);
+extern void spindle_options_init(void);
+extern bool spindle_parse_capacity(const char *value, int64 *result);
+extern int64 spindle_rel_capacity_option(Oid relid, bool *found);
+extern bool spindle_rel_ttl_option(Oid relid, Interval *result);
+extern bool spindle_is_facade(Relation rel);
+extern Relation spindle_open_facade(Oid relid, LOCKMODE lockmode);
+extern Oid	spindle_segment_am_oid(void);
+extern Oid	spindle_facade_am_oid(void);
+
+/* ---- maintenance.c: dropping spindles ---- */
+
+struct VacuumParams;
+
+/* What spindle_count_segment() finds in a spindle. */
+typedef struct SpindleCounts
+{
+	int64		events;			/* line pointers ever used */
+	int64		purged;			/* deleted (committed) or aborted inserts */
+	int64		dead;			/* purged and seen by no snapshot */
+	int64		live;			/* committed and not deleted */
+	int64		busy;			/* inserter or deleter still running */
+	int64		inserting;		/* of busy: inserter still running */
+	TransactionId latest_removed;	/* standby conflict horizon of dead */
+} SpindleCounts;
+
+extern int	spindle_drops_per_transaction(void);
+extern int	spindle_drop_droppable(Relation facade, int max_drops);
+extern bool spindle_drop_held_back;
+extern int	spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
+										 bool use_cache, int max_drops);
+extern void spindle_ensure_ready(Relation facade);
+extern void spindle_cleanup_dropped(Relation facade, bool force);
+extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
+									BufferAccessStrategy bstrategy);
+extern bool spindle_request_spindles(Relation facade, int count);
+extern void spindle_count_segment(Relation segrel, SpindleCounts *counts);
+
+/* ---- detach.c: detached spindles ---- */
+
+extern bool spindle_drops_fit(int nspindles);
+extern void spindle_detach_segments(Oid facade, List *segments);
+extern List *spindle_prepare_drop(Node *parsetree);
+extern void spindle_check_dropped(List *facades);
+extern int	spindle_drop_detached(int max_drops, bool wait, int64 *bytes_freed);
+extern void spindle_worker_drop_detached(int64 *dropped, int64 *freed);
+
+/* ---- ttl.c: time-to-live purge ---- */
+
+extern int64 spindle_purge_older_than(Relation facade, TimestampTz cutoff);
+extern Oid	spindle_referencing_table(Relation rel);
+extern bool spindle_ttl_cutoff(const Interval *ttl, TimestampTz now,
+							   TimestampTz *cutoff);
+
+/* ---- hooks: what the table layer tells the layers above ---- */
+
+/*
+ * The table layer never calls up into the queue or admin layers.  Where
+ * they must learn of something that happens here, they register a hook at
+ * start-up (_PG_init); a hook left NULL is skipped.  Each is called in the
+ * backend that did the work, inside its transaction.
+ */
+typedef struct SpindleTableHooks
+{
+	/* events are about to be formed: give them ids (queue layer's msg_id) */
+	void		(*assign_ids) (Relation facade, TupleTableSlot **slots, int n,
+							   int64 spindle_no, int64 k0, CommandId cid);
+	/* events were placed at ptids of spindle segment (the event cache) */
+	void		(*placed) (Relation facade, Oid segment, int64 spindle_no,
+						   int64 capacity, int64 k0, int n,
+						   ItemPointer ptids, HeapTuple *tuples);
+	/* an insert statement's events are all placed (wake consumers) */
+	void		(*inserted) (Relation facade);
+	/*
+	 * the table was truncated: in this transaction (TRUNCATE), or not
+	 * transactionally (a table created or truncated in this transaction)
+	 */
+	void		(*truncated) (Relation facade, bool transactional);
+	/* work for the maintenance worker: a ready spindle was taken, ... */
+	void		(*wake_worker) (void);
+} SpindleTableHooks;
+
+extern PGDLLIMPORT SpindleTableHooks spindle_table_hooks;
+
+static inline void
+spindle_wake_worker(void)
+{
+	if (spindle_table_hooks.wake_worker)
+		spindle_table_hooks.wake_worker();
+}
+
+#endif							/* SPINDLE_TABLE_H */

@@ -1,0 +1,573 @@
+/*-------------------------------------------------------------------------
+ *
+ * ttl.c
+ *	  Time-to-live purge: spindle.purge_expired() and the worker's TTL step.
+ *
+ * Every event carries its append time, in whole seconds rounded up, in a
+ * hidden column (layout.c).  An event is purged when that time is at or
+ * before the cutoff (now - ttl) rounded down to a second.  So an event is
+ * never purged before it is `ttl` old, and every event appended more than
+ * `ttl` + 1 s ago is purged, whatever happened on its page or spindle since
+ * (later appends, deletes, locks) and however slowly its spindle fills.
+ * The worker applies a table's time_to_live every naptime, so there it is
+ * `ttl` + 1 s + one naptime at most.
+ *
+ * Cost: an event's append time is never before its spindle's creation, so
+ * spindles created after the cutoff are not read; a full spindle whose
+ * shared-memory fill time is at or before the cutoff is purged whole, and
+ * remembered by this backend as done until it is dropped.  Each round of
+ * the worker therefore reads the one or two spindles the cutoff falls in.
+ *
+ * Purging deletes each expired event (heap_delete on its spindle, one WAL
+ * record per event), skipping events other transactions hold locked or
+ * have deleted: those are left for the next round.
+ *
+ * A table that a foreign key references is refused (ERROR, as TRUNCATE):
+ * a purge fires no triggers, so it would not check those keys.
+ *
+ * Locks: the table in RowExclusiveLock mode, as DELETE (purge_expired
+ * holds it already; the worker's step takes it only if it can at once,
+ * else it purges at its next round).  Each spindle is
+ * locked in RowExclusiveLock mode while it is purged, and that lock (with
+ * those heap_delete takes on the spindle's TOAST table and TOAST index)
+ * is released when the spindle is done, not at commit: one purge covers
+ * every spindle of the table in one transaction, and a lock per spindle
+ * would fill the shared lock table ("out of shared memory", for every
+ * session) once the table has more spindles than it holds.  Releasing is
+ * safe because a spindle is dropped only by someone who holds its ACCESS
+ * EXCLUSIVE lock and finds every event dead to everyone: the events this
+ * transaction deleted are not dead until it commits and the horizon
+ * passes, so the spindle stays while this transaction may still need it,
+ * and this transaction touches it no more (no pin is kept).  A lock the
+ * transaction held on the spindle before (an earlier DELETE) stays held.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/trigger.h"
+
+#include "access/heapam.h"
+#include "access/relation.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "access/genam.h"
+#include "access/table.h"
+#include "catalog/pg_constraint.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "table/spindle_table.h"
+
+
+PG_FUNCTION_INFO_V1(spindle_purge_expired);
+
+/*
+ * Full spindles this backend purged completely, with the cutoff it used:
+ * nothing in them is left to purge by any later cutoff.  An entry names
+ * its spindle by relation OID, table, number and creation time (an OID
+ * can come back after wraparound, a table's OID with it), and is forgotten
+ * once its spindle is dropped, so that a long-lived backend (the worker)
+ * keeps as many entries as there are purged spindles not yet dropped.
+ */
+typedef struct PurgedSpindle
+{
+	Oid			segment;		/* hash key */
+	Oid			facade;
+	int64		spindle_no;
+	TimestampTz created_at;
+	SubTransactionId subid;		/* in purged_now: the purging subxact */
+} PurgedSpindle;
+
+static HTAB *purged_spindles = NULL;
+
+/*
+ * Spindles this transaction purged completely, each with the subtransaction
+ * that purged it: remembered if that one and the transaction commit.
+ */
+static List *purged_now = NIL;
+static bool xact_callback_registered = false;
+
+static bool
+known_purged(Oid facade, SpindleEntry *sp)
+{
+	PurgedSpindle *p;
+
+	if (purged_spindles == NULL)
+		return false;
+	p = hash_search(purged_spindles, &sp->segment, HASH_FIND, NULL);
+	return p != NULL && p->facade == facade &&
+		p->spindle_no == sp->spindle_no && p->created_at == sp->created_at;
+}
+
+static void
+remember_purged(PurgedSpindle *from)
+{
+	PurgedSpindle *p;
+	bool		found;
+
+	if (purged_spindles == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(PurgedSpindle);
+		ctl.hcxt = TopMemoryContext;
+		purged_spindles = hash_create("spindle purged spindles", 64, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	p = hash_search(purged_spindles, &from->segment, HASH_ENTER, &found);
+	*p = *from;
+}
+
+/*
+ * Forget the spindles of the table that are gone: those numbered below its
+ * oldest live one (spindles are dropped oldest first, and TRUNCATE's new
+ * ones are numbered above the old), and those of any table whose relation
+ * no longer exists (a dropped table).
+ */
+static void
+forget_dropped(Oid facade, SpindleDirectory *dir)
+{
+	HASH_SEQ_STATUS status;
+	PurgedSpindle *p;
+	int64		oldest = dir->nspindles > 0 ? dir->spindles[0].spindle_no : PG_INT64_MAX;
+
+	if (purged_spindles == NULL || hash_get_num_entries(purged_spindles) == 0)
+		return;
+	hash_seq_init(&status, purged_spindles);
+	while ((p = hash_seq_search(&status)) != NULL)
+	{
+		if ((p->facade == facade && p->spindle_no < oldest) ||
+			!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(p->segment)))
+			hash_search(purged_spindles, &p->segment, HASH_REMOVE, NULL);
+	}
+}
+
+/*
+ * A purge rolled back with its subtransaction (ROLLBACK TO SAVEPOINT, an
+ * exception block) is forgotten: its events are there again.  One that
+ * commits into its parent becomes the parent's.
+ */
+static void
+ttl_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	if (purged_now == NIL)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		foreach(lc, purged_now)
+		{
+			PurgedSpindle *p = (PurgedSpindle *) lfirst(lc);
+
+			if (p->subid == mySubid)
+				p->subid = parentSubid;
+		}
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		foreach(lc, purged_now)
+		{
+			PurgedSpindle *p = (PurgedSpindle *) lfirst(lc);
+
+			if (p->subid == mySubid)
+			{
+				purged_now = foreach_delete_current(purged_now, lc);
+				pfree(p);
+			}
+		}
+	}
+}
+
+static void
+ttl_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (purged_now == NIL)
+		return;
+	if (event == XACT_EVENT_COMMIT)
+		foreach(lc, purged_now)
+		{
+			PurgedSpindle *p = (PurgedSpindle *) lfirst(lc);
+
+			remember_purged(p);
+		}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		list_free_deep(purged_now);
+		purged_now = NIL;
+	}
+}
+
+/* Remember, if this transaction commits, that sp is purged completely. */
+static void
+purged_at_commit(Oid facade, SpindleEntry *sp)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	PurgedSpindle *p = palloc(sizeof(PurgedSpindle));
+
+	if (!xact_callback_registered)
+	{
+		RegisterXactCallback(ttl_xact_callback, NULL);
+		RegisterSubXactCallback(ttl_subxact_callback, NULL);
+		xact_callback_registered = true;
+	}
+	p->segment = sp->segment;
+	p->facade = facade;
+	p->spindle_no = sp->spindle_no;
+	p->created_at = sp->created_at;
+	p->subid = GetCurrentSubTransactionId();
+	purged_now = lappend(purged_now, p);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Delete the events of one page that our snapshot sees and whose append
+ * time is at or before cutoff (all of them when cutoff is the maximum);
+ * count them.  *complete is cleared when an expired event could not be
+ * deleted (another transaction holds it) or cannot be seen yet (its
+ * insert is still in progress, or committed after our snapshot).
+ */
+static int64
+purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
+		   TransactionId horizon, uint32 cutoff, bool *complete)
+{
+	OffsetNumber offsets[MaxHeapTuplesPerPage];
+	int			n = 0;
+	int			i;
+	int64		purged = 0;
+	Buffer		buf;
+	Page		page;
+	OffsetNumber off,
+				maxoff;
+
+	buf = ReadBuffer(seg, blk);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	maxoff = PageIsNew(page) ? 0 : PageGetMaxOffsetNumber(page);
+	for (off = FirstOffsetNumber; off <= maxoff; off++)
+	{
+		ItemId		itemid = PageGetItemId(page, off);
+		HeapTupleData tuple;
+
+		if (!ItemIdIsNormal(itemid))
+			continue;
+		tuple.t_data = (HeapTupleHeader) PageGetItem(page, itemid);
+		tuple.t_len = ItemIdGetLength(itemid);
+		tuple.t_tableOid = RelationGetRelid(seg);
+		ItemPointerSet(&tuple.t_self, blk, off);
+		if (spindle_event_time(tuple.t_data, tuple.t_len) > cutoff)
+			continue;
+		if (HeapTupleSatisfiesVisibility(&tuple, snapshot, buf))
+			offsets[n++] = off;
+		else
+		{
+			HTSV_Result state = HeapTupleSatisfiesVacuum(&tuple, horizon, buf);
+
+			/* not ours to see yet (an insert in progress): not done */
+			if (state != HEAPTUPLE_DEAD && state != HEAPTUPLE_RECENTLY_DEAD)
+				*complete = false;
+		}
+	}
+	UnlockReleaseBuffer(buf);
+
+	for (i = 0; i < n; i++)
+	{
+		ItemPointerData tid;
+		TM_FailureData tmfd;
+
+		ItemPointerSet(&tid, blk, offsets[i]);
+		/* a consumer holding it locked keeps it: never wait for it */
+		if (heap_delete(seg, &tid, cid, InvalidSnapshot, false, &tmfd,
+						false) == TM_Ok)
+			purged++;
+		else
+			*complete = false;
+	}
+	return purged;
+}
+
+/*
+ * Release what a spindle's purge took under its own resource owner: its
+ * locks (only the counts taken under it: a lock this transaction held
+ * before keeps being held) and, with a warning, anything else left.
+ */
+static void
+release_spindle_owner(ResourceOwner owner)
+{
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_BEFORE_LOCKS, true, false);
+	/* not a commit: a commit would hand the locks to the parent owner */
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_LOCKS, false, false);
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_AFTER_LOCKS, true, false);
+	ResourceOwnerDelete(owner);
+}
+
+/*
+ * The table that a foreign key referencing rel lives in (rel itself for a
+ * self-reference), or InvalidOid if none.  The foreign keys referencing a
+ * table give it internal RI triggers (RI_TRIGGER_PK), which its relcache
+ * entry already holds, so this costs a look at the table's triggers.
+ * Self-references count: purging some events would leave the references
+ * of others dangling.
+ */
+Oid
+spindle_referencing_table(Relation rel)
+{
+	TriggerDesc *td = rel->trigdesc;
+	int			i;
+
+	if (td == NULL)
+		return InvalidOid;
+	for (i = 0; i < td->numtriggers; i++)
+	{
+		Trigger    *t = &td->triggers[i];
+
+		if (t->tgisinternal && RI_FKey_trigger_type(t->tgfoid) == RI_TRIGGER_PK)
+			return OidIsValid(t->tgconstrrelid) ? t->tgconstrrelid :
+				RelationGetRelid(rel);
+	}
+	return InvalidOid;
+}
+
+/*
+ * A purge deletes events without firing triggers, so it would skip the
+ * checks of the foreign keys that reference the table and leave their rows
+ * orphaned: refuse, as TRUNCATE refuses.  The caller holds the table in
+ * RowExclusiveLock mode, which keeps out ADD FOREIGN KEY (SHARE ROW
+ * EXCLUSIVE on the referenced table) until it ends.
+ */
+static void
+refuse_if_referenced(Relation facade)
+{
+	Oid			referencing = spindle_referencing_table(facade);
+
+	if (OidIsValid(referencing))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot purge expired events of \"%s\": a foreign key constraint references it",
+						RelationGetRelationName(facade)),
+				 errdetail("Table \"%s\" references \"%s\", and a purge does not check foreign keys.",
+						   get_rel_name(referencing),
+						   RelationGetRelationName(facade)),
+				 errhint("Delete expired events with DELETE, or drop the foreign key constraint.")));
+}
+
+/*
+ * Purge every event of the facade appended at or before `cutoff` (see the
+ * header comment); returns how many events were purged.  Deletes happen in
+ * the current transaction.
+ */
+int64
+spindle_purge_older_than(Relation facade, TimestampTz cutoff)
+{
+	SpindleDirectory *dir;
+	Snapshot	snapshot = GetTransactionSnapshot();
+	CommandId	cid = GetCurrentCommandId(true);
+	uint32		cutoff_s = spindle_time_floor(cutoff);
+	int64		purged = 0;
+	int			i;
+
+	/*
+	 * DELETE's lock.  purge_expired() holds it; the worker's step holds
+	 * AccessShareLock and never waits: while someone keeps writes out
+	 * (CREATE INDEX, LOCK TABLE ... SHARE) it purges at its next round.
+	 */
+	if (!CheckRelationLockedByMe(facade, RowExclusiveLock, true) &&
+		!ConditionalLockRelationOid(RelationGetRelid(facade), RowExclusiveLock))
+		return 0;
+	refuse_if_referenced(facade);
+
+	dir = spindle_directory_acquire(facade);
+	forget_dropped(RelationGetRelid(facade), dir);
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		SpindleEntry *sp = &dir->spindles[i];
+		Relation	seg;
+		TimestampTz filled_at;
+		bool		full;
+		bool		whole = false;
+		bool		complete = true;
+		int64		here = 0;
+		BlockNumber nblocks,
+					blk;
+		TransactionId horizon;
+		ResourceOwner saved_owner = CurrentResourceOwner;
+		ResourceOwner spindle_owner;
+
+		/* events of a spindle are never older than the spindle */
+		if (sp->created_at > cutoff)
+			break;
+		if (known_purged(RelationGetRelid(facade), sp))
+			continue;
+
+		/*
+		 * The locks taken for this spindle (its own, and its TOAST table's
+		 * and TOAST index's when deletes remove out-of-line values) belong
+		 * to a resource owner of their own and are released once the
+		 * spindle is done: see the header comment.
+		 */
+		spindle_owner = ResourceOwnerCreate(saved_owner, "spindle TTL purge");
+		CurrentResourceOwner = spindle_owner;
+		PG_TRY();
+		{
+			seg = spindle_open_segment(facade, sp, RowExclusiveLock);
+			if (seg != NULL)
+			{
+				full = spindle_slots_full(facade, dir, i, &filled_at);
+				whole = full && filled_at != 0 && filled_at <= cutoff;
+
+				nblocks = RelationGetNumberOfBlocks(seg);
+				/* once per spindle: computing it scans the proc array */
+				horizon = GetOldestNonRemovableTransactionId(seg);
+				for (blk = 0; blk < nblocks; blk++)
+				{
+					int64		n;
+
+					CHECK_FOR_INTERRUPTS();
+					n = purge_page(seg, blk, snapshot, cid, horizon,
+								   whole ? PG_UINT32_MAX : cutoff_s,
+								   &complete);
+					/* counted at commit (counters.c) */
+					if (n > 0)
+						spindle_counters_deleted(sp->segment, (int) n);
+					here += n;
+				}
+				relation_close(seg, NoLock);
+			}
+		}
+		PG_CATCH();
+		{
+			/* the abort releases spindle_owner with its parent */
+			CurrentResourceOwner = saved_owner;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		CurrentResourceOwner = saved_owner;
+		release_spindle_owner(spindle_owner);
+		if (seg == NULL)
+			continue;
+		if (here > 0)
+			spindle_note_touched(RelationGetRelid(facade), sp->spindle_no);
+		purged += here;
+		if (whole && complete)
+			purged_at_commit(RelationGetRelid(facade), sp);
+	}
+	spindle_directory_release(dir);
+	CommandCounterIncrement();
+	return purged;
+}
+
+/*
+ * The cutoff now - ttl into *cutoff; false if it lies before 2000-01-01,
+ * the earliest append time an event can carry (layout.c), so that no
+ * event is that old.  A ttl near the largest interval (178 000 000 years,
+ * which the time_to_live option accepts) would make the subtraction fail
+ * with "timestamp out of range"; it is answered here without it.  The
+ * test is loose (interval_cmp counts a month as 30 days): any ttl it lets
+ * through is below about 55 years plus a year, far from an overflow.
+ */
+bool
+spindle_ttl_cutoff(const Interval *ttl, TimestampTz now, TimestampTz *cutoff)
+{
+	Interval	limit;
+
+	memset(&limit, 0, sizeof(limit));
+	limit.time = 2 * Max(now, 0) + USECS_PER_DAY * 366;
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
+										  IntervalPGetDatum(ttl),
+										  IntervalPGetDatum(&limit))) > 0)
+		return false;
+	*cutoff = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval,
+													  TimestampTzGetDatum(now),
+													  IntervalPGetDatum(ttl)));
+	return true;
+}
+
+/*
+ * spindle.purge_expired(rel regclass, ttl interval DEFAULT NULL)
+ *	  RETURNS bigint
+ *
+ * Needs the table's owner (or a member of the owning role), checked before
+ * the table is locked, so that a role without the right never queues a
+ * lock behind the table's users.  A TTL purge is retention maintenance:
+ * like TRUNCATE it fires no row triggers and is not filtered by row-level
+ * security.  So an owner whom row-level security applies to (FORCE ROW
+ * LEVEL SECURITY, no BYPASSRLS) is refused rather than allowed to purge
+ * events its policies hide from it.  Locks the table in RowExclusiveLock
+ * mode, as DELETE does.
+ */
+Datum
+spindle_purge_expired(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	Relation	rel;
+	Interval	ttl;
+	TimestampTz cutoff;
+	int64		purged;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("relation must not be NULL")));
+	PreventCommandIfReadOnly("spindle.purge_expired()");
+	relid = PG_GETARG_OID(0);
+	/* rights before the lock; an unknown OID is an error here already */
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot purge expired events of \"%s\": row-level security applies to the current user",
+						get_rel_name(relid)),
+				 errdetail("A purge is not filtered by row-level security policies."),
+				 errhint("Run it as a role that bypasses row-level security, or use ALTER TABLE ... NO FORCE ROW LEVEL SECURITY.")));
+	rel = spindle_open_facade(relid, RowExclusiveLock);
+
+	if (!PG_ARGISNULL(1))
+		ttl = *PG_GETARG_INTERVAL_P(1);
+	else if (!spindle_rel_ttl_option(relid, &ttl))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("spindle table \"%s\" has no time_to_live",
+						RelationGetRelationName(rel)),
+				 errhint("Pass a ttl, or set one with ALTER TABLE %s SET (time_to_live = '1 hour').",
+						 RelationGetRelationName(rel))));
+	{
+		Interval	zero;
+
+		memset(&zero, 0, sizeof(zero));
+		if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
+											  IntervalPGetDatum(&ttl),
+											  IntervalPGetDatum(&zero))) < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("ttl must not be negative")));
+	}
+	if (spindle_ttl_cutoff(&ttl, GetCurrentTimestamp(), &cutoff))
+		purged = spindle_purge_older_than(rel, cutoff);
+	else
+		purged = 0;				/* no event is that old */
+	relation_close(rel, NoLock);
+	PG_RETURN_INT64(purged);
+}
