@@ -4,7 +4,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
 bash "$ROOT/scripts/setup.sh"
 

@@ -13,7 +13,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
 if ! bash "$ROOT/scripts/build.sh"; then
     echo "test.sh: build failed; no test was run" >&2
