@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Build and install spindle, then run the whole test suite:
+#   0. the layering check     (test/check_layers.sh)
 #   1. pg_regress            (sql/*.sql vs expected/*.out)
 #   2. pg_isolation_regress  (test/specs/*.spec vs test/expected/*.out)
 #   3. TAP tests             (test/t/*.pl, with prove)
@@ -119,6 +120,18 @@ show_file() {
         cat "$f"
     fi
 }
+
+# ---- 0. layering of src/ (no build or server needed) ----------------------
+echo
+echo "================ test.sh: layers ================"
+if bash "$RUNDIR/test/check_layers.sh" --selftest && bash "$RUNDIR/test/check_layers.sh" "$RUNDIR/src"; then
+    echo "test.sh: layers: 1 passed, 0 failed"
+    PASSED=$((PASSED + 1))
+else
+    echo "test.sh: layers: 0 passed, 1 failed"
+    FAILED=$((FAILED + 1))
+    FAILED_WHAT+=("layers: an include runs upward (test/check_layers.sh)")
+fi
 
 # ---- 1. pg_regress --------------------------------------------------------
 rm -rf results log regression.diffs regression.out tmp_check
