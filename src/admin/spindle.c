@@ -4,6 +4,24 @@
  *	  Module entry point of the spindle extension: GUCs, hooks, shared
  *	  memory requests, the access method handlers and small SQL helpers.
  *
+ * _PG_init is where the layers are bound together (docs/design.md,
+ * "Layers"): it defines the GUCs whose variables live in the layer that
+ * uses them, requests and initialises the shared memory of each layer,
+ * registers the resource manager and the worker when preloaded, and fills
+ * spindle_table_hooks, through which the table layer tells the queue layer
+ * (msg_ids, the event cache, waking consumers, truncates) and the worker
+ * (work to do) what happened, without calling up into them.
+ *
+ * Locks: the shared memory of every layer is initialised in one
+ * shmem_startup hook under AddinShmemInitLock, as core requires for
+ * ShmemInitStruct; nothing here takes a lock afterwards.
+ *
+ * Invariants: the library works only when loaded by
+ * shared_preload_libraries (spindle_preloaded); every SQL entry point
+ * that needs shared memory or the resource manager checks it first
+ * (spindle_check_preloaded), and CREATE EXTENSION fails without it, with
+ * a hint naming the setting.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -8,7 +8,14 @@
  * The caller's search_path must not be able to put a function or operator
  * of its own under a name the statements use (every name is
  * schema-qualified too), and SECURITY_RESTRICTED_OPERATION keeps them from
- * changing anything but what they say.  Takes no lock itself.
+ * changing anything but what they say.
+ *
+ * Locks: none of its own; the statements take the locks of the catalog
+ * tables they read or write.
+ *
+ * Invariants: spindle_spi_begin and spindle_spi_end pair up (also on the
+ * error path, where the transaction's abort restores user and GUCs), and
+ * results that outlive SPI_finish are copied into the caller's context.
  *
  *-------------------------------------------------------------------------
  */

@@ -22,11 +22,20 @@
  * unchanged: a relation with dropped columns never gets a "physical" scan
  * target list, so INSERT ... SELECT and CREATE TABLE AS project into a
  * fresh tuple of the target's own shape.  Their values are only ever read
- * here, at fixed offsets from the end of the tuple (layout.h).
+ * here, at fixed offsets from the end of the tuple
+ * (spindle_event_k, spindle_event_time in spindle_storage.h).
  *
  * The names below are what pg_attribute shows; a user column may not
  * carry them.  pg_upgrade (binary-upgrade mode) recreates dropped columns
  * itself, so they are not added then.
+ *
+ * Locks: adding the hidden columns runs inside CREATE TABLE, under its
+ * AccessExclusiveLock on the new table; forming an event takes none.
+ *
+ * Invariants: every spindle table ends with exactly the two hidden
+ * columns (spindle_check_layout refuses one that does not), and every
+ * event's k is the slot it was reserved (slots.c), so that the pair
+ * (spindle, k) names one event for as long as the spindle exists.
  *
  *-------------------------------------------------------------------------
  */

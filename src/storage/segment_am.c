@@ -13,6 +13,17 @@
  * rewrites of one are refused (see refuse_direct_dml); all else is
  * heapam's.
  *
+ * Locks: the caller's (VACUUM's ShareUpdateExclusiveLock on the spindle,
+ * or what core takes for the refused commands); VACUUM of a spindle freezes
+ * its tuples page by page under the buffer's exclusive lock, as heap's
+ * freeze does, and never prunes or truncates.
+ *
+ * Invariants: a line pointer of a spindle, once used, is never made
+ * unused while the spindle exists (its events' virtual TIDs may still be
+ * in the facade's indexes), and old events are frozen before wraparound
+ * without reclaiming their slots (docs/design.md, "VACUUM and
+ * wraparound").
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
