@@ -40,8 +40,8 @@
  * leave an entry that is ignored: results are the same with the cache on
  * and off (spindle.cache_size = 0).
  *
- * Only tables that consumers can open are cached: queue tables
- * (spindle_relation_is_queue) with a timestamptz enqueued_at and a jsonb
+ * Only tables that consumers can open are cached: queue tables (the
+ * queue layer's hook calls spindle_cache_put for those alone) with a timestamptz enqueued_at and a jsonb
  * payload as columns 2 and 4.
  *
  * Locks: the assignment lock (tranche "spindle_cache", exclusive) to take
@@ -330,7 +330,8 @@ spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
 	int			evicted = 0;
 	int			j;
 
-	if (!cache_enabled() || n <= 0 || !spindle_relation_is_queue(facade))
+	/* the caller passes queue tables only (queue_api.c, queue_placed) */
+	if (!cache_enabled() || n <= 0)
 		return;
 	/* only a table that consumers can open (queue.c's open_queue) */
 	if (td->natts < SPINDLE_QUEUE_ATT_PAYLOAD ||

@@ -602,3 +602,39 @@ spindle_queue_api_init(void)
 							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	CacheRegisterRelcacheCallback(plan_relcache_callback, (Datum) 0);
 }
+
+/*
+ * TRUNCATE of a queue table: its cached events go, and with a
+ * transactional truncate its consumer state.
+ */
+static void
+queue_truncated(Relation rel, bool transactional)
+{
+	spindle_cache_reset(RelationGetRelid(rel));
+	if (transactional)
+		spindle_queue_note_truncate(rel);
+}
+
+/* Events placed in a spindle table: the cache keeps those of queues. */
+static void
+queue_placed(Relation facade, Oid segment, int64 spindle_no, int64 capacity,
+			 int64 k0, int n, ItemPointer ptids, HeapTuple *tuples)
+{
+	if (spindle_relation_is_queue(facade))
+		spindle_cache_put(facade, segment, spindle_no, capacity, k0, n,
+						  ptids, tuples);
+}
+
+/*
+ * Register the queue layer's hooks into the table layer (from _PG_init):
+ * msg_ids for the events of queue tables, the event cache, waking
+ * consumers at commit, and resetting a truncated queue.
+ */
+void
+spindle_queue_register_hooks(void)
+{
+	spindle_table_hooks.assign_ids = spindle_queue_assign_ids;
+	spindle_table_hooks.placed = queue_placed;
+	spindle_table_hooks.inserted = spindle_queue_note_insert;
+	spindle_table_hooks.truncated = queue_truncated;
+}

@@ -994,29 +994,3 @@ spindle_queue_catalog_init(void)
 	prev_object_access = object_access_hook;
 	object_access_hook = queue_object_access;
 }
-
-/*
- * TRUNCATE of a queue table: its cached events go, and with a
- * transactional truncate its consumer state.
- */
-static void
-queue_truncated(Relation rel, bool transactional)
-{
-	spindle_cache_reset(RelationGetRelid(rel));
-	if (transactional)
-		spindle_queue_note_truncate(rel);
-}
-
-/*
- * Register the queue layer's hooks into the table layer (from _PG_init):
- * msg_ids for the events of queue tables, the event cache, waking
- * consumers at commit, and resetting a truncated queue.
- */
-void
-spindle_queue_register_hooks(void)
-{
-	spindle_table_hooks.assign_ids = spindle_queue_assign_ids;
-	spindle_table_hooks.placed = spindle_cache_put;
-	spindle_table_hooks.inserted = spindle_queue_note_insert;
-	spindle_table_hooks.truncated = queue_truncated;
-}

@@ -130,7 +130,6 @@ extern void spindle_segment_vacuum(Relation seg, struct VacuumParams *params,
 
 extern void spindle_add_hidden_columns(Oid relid);
 extern void spindle_check_layout(Relation facade);
-extern void spindle_check_spindles_match(Oid relid);
 extern HeapTuple spindle_form_event(Relation facade, TupleTableSlot *slot,
 									int32 k, uint32 appended);
 extern uint32 spindle_time_now(void);

@@ -88,6 +88,7 @@ extern int	spindle_events_per_spindle;	/* GUC: capacity of new tables */
 extern bool spindle_preloaded;	/* set by _PG_init when preloaded */
 extern void spindle_check_preloaded(void);
 extern void spindle_options_init(void);
+extern void spindle_check_spindles_match(Oid relid);
 extern bool spindle_parse_capacity(const char *value, int64 *result);
 extern int64 spindle_rel_capacity_option(Oid relid, bool *found);
 extern bool spindle_rel_ttl_option(Oid relid, Interval *result);
