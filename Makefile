@@ -27,6 +27,7 @@ OBJS = \
 	src/admin/spindle.o \
 	src/admin/worker.o \
 	src/admin/views.o \
+	src/admin/utility.o \
 	src/admin/verify.o \
 	src/admin/publication.o
 

@@ -166,6 +166,7 @@ _PG_init(void)
 	spindle_queue_register_hooks();
 	spindle_table_hooks.wake_worker = spindle_worker_nudge;
 
+	spindle_utility_init();
 	spindle_options_init();
 	spindle_directory_init();
 	spindle_publication_init();

@@ -27,6 +27,10 @@ extern void spindle_worker_resume(Oid dboid);
 extern void spindle_worker_nudge(void);
 extern void spindle_worker_extension_created(void);
 
+/* ---- utility.c: the ProcessUtility hook ---- */
+
+extern void spindle_utility_init(void);
+
 /* ---- verify.c: spindle.verify() ---- */
 
 extern Datum spindle_verify(PG_FUNCTION_ARGS);

@@ -1,18 +1,24 @@
 /*-------------------------------------------------------------------------
  *
  * options.c
- *	  Table options of spindle tables, and the DDL that spindle tables
- *	  refuse, through a ProcessUtility hook and an object access hook.
+ *	  Table options of spindle tables, the DDL that spindle tables refuse,
+ *	  and the object access hook.
  *
  * PostgreSQL 15 has no table-AM hook for reloptions: core validates
  * WITH (...) against heap's list and rejects events_per_spindle.  So the
- * hook takes spindle's options out of CREATE TABLE / CREATE TABLE AS /
- * ALTER TABLE SET|RESET, validates them, lets core run the rest, and then
- * writes them into pg_class.reloptions itself.  Relcache parsing ignores
+ * utility hook (admin/utility.c) has this file take spindle's options out
+ * of CREATE TABLE / CREATE TABLE AS / ALTER TABLE SET|RESET and validate
+ * them (spindle_prepare_create, spindle_prepare_alter, ...), lets core run
+ * the rest, and then has it write them into pg_class.reloptions
+ * (spindle_create_finish, spindle_alter_finish).  Relcache parsing ignores
  * names it does not know, and pg_dump prints pg_class.reloptions as
- * WITH (...), so a dump restores the options (through this same hook: a
+ * WITH (...), so a dump restores the options (through this same path: a
  * dump says SET default_table_access_method = spindle, never USING, which
- * is why the hook also looks at that setting).
+ * is why am_is_spindle also looks at that setting).  The utility hook
+ * decides which statements concern spindle tables and what runs around
+ * them; this file decides what such a statement may do to a spindle
+ * table, and keeps the state that the object access hook shares with it
+ * (the CREATE of a spindle table pending; the objects a statement made).
  *
  * A table's capacity is fixed at creation: the option, else the value of
  * spindle.events_per_spindle at that moment, is always written.
@@ -28,23 +34,35 @@
  * a function body or signature, a column, ...: see "Objects depending on
  * a spindle"): such a dependency made every drop of the spindle fail.
  * TRUNCATE gives every spindle table it empties (named, inherited, or
- * reached by CASCADE) a new open spindle.  DROP TABLE, DROP SCHEMA ...
- * CASCADE and DROP OWNED first empty the spindle tables they will drop of
- * their spindles, dropping or detaching them (detach.c), so that core
- * drops each table alone, and check afterwards that it did.
+ * reached by CASCADE) a new open spindle (spindle_truncated).
  *
- * Locks and rights.  ALTER TABLE of a spindle table checks that the caller
- * owns it before taking any lock (so a role that may not alter the table
- * never queues behind, and in front of, its producers), then takes
- * ShareRowExclusiveLock on it while capacities of empty spindles change.
- * The DROP statements lock the spindle tables they drop (in ACCESS
- * EXCLUSIVE mode, after core's ownership checks, as core would) before core
- * runs them.  Everything else here reads the catalogs without locking
- * and leaves the locks to core (the check of the dependencies a statement
- * recorded reads pg_depend with AccessShareLock after core ran it);
- * checks that must see the locked state (BRIN indexes of a new or
- * attached partition, the spindles of a truncated table) run after core
- * has run the statement, in the same transaction.
+ * The object access hook, installed by spindle_options_init at _PG_init,
+ * gives every new spindle table its hidden columns, refuses a column
+ * added to one, learns the OID of the pending CREATE's table, lists the
+ * objects a utility statement creates, and forgets a dropped spindle
+ * table's or spindle's shared state (directory, counters, slots).
+ *
+ * Locks.  spindle_prepare_alter expects the caller to own the spindle
+ * table and to hold ShareRowExclusiveLock on it if the statement sets
+ * spindle's options (admin/utility.c takes it); spindle_create_finish
+ * takes the new table in ACCESS EXCLUSIVE mode.  Everything else here
+ * reads the catalogs without locking the relations it looks at and leaves
+ * the locks to core (the check of the dependencies a statement recorded
+ * reads pg_depend with AccessShareLock after core ran it; writing
+ * reloptions takes pg_class in RowExclusiveLock); checks that must see
+ * the locked state (BRIN indexes of a new or attached partition, the
+ * spindles of an altered or truncated table) run after core has run the
+ * statement, in the same transaction.
+ *
+ * Invariants.  A spindle table made by CREATE TABLE [AS] has
+ * events_per_spindle in its reloptions from the end of that statement on,
+ * and the spindle options written for a table are validated ones (an
+ * ALTER TABLE writes them back whether it changed them or not, hidden
+ * from core only while core runs it).  pending_relid is valid only between the creation of
+ * the pending CREATE's table and spindle_create_finish; while it is,
+ * stored_option reads that table's options from pending_options.
+ * new_objects lists only objects of statements still running
+ * (utility_depth > 0), and is empty when none is.
  *
  *-------------------------------------------------------------------------
  */
@@ -104,7 +122,6 @@ bool		spindle_preloaded = false;
 #define OPT_CAPACITY "events_per_spindle"
 #define OPT_TTL "time_to_live"
 
-static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access = NULL;
 
 /*
@@ -175,8 +192,12 @@ spindle_open_facade(Oid relid, LOCKMODE lockmode)
 	return rel;
 }
 
-static bool
-relid_is_facade(Oid relid)
+/*
+ * Is relid a spindle table?  Reads its pg_class row (syscache) without
+ * locking it; false if the extension is not installed in this database.
+ */
+bool
+spindle_relid_is_facade(Oid relid)
 {
 	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	bool		result = false;
@@ -478,10 +499,11 @@ capacity_from_guc(void)
 }
 
 /* ----------------------------------------------------------------
- * The ProcessUtility hook
+ * ALTER TABLE and what it must not do to a spindle table
  * ----------------------------------------------------------------
  */
 
+/* Does access method am (NULL: the default one) make spindle tables? */
 static bool
 am_is_spindle(const char *am)
 {
@@ -534,7 +556,7 @@ facade_among_inheritors(Oid relid)
 	ListCell   *lc;
 
 	foreach(lc, rels)
-		if (relid_is_facade(lfirst_oid(lc)))
+		if (spindle_relid_is_facade(lfirst_oid(lc)))
 			return lfirst_oid(lc);
 	return InvalidOid;
 }
@@ -547,7 +569,7 @@ facades_among_inheritors(Oid relid)
 	ListCell   *lc;
 
 	foreach(lc, find_all_inheritors(relid, NoLock, NULL))
-		if (relid_is_facade(lfirst_oid(lc)))
+		if (spindle_relid_is_facade(lfirst_oid(lc)))
 			result = lappend_oid(result, lfirst_oid(lc));
 	return result;
 }
@@ -637,26 +659,6 @@ refuse_alter_through_parent(AlterTableStmt *stmt, Oid relid)
 				refuse_alter_reaching(facade, stmt->relation->relname, false);
 		}
 	}
-}
-
-/* Does this ALTER TABLE set or reset one of spindle's options? */
-static bool
-alter_sets_spindle_options(AlterTableStmt *stmt)
-{
-	ListCell   *lc;
-
-	foreach(lc, stmt->cmds)
-	{
-		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-		ListCell   *lc2;
-
-		if (cmd->subtype != AT_SetRelOptions && cmd->subtype != AT_ResetRelOptions)
-			continue;
-		foreach(lc2, (List *) cmd->def)
-			if (is_spindle_option(lfirst_node(DefElem, lc2)))
-				return true;
-	}
-	return false;
 }
 
 /*
@@ -827,8 +829,8 @@ refuse_truncate_of_spindle(Oid relid)
  * behind the directory's back.  A spindle table's DROP and the worker drop
  * spindles by dependency or performDeletion, never by name.
  */
-static void
-refuse_drop_of_spindles(DropStmt *stmt)
+void
+spindle_refuse_drop_of_spindles(DropStmt *stmt)
 {
 	ListCell   *lc;
 
@@ -908,7 +910,7 @@ refuse_ddl_of_spindle(const RangeVar *rv, const char *what)
  * spindles is the only such code that names a spindle.  The other way
  * round, a spindle made to depend on another object (a partition of a
  * table, a member of an extension) is refused by name in
- * refuse_spindle_ddl.
+ * spindle_refuse_spindle_ddl.
  * ----------------------------------------------------------------
  */
 
@@ -984,7 +986,7 @@ facade_name_of_spindle(Oid spindle)
 		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
 
 		if (dep->refclassid == RelationRelationId &&
-			dep->deptype == DEPENDENCY_AUTO && relid_is_facade(dep->refobjid))
+			dep->deptype == DEPENDENCY_AUTO && spindle_relid_is_facade(dep->refobjid))
 			result = get_rel_name(dep->refobjid);
 	}
 	systable_endscan(scan);
@@ -1201,6 +1203,7 @@ forget_new_objects(int from)
 }
 
 /*
+ * Refuse a statement that names a spindle itself (before core runs it):
  * ALTER, RENAME, SET SCHEMA, CREATE INDEX / TRIGGER / RULE / POLICY,
  * GRANT, ATTACH PARTITION and ALTER EXTENSION ... ADD (of a spindle or its
  * row type) naming a spindle itself (REVOKE, COMMENT and LOCK change
@@ -1210,8 +1213,8 @@ forget_new_objects(int from)
  * read events its table's privileges deny; a partition's or an extension
  * member's drop alone fails or reads its events through another table.
  */
-static void
-refuse_spindle_ddl(Node *parsetree)
+void
+spindle_refuse_spindle_ddl(Node *parsetree)
 {
 	ListCell   *lc;
 
@@ -1331,8 +1334,8 @@ refuse_spindle_ddl(Node *parsetree)
  * catalogs without locking; after the statement, only those core locked
  * were truncated.
  */
-static List *
-truncate_targets(TruncateStmt *stmt)
+List *
+spindle_truncate_targets(TruncateStmt *stmt)
 {
 	List	   *relids = NIL;
 	List	   *result = NIL;
@@ -1368,51 +1371,10 @@ truncate_targets(TruncateStmt *stmt)
 		Oid			relid = lfirst_oid(lc);
 
 		refuse_truncate_of_spindle(relid);
-		if (relid_is_facade(relid))
+		if (spindle_relid_is_facade(relid))
 			result = lappend_oid(result, relid);
 	}
 	return result;
-}
-
-/*
- * The database a command needs to itself (no other session connected):
- * DROP DATABASE, CREATE DATABASE from a template, ALTER DATABASE RENAME
- * and SET TABLESPACE.  The spindle worker connected to it must leave first.
- */
-static Oid
-database_needing_exclusivity(Node *parsetree)
-{
-	const char *dbname = NULL;
-	ListCell   *lc;
-
-	switch (nodeTag(parsetree))
-	{
-		case T_DropdbStmt:
-			dbname = ((DropdbStmt *) parsetree)->dbname;
-			break;
-		case T_CreatedbStmt:
-			dbname = "template1";
-			foreach(lc, ((CreatedbStmt *) parsetree)->options)
-			{
-				DefElem    *def = lfirst_node(DefElem, lc);
-
-				if (strcmp(def->defname, "template") == 0 && def->arg)
-					dbname = defGetString(def);
-			}
-			break;
-		case T_RenameStmt:
-			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
-				dbname = ((RenameStmt *) parsetree)->subname;
-			break;
-		case T_AlterDatabaseStmt:
-			foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
-				if (strcmp(lfirst_node(DefElem, lc)->defname, "tablespace") == 0)
-					dbname = ((AlterDatabaseStmt *) parsetree)->dbname;
-			break;
-		default:
-			break;
-	}
-	return dbname ? get_database_oid(dbname, true) : InvalidOid;
 }
 
 /*
@@ -1428,313 +1390,98 @@ creates_temp_table(const RangeVar *rv)
 	return isAnyTempNamespace(RangeVarGetCreationNamespace(rv));
 }
 
-static void
-run_utility(PlannedStmt *pstmt, const char *queryString,
-			ProcessUtilityContext context, ParamListInfo params,
-			QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
-{
-	int			from = list_length(new_objects);
+/* ----------------------------------------------------------------
+ * What the utility hook asks of spindle tables
+ *
+ * The utility hook (admin/utility.c) tells which statements concern
+ * spindle tables and runs them; the functions below decide what such a
+ * statement may do to a spindle table and what its options become, before
+ * core runs it (spindle_prepare_*, spindle_check_*) and after
+ * (spindle_*_finish, spindle_check_altered, spindle_check_attached,
+ * spindle_truncated).
+ * ----------------------------------------------------------------
+ */
 
-	/*
-	 * The objects the statement creates or alters must not depend on a
-	 * spindle (see "Objects depending on a spindle").  Statements it runs
-	 * (a procedure's, a DO block's, CREATE SCHEMA's subcommands) check
-	 * their own objects when they end.
-	 */
-	utility_depth++;
-	PG_TRY();
+/*
+ * Does CREATE TABLE stmt make a spindle table?  If so, refuse what a
+ * spindle table cannot be (temporary; a partition of a table with a BRIN
+ * index), take spindle's options out of stmt->options and return true
+ * with them, validated, in *options.  Reads the catalogs without locking.
+ */
+bool
+spindle_prepare_create(CreateStmt *stmt, List **options)
+{
+	/* a partitioned table has no access method of its own */
+	if (stmt->partspec != NULL || !am_is_spindle(stmt->accessMethod) ||
+		spindle_facade_am_oid() == InvalidOid)
+		return false;
+	if (creates_temp_table(stmt->relation))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("temporary spindle tables are not supported")));
+	/* a partition gets its parent's indexes */
+	if (stmt->partbound != NULL && stmt->inhRelations != NIL)
 	{
-		if (prev_ProcessUtility)
-			prev_ProcessUtility(pstmt, queryString, false, context, params,
-								queryEnv, dest, qc);
-		else
-			standard_ProcessUtility(pstmt, queryString, false, context, params,
-									queryEnv, dest, qc);
-		refuse_new_dependencies_on_spindles(from);
+		RangeVar   *parent = linitial_node(RangeVar, stmt->inhRelations);
+		Oid			parentid = RangeVarGetRelid(parent, NoLock, true);
+
+		if (OidIsValid(parentid) && rel_has_brin_index(parentid))
+			refuse_brin(stmt->relation->relname, parent->relname);
 	}
-	PG_FINALLY();
-	{
-		utility_depth--;
-		forget_new_objects(from);
-	}
-	PG_END_TRY();
+	*options = extract_options(&stmt->options, false);
+	return true;
 }
 
-static void
-spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
-					   bool readOnlyTree, ProcessUtilityContext context,
-					   ParamListInfo params, QueryEnvironment *queryEnv,
-					   DestReceiver *dest, QueryCompletion *qc)
+/* The same for CREATE TABLE AS (never a materialized view: refused). */
+bool
+spindle_prepare_create_as(CreateTableAsStmt *stmt, List **options)
 {
-	Node	   *parsetree;
-	List	   *create_opts = NIL;
-	bool		creating = false;
-	Oid			alter_relid = InvalidOid;
-	Oid			altered_relid = InvalidOid;
-	List	   *alter_opts = NIL;
-	List	   *alter_saved = NIL;
-	bool		alter_changed = false;
-	List	   *truncated = NIL;
-	List	   *emptied = NIL;
-	List	   *attached = NIL;
-	const char *attached_to = NULL;
-	Oid			pause_db;
+	if (!am_is_spindle(stmt->into->accessMethod) ||
+		spindle_facade_am_oid() == InvalidOid)
+		return false;
+	if (stmt->objtype == OBJECT_MATVIEW)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("materialized views cannot use access method \"spindle\"")));
+	if (creates_temp_table(stmt->into->rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("temporary spindle tables are not supported")));
+	*options = extract_options(&stmt->into->options, false);
+	return true;
+}
 
-	if (readOnlyTree)
-		pstmt = copyObject(pstmt);
-	parsetree = pstmt->utilityStmt;
-	refuse_spindle_ddl(parsetree);
+/*
+ * A CREATE of a spindle table is about to run with these options: the
+ * object access hook learns the new table's OID meanwhile, and its
+ * options are those until spindle_create_finish writes them.  Statements
+ * run as its subcommands (its indexes) leave this state alone.
+ */
+void
+spindle_create_begin(List *options)
+{
+	pending_create = true;
+	pending_relid = InvalidOid;
+	pending_options = options;
+}
 
-	switch (nodeTag(parsetree))
-	{
-		case T_CreateStmt:
-			{
-				CreateStmt *stmt = (CreateStmt *) parsetree;
+/* The CREATE ran, or failed: the next relation made is not its table. */
+void
+spindle_create_end(void)
+{
+	pending_create = false;
+}
 
-				/* a partitioned table has no access method of its own */
-				if (stmt->partspec == NULL &&
-					am_is_spindle(stmt->accessMethod) &&
-					spindle_facade_am_oid() != InvalidOid)
-				{
-					if (creates_temp_table(stmt->relation))
-						ereport(ERROR,
-								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-								 errmsg("temporary spindle tables are not supported")));
-					/* a partition gets its parent's indexes */
-					if (stmt->partbound != NULL && stmt->inhRelations != NIL)
-					{
-						RangeVar   *parent = linitial_node(RangeVar, stmt->inhRelations);
-						Oid			parentid = RangeVarGetRelid(parent, NoLock, true);
-
-						if (OidIsValid(parentid) && rel_has_brin_index(parentid))
-							refuse_brin(stmt->relation->relname, parent->relname);
-					}
-					create_opts = extract_options(&stmt->options, false);
-					creating = true;
-				}
-				break;
-			}
-		case T_CreateTableAsStmt:
-			{
-				CreateTableAsStmt *stmt = (CreateTableAsStmt *) parsetree;
-
-				if (am_is_spindle(stmt->into->accessMethod) &&
-					spindle_facade_am_oid() != InvalidOid)
-				{
-					if (stmt->objtype == OBJECT_MATVIEW)
-						ereport(ERROR,
-								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-								 errmsg("materialized views cannot use access method \"spindle\"")));
-					if (creates_temp_table(stmt->into->rel))
-						ereport(ERROR,
-								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-								 errmsg("temporary spindle tables are not supported")));
-					create_opts = extract_options(&stmt->into->options, false);
-					creating = true;
-				}
-				break;
-			}
-		case T_AlterTableStmt:
-			{
-				AlterTableStmt *stmt = (AlterTableStmt *) parsetree;
-				Oid			relid;
-				ListCell   *lc;
-
-				if (stmt->objtype != OBJECT_TABLE &&
-					stmt->objtype != OBJECT_FOREIGN_TABLE &&
-					stmt->objtype != OBJECT_TYPE)
-					break;
-				relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-				if (!OidIsValid(relid))
-					break;
-				if (stmt->objtype != OBJECT_TYPE)
-					altered_relid = relid;
-				if (stmt->objtype != OBJECT_TABLE || !relid_is_facade(relid))
-				{
-					refuse_alter_through_parent(stmt, relid);
-					if (stmt->objtype != OBJECT_TABLE)
-						break;
-					foreach(lc, stmt->cmds)
-					{
-						AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-
-						/* never turn an existing table into a spindle table */
-						if (cmd->subtype == AT_SetAccessMethod &&
-							am_is_spindle(cmd->name))
-							ereport(ERROR,
-									(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-									 errmsg("cannot change the access method of table \"%s\" to spindle",
-											stmt->relation->relname),
-									 errhint("Create a spindle table and copy the rows with INSERT ... SELECT.")));
-						/* a partitioned table's BRIN indexes reach its partitions */
-						if (cmd->subtype == AT_AttachPartition)
-						{
-							PartitionCmd *pc = (PartitionCmd *) cmd->def;
-							Oid			child = RangeVarGetRelid(pc->name, NoLock, true);
-							Oid			facade = OidIsValid(child) ?
-							facade_among_inheritors(child) : InvalidOid;
-
-							if (OidIsValid(facade) && rel_has_brin_index(relid))
-								refuse_brin(get_rel_name(facade), stmt->relation->relname);
-							if (OidIsValid(facade))
-							{
-								attached = list_concat(attached,
-													   facades_among_inheritors(child));
-								attached_to = stmt->relation->relname;
-							}
-						}
-					}
-					break;
-				}
-
-				/*
-				 * A spindle table.  Only its owner may ALTER it: check that
-				 * before asking for any lock, so that a role without the
-				 * right never waits for (and makes every producer wait
-				 * behind) a transaction that holds the table.
-				 */
-				if (!pg_class_ownercheck(relid, GetUserId()))
-					aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE,
-								   stmt->relation->relname);
-				/*
-				 * Keep inserts out while capacities of empty spindles change
-				 * (only then: other ALTERs take core's own locks).
-				 */
-				if (alter_sets_spindle_options(stmt))
-					LockRelationOid(relid, ShareRowExclusiveLock);
-				if (!relid_is_facade(relid))
-					break;		/* dropped meanwhile: core reports it */
-				{
-					Relation	rel = relation_open(relid, NoLock);
-
-					alter_opts = prepare_alter(stmt, rel, &alter_changed,
-											   context == PROCESS_UTILITY_TOPLEVEL);
-					relation_close(rel, NoLock);
-				}
-				if (alter_changed)
-				{
-					alter_relid = relid;
-					/* core re-validates stored options: hide ours */
-					alter_saved = stored_spindle_options(relid);
-					write_options(relid, NIL);
-				}
-				break;
-			}
-		case T_IndexStmt:
-			{
-				IndexStmt  *stmt = (IndexStmt *) parsetree;
-				Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-				bool		brin = stmt->accessMethod &&
-				strcmp(stmt->accessMethod, "brin") == 0;
-
-				/* a partitioned table's index is made on every partition */
-				if (OidIsValid(relid) && brin && stmt->relation->inh &&
-					get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
-				{
-					Oid			facade = facade_among_inheritors(relid);
-
-					if (OidIsValid(facade))
-						refuse_brin(get_rel_name(facade), stmt->relation->relname);
-				}
-				if (OidIsValid(relid) && relid_is_facade(relid))
-				{
-					if (brin)
-						refuse_brin(stmt->relation->relname, NULL);
-					if (stmt->concurrent)
-						ereport(ERROR,
-								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-								 errmsg("CREATE INDEX CONCURRENTLY is not supported on spindle tables"),
-								 errhint("Use CREATE INDEX without CONCURRENTLY.")));
-				}
-				break;
-			}
-		case T_TruncateStmt:
-			{
-				truncated = truncate_targets((TruncateStmt *) parsetree);
-				break;
-			}
-		case T_DropStmt:
-			refuse_drop_of_spindles((DropStmt *) parsetree);
-			/* FALLTHROUGH */
-		case T_DropOwnedStmt:
-			{
-				/*
-				 * The spindle tables it drops lose their spindles first,
-				 * without a lock per spindle when they are many (detach.c).
-				 */
-				emptied = spindle_prepare_drop(parsetree);
-				break;
-			}
-		case T_AlterTableMoveAllStmt:
-			{
-				/* may move spindle tables: see AT_SetTableSpace above */
-				if (((AlterTableMoveAllStmt *) parsetree)->objtype == OBJECT_TABLE &&
-					OidIsValid(spindle_facade_am_oid()))
-					PreventInTransactionBlock(context == PROCESS_UTILITY_TOPLEVEL,
-											  "ALTER TABLE ALL IN TABLESPACE ... SET TABLESPACE with spindle tables");
-				break;
-			}
-		default:
-			break;
-	}
-	pause_db = database_needing_exclusivity(parsetree);
-	/* only for a role the command itself would let through */
-	if (OidIsValid(pause_db) && !superuser() &&
-		!pg_database_ownercheck(pause_db, GetUserId()) &&
-		!(IsA(parsetree, CreatedbStmt) && have_createdb_privilege()))
-		pause_db = InvalidOid;
-
-	/*
-	 * Run the statement.  A CREATE remembers its options while core runs it
-	 * (the object access hook learns the new table's OID); statements it
-	 * runs as subcommands (its indexes) pass through this hook again and
-	 * must leave that state alone.
-	 */
-	if (creating)
-	{
-		pending_create = true;
-		pending_relid = InvalidOid;
-		pending_options = create_opts;
-		PG_TRY();
-		{
-			run_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
-		}
-		PG_FINALLY();
-		{
-			pending_create = false;
-		}
-		PG_END_TRY();
-	}
-	else if (OidIsValid(pause_db))
-	{
-		spindle_worker_pause(pause_db);
-		PG_TRY();
-		{
-			run_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
-		}
-		PG_FINALLY();
-		{
-			spindle_worker_resume(pause_db);
-		}
-		PG_END_TRY();
-		/*
-		 * The database is gone, and nobody was connected to it.  A
-		 * database made later with its OID (CREATE DATABASE ... OID, or
-		 * after an OID wraparound) from a template holding a queue has
-		 * that queue's relation OID and msg_ids: it must not find the
-		 * dropped one's consumer state or cached events.
-		 */
-		if (IsA(parsetree, DropdbStmt))
-		{
-			spindle_slots_forget_database(pause_db);
-			spindle_queue_forget_database(pause_db);
-			spindle_cache_forget_database(pause_db);
-		}
-	}
-	else
-		run_utility(pstmt, queryString, context, params, queryEnv, dest, qc);
-
-	if (creating && OidIsValid(pending_relid))
+/*
+ * After a CREATE of a spindle table ran: its capacity is fixed now (its
+ * option, else the GUC's current value), its options are written, and its
+ * first spindle, open, is made.  Takes the new table in ACCESS EXCLUSIVE
+ * mode (it is the caller's own, not yet visible to others).
+ */
+void
+spindle_create_finish(void)
+{
+	if (OidIsValid(pending_relid))
 	{
 		Oid			relid = pending_relid;
 		bool		found;
@@ -1756,96 +1503,262 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		(void) spindle_create_spindles(rel, 1, true);
 		relation_close(rel, NoLock);
 	}
-	if (creating)
+	pending_relid = InvalidOid;
+	pending_options = NIL;
+}
+
+/*
+ * ALTER TABLE / ALTER FOREIGN TABLE / ALTER TYPE of relid, a relation
+ * that is not itself a spindle table: refuse what would reach a spindle
+ * table through it (refuse_alter_through_parent), turning a table into a
+ * spindle table, and attaching a spindle partition to a table with a
+ * BRIN index.  Returns the spindle tables an ATTACH PARTITION attaches,
+ * for spindle_check_attached once it ran.  Locks nothing.
+ */
+List *
+spindle_prepare_alter_other(AlterTableStmt *stmt, Oid relid)
+{
+	List	   *attached = NIL;
+	ListCell   *lc;
+
+	refuse_alter_through_parent(stmt, relid);
+	if (stmt->objtype != OBJECT_TABLE)
+		return NIL;
+	foreach(lc, stmt->cmds)
 	{
-		pending_relid = InvalidOid;
-		pending_options = NIL;
-	}
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
 
-	/*
-	 * Whatever the checks above saw, the spindle tables the ALTER reached,
-	 * now that it holds their locks (a partition created while it waited
-	 * was not there to check), must still match their spindles.
-	 */
-	if (OidIsValid(altered_relid))
-	{
-		ListCell   *lc;
-
-		foreach(lc, facades_among_inheritors(altered_relid))
-			spindle_check_spindles_match(lfirst_oid(lc));
-	}
-
-	if (OidIsValid(alter_relid))
-	{
-		List	   *changes = NIL;
-		ListCell   *lc;
-		bool		capacity_changed = false;
-
-		foreach(lc, alter_opts)
+		/* never turn an existing table into a spindle table */
+		if (cmd->subtype == AT_SetAccessMethod && am_is_spindle(cmd->name))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot change the access method of table \"%s\" to spindle",
+							stmt->relation->relname),
+					 errhint("Create a spindle table and copy the rows with INSERT ... SELECT.")));
+		/* a partitioned table's BRIN indexes reach its partitions */
+		if (cmd->subtype == AT_AttachPartition)
 		{
-			DefElem    *def = lfirst_node(DefElem, lc);
+			PartitionCmd *pc = (PartitionCmd *) cmd->def;
+			Oid			child = RangeVarGetRelid(pc->name, NoLock, true);
+			Oid			facade = OidIsValid(child) ?
+			facade_among_inheritors(child) : InvalidOid;
 
-			if (strcmp(def->defname, OPT_CAPACITY) == 0)
-			{
-				/* RESET gives the table the GUC's current value */
-				if (def->arg == NULL)
-					def = capacity_from_guc();
-				capacity_changed = true;
-			}
-			changes = lappend(changes, def);
-		}
-		write_options(alter_relid, apply_changes(alter_saved, changes));
-		if (capacity_changed)
-		{
-			bool		found;
-			int64		cap = spindle_rel_capacity_option(alter_relid, &found);
-			Relation	rel = relation_open(alter_relid, NoLock);
-
-			spindle_catalog_set_capacity_of_empty(rel, cap);
-			relation_close(rel, NoLock);
+			if (OidIsValid(facade) && rel_has_brin_index(relid))
+				refuse_brin(get_rel_name(facade), stmt->relation->relname);
+			if (OidIsValid(facade))
+				attached = list_concat(attached,
+									   facades_among_inheritors(child));
 		}
 	}
+	return attached;
+}
 
-	/*
-	 * The spindle tables core attached now hold the lock it took: check
-	 * again that no BRIN index reached them (one may have been made on the
-	 * parent after the check above).
-	 */
-	if (attached != NIL)
+/* Does this ALTER TABLE set or reset one of spindle's options? */
+bool
+spindle_alter_sets_options(AlterTableStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
 	{
-		ListCell   *lc;
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+		ListCell   *lc2;
 
-		foreach(lc, attached)
-			if (CheckRelationOidLockedByMe(lfirst_oid(lc), ShareLock, true) &&
-				rel_has_brin_index(lfirst_oid(lc)))
-				refuse_brin(get_rel_name(lfirst_oid(lc)), attached_to);
+		if (cmd->subtype != AT_SetRelOptions && cmd->subtype != AT_ResetRelOptions)
+			continue;
+		foreach(lc2, (List *) cmd->def)
+			if (is_spindle_option(lfirst_node(DefElem, lc2)))
+				return true;
 	}
+	return false;
+}
 
-	/* the spindle tables emptied for a DROP went with it */
-	if (emptied != NIL)
-		spindle_check_dropped(emptied);
+/*
+ * ALTER TABLE of spindle table relid, which the caller owns and holds in
+ * the mode the statement needs (ShareRowExclusiveLock if it sets spindle's
+ * options): refuse what would rewrite it and take spindle's options out
+ * of SET/RESET.  Returns those options (NIL if none); then *saved holds
+ * the spindle options stored for the table, hidden from core (which
+ * validates the stored options against heap's list) until
+ * spindle_alter_finish writes them back, changed.
+ */
+List *
+spindle_prepare_alter(AlterTableStmt *stmt, Oid relid, bool isTopLevel,
+					  List **saved)
+{
+	Relation	rel = relation_open(relid, NoLock);
+	bool		changed = false;
+	List	   *opts;
 
-	/*
-	 * Every spindle table the TRUNCATE emptied (core holds it in ACCESS
-	 * EXCLUSIVE mode now) gets its open spindle back.
-	 */
-	if (truncated != NIL)
+	opts = prepare_alter(stmt, rel, &changed, isTopLevel);
+	relation_close(rel, NoLock);
+	*saved = NIL;
+	if (!changed)
+		return NIL;
+	*saved = stored_spindle_options(relid);
+	write_options(relid, NIL);
+	return opts;
+}
+
+/*
+ * After the ALTER TABLE of spindle_prepare_alter ran: write the options
+ * saved there with opts applied (RESET of the capacity gives the GUC's
+ * current value) and, if the capacity changed, give it to the table's
+ * empty spindles.  Core holds the table's lock.
+ */
+void
+spindle_alter_finish(Oid relid, List *opts, List *saved)
+{
+	List	   *changes = NIL;
+	ListCell   *lc;
+	bool		capacity_changed = false;
+
+	foreach(lc, opts)
 	{
-		ListCell   *lc;
+		DefElem    *def = lfirst_node(DefElem, lc);
 
-		foreach(lc, truncated)
+		if (strcmp(def->defname, OPT_CAPACITY) == 0)
 		{
-			Oid			relid = lfirst_oid(lc);
-			Relation	rel;
-
-			if (!CheckRelationOidLockedByMe(relid, AccessExclusiveLock, false))
-				continue;		/* not truncated after all */
-			rel = relation_open(relid, NoLock);
-			if (spindle_is_facade(rel))
-				(void) spindle_create_spindles(rel, 1, true);
-			relation_close(rel, NoLock);
+			/* RESET gives the table the GUC's current value */
+			if (def->arg == NULL)
+				def = capacity_from_guc();
+			capacity_changed = true;
 		}
+		changes = lappend(changes, def);
 	}
+	write_options(relid, apply_changes(saved, changes));
+	if (capacity_changed)
+	{
+		bool		found;
+		int64		cap = spindle_rel_capacity_option(relid, &found);
+		Relation	rel = relation_open(relid, NoLock);
+
+		spindle_catalog_set_capacity_of_empty(rel, cap);
+		relation_close(rel, NoLock);
+	}
+}
+
+/*
+ * After an ALTER of relid ran: whatever the checks before saw, the spindle
+ * tables it reached (relid and its inheritors), now that it holds their
+ * locks (a partition created while it waited was not there to check),
+ * must still match their spindles.
+ */
+void
+spindle_check_altered(Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, facades_among_inheritors(relid))
+		spindle_check_spindles_match(lfirst_oid(lc));
+}
+
+/*
+ * After an ATTACH PARTITION ran: the spindle tables core attached to
+ * `parent` now hold the lock it took; check again that no BRIN index
+ * reached them (one may have been made on the parent after the check of
+ * spindle_prepare_alter_other).
+ */
+void
+spindle_check_attached(List *attached, const char *parent)
+{
+	ListCell   *lc;
+
+	foreach(lc, attached)
+		if (CheckRelationOidLockedByMe(lfirst_oid(lc), ShareLock, true) &&
+			rel_has_brin_index(lfirst_oid(lc)))
+			refuse_brin(get_rel_name(lfirst_oid(lc)), parent);
+}
+
+/*
+ * CREATE INDEX: refuse a BRIN index on a spindle table, or one that a
+ * partitioned table would give a spindle partition, and CREATE INDEX
+ * CONCURRENTLY of a spindle table.  Reads the catalogs without locking.
+ */
+void
+spindle_check_create_index(IndexStmt *stmt)
+{
+	Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	bool		brin = stmt->accessMethod &&
+	strcmp(stmt->accessMethod, "brin") == 0;
+
+	/* a partitioned table's index is made on every partition */
+	if (OidIsValid(relid) && brin && stmt->relation->inh &&
+		get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+	{
+		Oid			facade = facade_among_inheritors(relid);
+
+		if (OidIsValid(facade))
+			refuse_brin(get_rel_name(facade), stmt->relation->relname);
+	}
+	if (OidIsValid(relid) && spindle_relid_is_facade(relid))
+	{
+		if (brin)
+			refuse_brin(stmt->relation->relname, NULL);
+		if (stmt->concurrent)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("CREATE INDEX CONCURRENTLY is not supported on spindle tables"),
+					 errhint("Use CREATE INDEX without CONCURRENTLY.")));
+	}
+}
+
+/*
+ * After a TRUNCATE ran: every spindle table of relids (from
+ * spindle_truncate_targets) that it emptied, which core holds in ACCESS
+ * EXCLUSIVE mode now, gets its open spindle back.
+ */
+void
+spindle_truncated(List *relids)
+{
+	ListCell   *lc;
+
+	foreach(lc, relids)
+	{
+		Oid			relid = lfirst_oid(lc);
+		Relation	rel;
+
+		if (!CheckRelationOidLockedByMe(relid, AccessExclusiveLock, false))
+			continue;			/* not truncated after all */
+		rel = relation_open(relid, NoLock);
+		if (spindle_is_facade(rel))
+			(void) spindle_create_spindles(rel, 1, true);
+		relation_close(rel, NoLock);
+	}
+}
+
+/*
+ * A utility statement starts: list the objects it creates or alters (see
+ * "Objects depending on a spindle").  Returns the position from which
+ * they are listed, for spindle_new_objects_check and _end.
+ */
+int
+spindle_new_objects_begin(void)
+{
+	int			from = list_length(new_objects);
+
+	utility_depth++;
+	return from;
+}
+
+/*
+ * The statement ran: refuse a dependency that the objects it listed
+ * recorded on a spindle or its row type.  Statements it ran (a
+ * procedure's, a DO block's, CREATE SCHEMA's subcommands) checked their
+ * own objects when they ended.
+ */
+void
+spindle_new_objects_check(int from)
+{
+	refuse_new_dependencies_on_spindles(from);
+}
+
+/* The statement is done, or failed: forget what it listed. */
+void
+spindle_new_objects_end(int from)
+{
+	utility_depth--;
+	forget_new_objects(from);
 }
 
 /* ----------------------------------------------------------------
@@ -1859,7 +1772,7 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (prev_object_access)
 		prev_object_access(access, classId, objectId, subId, arg);
 
-	/* checked when the statement ends: see run_utility */
+	/* checked when the statement ends: see spindle_new_objects_check */
 	if (utility_depth > 0 &&
 		(access == OAT_POST_CREATE || access == OAT_POST_ALTER))
 	{
@@ -1880,7 +1793,7 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (subId != 0)
 	{
 		if (access == OAT_POST_CREATE && !IsBinaryUpgrade &&
-			relid_is_facade(objectId))
+			spindle_relid_is_facade(objectId))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot add a column to spindle table \"%s\"",
@@ -1946,11 +1859,10 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	}
 }
 
+/* Install the object access hook (at _PG_init). */
 void
 spindle_options_init(void)
 {
-	prev_ProcessUtility = ProcessUtility_hook;
-	ProcessUtility_hook = spindle_ProcessUtility;
 	prev_object_access = object_access_hook;
 	object_access_hook = spindle_object_access;
 }

@@ -13,6 +13,7 @@
 #include "access/tableam.h"
 #include "datatype/timestamp.h"
 #include "nodes/nodes.h"
+#include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "storage/buf.h"
 #include "storage/lockdefs.h"
@@ -94,8 +95,37 @@ extern int64 spindle_rel_capacity_option(Oid relid, bool *found);
 extern bool spindle_rel_ttl_option(Oid relid, Interval *result);
 extern bool spindle_is_facade(Relation rel);
 extern Relation spindle_open_facade(Oid relid, LOCKMODE lockmode);
+extern bool spindle_relid_is_facade(Oid relid);
 extern Oid	spindle_segment_am_oid(void);
 extern Oid	spindle_facade_am_oid(void);
+
+/*
+ * What the utility hook (admin/utility.c) asks of spindle tables around
+ * the statements it runs: spindle_prepare_* and spindle_check_* before
+ * core runs one (they refuse what a spindle table cannot take and take
+ * spindle's options out of it), the others after, in the same transaction.
+ */
+extern void spindle_refuse_spindle_ddl(Node *parsetree);
+extern bool spindle_prepare_create(CreateStmt *stmt, List **options);
+extern bool spindle_prepare_create_as(CreateTableAsStmt *stmt, List **options);
+extern void spindle_create_begin(List *options);
+extern void spindle_create_end(void);
+extern void spindle_create_finish(void);
+extern List *spindle_prepare_alter_other(AlterTableStmt *stmt, Oid relid);
+extern bool spindle_alter_sets_options(AlterTableStmt *stmt);
+extern List *spindle_prepare_alter(AlterTableStmt *stmt, Oid relid,
+								   bool isTopLevel, List **saved);
+extern void spindle_alter_finish(Oid relid, List *opts, List *saved);
+extern void spindle_check_altered(Oid relid);
+extern void spindle_check_attached(List *attached, const char *parent);
+extern void spindle_check_create_index(IndexStmt *stmt);
+extern List *spindle_truncate_targets(TruncateStmt *stmt);
+extern void spindle_truncated(List *relids);
+extern void spindle_refuse_drop_of_spindles(DropStmt *stmt);
+/* objects a utility statement creates must not depend on a spindle */
+extern int	spindle_new_objects_begin(void);
+extern void spindle_new_objects_check(int from);
+extern void spindle_new_objects_end(int from);
 
 /* ---- maintenance.c: dropping spindles ---- */
 
