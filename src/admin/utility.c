@@ -16,7 +16,10 @@
  *	ALTER TABLE			spindle's options taken out and written back;
  *						what would rewrite a spindle table refused, also
  *						through a parent or a composite type
+ *	ALTER MATERIALIZED VIEW	SET ACCESS METHOD spindle refused
  *	CREATE INDEX		BRIN and CONCURRENTLY refused on spindle tables
+ *	REINDEX				CONCURRENTLY refused if it reaches a spindle
+ *						table's index (before core builds anything)
  *	TRUNCATE			emptied spindle tables get an open spindle back
  *	DROP, DROP OWNED	spindle tables emptied of their spindles first
  *						(table/detach.c), checked gone afterwards
@@ -173,6 +176,9 @@ utility_alter_table(UtilityCall *call, AlterTableStmt *stmt)
 	List	   *saved = NIL;
 	List	   *attached = NIL;
 
+	/* a materialized view never becomes a spindle table */
+	if (stmt->objtype == OBJECT_MATVIEW)
+		spindle_check_alter_matview(stmt);
 	if (stmt->objtype == OBJECT_TABLE ||
 		stmt->objtype == OBJECT_FOREIGN_TABLE ||
 		stmt->objtype == OBJECT_TYPE)
@@ -215,6 +221,19 @@ static void
 utility_create_index(UtilityCall *call, IndexStmt *stmt)
 {
 	spindle_check_create_index(stmt);
+	run_utility(call);
+}
+
+/*
+ * REINDEX: CONCURRENTLY is refused before core builds anything if it
+ * would reach an index of a spindle table (core would build and commit a
+ * copy of each index and fail only when validating it, leaving the copies
+ * behind).
+ */
+static void
+utility_reindex(UtilityCall *call, ReindexStmt *stmt)
+{
+	spindle_check_reindex(stmt);
 	run_utility(call);
 }
 
@@ -390,6 +409,9 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			break;
 		case T_IndexStmt:
 			utility_create_index(&call, (IndexStmt *) parsetree);
+			break;
+		case T_ReindexStmt:
+			utility_reindex(&call, (ReindexStmt *) parsetree);
 			break;
 		case T_TruncateStmt:
 			utility_truncate(&call, (TruncateStmt *) parsetree);

@@ -27,10 +27,19 @@
  * shared lock table bounds no table's number of spindles.
  *
  * UPDATE purges the old version (heap_delete with changingPart, which marks
- * it "moved") and appends the new one to the open spindle.  A concurrent
- * UPDATE, DELETE or SELECT FOR UPDATE meeting the old version therefore
- * fails with SQLSTATE 40001, exactly as for a row moved to another
- * partition: there is no update chain to follow across relations.
+ * it "moved") and appends the new one to the open spindle.  There is no
+ * update chain to follow across relations, so a concurrent UPDATE, DELETE
+ * or row lock (SELECT FOR UPDATE/SHARE, FOR KEY SHARE, foreign key checks)
+ * meeting the old version fails with SQLSTATE 40001 (facade_tuple_lock
+ * says why).  Within the transaction that made them, the versions are
+ * chained in memory instead (see "Versions this transaction's UPDATEs
+ * wrote" below), so that WHERE CURRENT OF reaches the newest one, as heap's
+ * update chain does.
+ *
+ * Backend-local state: the transaction's chain of versions (a hash table
+ * in TopTransactionContext, emptied at the end of each transaction and of
+ * the subtransactions that abort), the spindles whose write lock the
+ * transaction keeps, the BulkInsertState's spindle.
  *
  *-------------------------------------------------------------------------
  */
@@ -56,6 +65,7 @@
 #include "storage/predicate.h"
 #include "storage/smgr.h"
 #include "optimizer/plancat.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -83,6 +93,139 @@ static Oid	last_nudged_segment = InvalidOid;
 static Oid	kept_segments[SPINDLE_KEPT_WRITE_LOCKS];
 static int	nkept_segments = 0;
 static LocalTransactionId kept_lxid = InvalidLocalTransactionId;
+
+/* ----------------------------------------------------------------
+ * Versions this transaction's UPDATEs wrote
+ *
+ * heap finds the newest version of a row by following t_ctid from the old
+ * one (table_tuple_get_latest_tid, used by WHERE CURRENT OF).  A spindle
+ * table's UPDATE writes its new version into another relation and marks
+ * the old one "moved", which links to nothing.  So each UPDATE of this
+ * transaction remembers here the virtual TID it replaced and the one it
+ * wrote, with the subtransaction that did it; the entries of a
+ * subtransaction that aborts go (its versions are dead again, the ones it
+ * replaced alive), and all go at the end of the transaction.  Versions
+ * other transactions wrote cannot be followed, as on heap for a row moved
+ * to another partition.  A virtual TID keeps its meaning to the end of the
+ * transaction: a spindle the transaction wrote in is never dropped before
+ * it ends, and TRUNCATE, which drops them all, forgets the table's entries.
+ * The table takes at most work_mem (at UPDATE_ENTRY_BYTES a row); past
+ * that, updates are no longer remembered, and following one of them
+ * raises an error rather than silently finding no row.
+ * ----------------------------------------------------------------
+ */
+typedef struct UpdatedKey
+{
+	Oid			relid;			/* the spindle table */
+	ItemPointerData old;		/* virtual TID of the version replaced */
+} UpdatedKey;
+
+typedef struct UpdatedVersion
+{
+	UpdatedKey	key;
+	ItemPointerData newer;		/* virtual TID of the version written */
+	SubTransactionId subid;		/* the subtransaction that wrote it */
+} UpdatedVersion;
+
+#define UPDATE_ENTRY_BYTES 64
+
+static HTAB *updated_versions = NULL;	/* in TopTransactionContext */
+static bool updated_overflowed = false; /* an update was not remembered */
+static bool updated_callbacks = false;
+
+static void
+updated_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			/* its memory goes with TopTransactionContext */
+			updated_versions = NULL;
+			updated_overflowed = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/* A subtransaction aborts: forget what it and its children updated. */
+static void
+updated_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, void *arg)
+{
+	HASH_SEQ_STATUS status;
+	UpdatedVersion *e;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB || updated_versions == NULL)
+		return;
+	/* subtransactions begun after it are its children, all ended now */
+	hash_seq_init(&status, updated_versions);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (e->subid >= mySubid)
+			(void) hash_search(updated_versions, &e->key, HASH_REMOVE, NULL);
+}
+
+static void
+updated_key(UpdatedKey *key, Relation rel, ItemPointer tid)
+{
+	memset(key, 0, sizeof(UpdatedKey));
+	key->relid = RelationGetRelid(rel);
+	key->old = *tid;
+}
+
+/* The UPDATE of the current subtransaction replaced old by newer. */
+static void
+remember_update(Relation rel, ItemPointer old, ItemPointer newer)
+{
+	UpdatedKey	key;
+	UpdatedVersion *e;
+
+	if (!updated_callbacks)
+	{
+		RegisterXactCallback(updated_xact_callback, NULL);
+		RegisterSubXactCallback(updated_subxact_callback, NULL);
+		updated_callbacks = true;
+	}
+	if (updated_versions == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(UpdatedKey);
+		ctl.entrysize = sizeof(UpdatedVersion);
+		ctl.hcxt = TopTransactionContext;
+		updated_versions = hash_create("spindle updated versions", 256, &ctl,
+									   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	if (hash_get_num_entries(updated_versions) >=
+		(long) work_mem * 1024L / UPDATE_ENTRY_BYTES)
+	{
+		updated_overflowed = true;
+		return;
+	}
+	updated_key(&key, rel, old);
+	e = hash_search(updated_versions, &key, HASH_ENTER, NULL);
+	e->newer = *newer;
+	e->subid = GetCurrentSubTransactionId();
+}
+
+/* TRUNCATE: the table's virtual TIDs may be given to new events. */
+static void
+forget_updates(Relation rel)
+{
+	HASH_SEQ_STATUS status;
+	UpdatedVersion *e;
+
+	if (updated_versions == NULL)
+		return;
+	hash_seq_init(&status, updated_versions);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (e->key.relid == RelationGetRelid(rel))
+			(void) hash_search(updated_versions, &e->key, HASH_REMOVE, NULL);
+}
 
 /*
  * Close a spindle that a row operation wrote in (inserted, deleted,
@@ -664,10 +807,24 @@ facade_tuple_update(Relation rel, ItemPointer otid, TupleTableSlot *slot,
 	if (result != TM_Ok)
 		return result;
 	place_tuples(rel, &slot, 1, cid, 0, NULL, false, 0);
+	/* the chain heap would have in t_ctid, for WHERE CURRENT OF */
+	remember_update(rel, otid, &slot->tts_tid);
 	*update_indexes = true;
 	return TM_Ok;
 }
 
+/*
+ * Lock the row at virtual TID tid.  heap locks it in its spindle.  A row
+ * that a concurrent transaction updated has no newer version heap could
+ * follow (its UPDATE wrote one into another relation): where the caller
+ * asks for the newest version (TUPLE_LOCK_FLAG_FIND_LAST_VERSION: READ
+ * COMMITTED row locks, foreign key checks, UPDATE and DELETE rechecks),
+ * heap would say the row "was already moved to another partition", which
+ * misleads on a table that is not partitioned; raise our own 40001 that
+ * says what happened instead.  Without that flag the caller handles
+ * TM_Updated itself (REPEATABLE READ: "could not serialize access";
+ * INSERT ... ON CONFLICT: it starts again).
+ */
 static TM_Result
 facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 				  TupleTableSlot *slot, CommandId cid, LockTupleMode mode,
@@ -685,9 +842,20 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 		elog(ERROR, "event (%u,%u) of spindle table \"%s\" not found",
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(rel));
+	/* there is no later version in a spindle to find: see above */
 	result = heap_methods->tuple_lock(seg, &ptid, snapshot, slot, cid, mode,
-									  wait_policy, flags, tmfd);
-	/* heap never moves to another version here: there are no chains */
+									  wait_policy,
+									  flags & ~TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+									  tmfd);
+	if (result == TM_Updated &&
+		(flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) &&
+		ItemPointerIndicatesMovedPartitions(&tmfd->ctid))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access to a row of spindle table \"%s\" due to concurrent update",
+						RelationGetRelationName(rel)),
+				 errdetail("An UPDATE of a spindle table writes the new version of the row elsewhere, as a DELETE and an INSERT would, so row locks (FOR KEY SHARE and foreign key checks included), UPDATE and DELETE of the row conflict with it as with a DELETE."),
+				 errhint("Retry the transaction.")));
 	*tid = vtid;
 	fix_failure_tid(tmfd, &ptid, &vtid);
 	if (!TTS_EMPTY(slot))
@@ -725,10 +893,74 @@ facade_tuple_tid_valid(TableScanDesc scan, ItemPointer tid)
 	return spindle_tid_to_vslot(tid) >= 0;
 }
 
+/*
+ * Did an UPDATE of this transaction replace the version at virtual TID
+ * tid (it is deleted by this transaction and marked moved)?  The caller
+ * holds a lock on rel.
+ */
+static bool
+updated_by_this_transaction(Relation rel, ItemPointer tid,
+							TupleTableSlot *slot)
+{
+	HeapTupleHeader t;
+
+	if (!facade_tuple_fetch_row_version(rel, tid, SnapshotAny, slot))
+		return false;
+	t = ((HeapTupleTableSlot *) slot)->tuple->t_data;
+	return HeapTupleHeaderIndicatesMovedPartitions(t) &&
+		!(t->t_infomask & HEAP_XMAX_INVALID) &&
+		TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(t));
+}
+
+/*
+ * The newest version of the row at virtual TID *tid that the scan's
+ * snapshot sees, as heap_get_latest_tid finds it by following t_ctid:
+ * follow the versions this transaction's UPDATEs wrote (see above) and
+ * leave in *tid the last one visible, else *tid unchanged.  Called for
+ * WHERE CURRENT OF (TidNext) and currtid2().
+ */
 static void
 facade_tuple_get_latest_tid(TableScanDesc scan, ItemPointer tid)
 {
-	/* versions never chain inside a spindle: the TID is the latest */
+	Relation	rel = scan->rs_rd;
+	TupleTableSlot *slot;
+	ItemPointerData ctid = *tid;
+	bool		visible = false;
+	long		left;
+
+	/* nothing updated in this transaction: no version follows another */
+	if (updated_versions == NULL && !updated_overflowed)
+		return;
+	slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
+									&TTSOpsBufferHeapTuple);
+	left = updated_versions ? hash_get_num_entries(updated_versions) : 0;
+	for (;;)
+	{
+		UpdatedKey	key;
+		UpdatedVersion *e;
+
+		visible = facade_tuple_fetch_row_version(rel, &ctid,
+												 scan->rs_snapshot, slot);
+		if (visible)
+			*tid = ctid;
+		if (updated_versions == NULL || left-- <= 0)
+			break;
+		updated_key(&key, rel, &ctid);
+		e = hash_search(updated_versions, &key, HASH_FIND, NULL);
+		if (e == NULL)
+			break;
+		ctid = e->newer;
+	}
+	if (!visible && updated_overflowed &&
+		updated_by_this_transaction(rel, &ctid, slot))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("cannot find the newest version of a row of spindle table \"%s\" that this transaction updated",
+						RelationGetRelationName(rel)),
+				 errdetail("This transaction updated more rows of spindle tables than work_mem (%d kB) lets it remember.",
+						   work_mem),
+				 errhint("Raise work_mem before the transaction's updates, or update fewer rows in one transaction.")));
+	ExecDropSingleTupleTableSlot(slot);
 }
 
 static bool
@@ -1025,6 +1257,7 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 	/* TRUNCATE: its spindles go too, its cached events, its consumers' state */
 	if (truncating)
 	{
+		forget_updates(rel);
 		spindle_drop_all_spindles(rel);
 		if (spindle_table_hooks.truncated)
 			spindle_table_hooks.truncated(rel, true);
@@ -1049,6 +1282,7 @@ facade_relation_nontransactional_truncate(Relation rel)
 		spindle_slotmap_init_fork(RelationGetSmgr(rel), INIT_FORKNUM, true,
 								  next_no);
 	}
+	forget_updates(rel);
 	spindle_drop_all_spindles(rel);
 }
 

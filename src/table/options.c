@@ -34,7 +34,12 @@
  * a function body or signature, a column, ...: see "Objects depending on
  * a spindle"): such a dependency made every drop of the spindle fail.
  * TRUNCATE gives every spindle table it empties (named, inherited, or
- * reached by CASCADE) a new open spindle (spindle_truncated).
+ * reached by CASCADE) a new open spindle (spindle_truncated).  Also
+ * refused: REINDEX CONCURRENTLY reaching a spindle table's index
+ * (spindle_check_reindex: core would fail only after building and
+ * committing copies of the indexes), a materialized view made or turned
+ * into a spindle table, and events_per_spindle = 0 for an existing table
+ * (refuse_capacity_zero).
  *
  * The object access hook, installed by spindle_options_init at _PG_init,
  * gives every new spindle table its hidden columns, refuses a column
@@ -80,6 +85,7 @@
 #include "catalog/catalog.h"
 #include "catalog/dependency.h"
 #include "catalog/heap.h"
+#include "catalog/index.h"
 #include "catalog/indexing.h"
 #include "catalog/objectaccess.h"
 #include "catalog/partition.h"
@@ -662,6 +668,45 @@ refuse_alter_through_parent(AlterTableStmt *stmt, Oid relid)
 }
 
 /*
+ * Refuse to give an existing spindle table events_per_spindle = 0 (by SET,
+ * or by RESET with spindle.events_per_spindle at 0): 0 means one single
+ * spindle owning every TID of the table, made when the table is created
+ * (or emptied by TRUNCATE) and never dropped.  A table that already has
+ * spindles cannot get one: the next spindle would take the largest free
+ * range and the one made ahead of it would find none, so every insert
+ * failed with "no room for another spindle of 0 events".  Setting 0 on a
+ * table created with 0 changes nothing and is let through.  ours holds
+ * the validated options of one SET/RESET.
+ */
+static void
+refuse_capacity_zero(Relation rel, List *ours)
+{
+	ListCell   *lc;
+	bool		found;
+
+	foreach(lc, ours)
+	{
+		DefElem    *def = lfirst_node(DefElem, lc);
+		int64		cap;
+
+		if (strcmp(def->defname, OPT_CAPACITY) != 0)
+			continue;
+		if (def->arg == NULL)
+			cap = spindle_events_per_spindle;	/* RESET: the GUC's value */
+		else if (!spindle_parse_capacity(defGetString(def), &cap))
+			continue;			/* check_option has refused it */
+		if (cap == 0 &&
+			spindle_rel_capacity_option(RelationGetRelid(rel), &found) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot change events_per_spindle of spindle table \"%s\" to 0",
+							RelationGetRelationName(rel)),
+					 errdetail("events_per_spindle = 0 means one single spindle that holds every event of the table; it is made when the table is created, and cannot replace the spindles of an existing table."),
+					 errhint("Create a new spindle table WITH (events_per_spindle = 0) and copy the events with INSERT ... SELECT.")));
+	}
+}
+
+/*
  * ALTER TABLE on a spindle table: refuse what would rewrite it, take
  * spindle's options out of SET/RESET.  Returns the options to apply
  * afterwards (NIL if none), with *changed telling whether there are some.
@@ -708,6 +753,7 @@ prepare_alter(AlterTableStmt *stmt, Relation rel, bool *changed,
 													   cmd->subtype == AT_ResetRelOptions);
 
 					cmd->def = (Node *) defs;
+					refuse_capacity_zero(rel, mine);
 					if (mine != NIL)
 					{
 						*changed = true;
@@ -775,6 +821,149 @@ refuse_brin(const char *name, const char *parent)
 			 parent ?
 			 errhint("Drop the BRIN index of \"%s\", or keep spindle tables out of it.",
 					 parent) : 0));
+}
+
+/* ----------------------------------------------------------------
+ * REINDEX CONCURRENTLY
+ *
+ * Core builds and commits a copy of each index first and only then fails
+ * (a spindle table's index cannot be validated concurrently), leaving a
+ * ready but invalid <index>_ccnew behind each time, which every later
+ * insert maintains.  So it is refused before anything is built, whenever
+ * it would reach an index of a spindle table.
+ * ----------------------------------------------------------------
+ */
+
+/* Has relid an index?  Reads pg_index without locking relid. */
+static bool
+rel_has_index(Oid relid)
+{
+	Relation	pgindex = table_open(IndexRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	bool		found;
+
+	ScanKeyInit(&key, Anum_pg_index_indrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(pgindex, IndexIndrelidIndexId, true, NULL, 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(pgindex, AccessShareLock);
+	return found;
+}
+
+/*
+ * The first spindle table with an index in namespace nspid (InvalidOid:
+ * in the whole database), or InvalidOid.  Scans pg_class; locks nothing.
+ */
+static Oid
+facade_with_index_in(Oid nspid)
+{
+	Relation	pgclass = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			result = InvalidOid;
+	Oid			am = spindle_facade_am_oid();
+
+	ScanKeyInit(&key, Anum_pg_class_relnamespace, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(nspid));
+	scan = systable_beginscan(pgclass, InvalidOid, false, NULL,
+							  OidIsValid(nspid) ? 1 : 0, &key);
+	while (!OidIsValid(result) && (tup = systable_getnext(scan)) != NULL)
+	{
+		Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
+
+		if (c->relkind == RELKIND_RELATION && c->relam == am &&
+			rel_has_index(c->oid))
+			result = c->oid;
+	}
+	systable_endscan(scan);
+	table_close(pgclass, AccessShareLock);
+	return result;
+}
+
+/*
+ * The first spindle table with an index that REINDEX stmt reaches, or
+ * InvalidOid: the table of the index (or of the partitions of a
+ * partitioned index), the table and its partitions, every table of the
+ * schema or of the current database.  Names core would refuse are left to
+ * core.  Locks nothing.
+ */
+static Oid
+reindex_reaches_facade(ReindexStmt *stmt)
+{
+	Oid			relid;
+	ListCell   *lc;
+
+	switch (stmt->kind)
+	{
+		case REINDEX_OBJECT_INDEX:
+			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+			if (!OidIsValid(relid))
+				return InvalidOid;
+			foreach(lc, find_all_inheritors(relid, NoLock, NULL))
+			{
+				Oid			table = IndexGetRelation(lfirst_oid(lc), true);
+
+				if (OidIsValid(table) && spindle_relid_is_facade(table))
+					return table;
+			}
+			return InvalidOid;
+		case REINDEX_OBJECT_TABLE:
+			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+			if (!OidIsValid(relid))
+				return InvalidOid;
+			foreach(lc, facades_among_inheritors(relid))
+				if (rel_has_index(lfirst_oid(lc)))
+					return lfirst_oid(lc);
+			return InvalidOid;
+		case REINDEX_OBJECT_SCHEMA:
+			relid = get_namespace_oid(stmt->name, true);
+			return OidIsValid(relid) ? facade_with_index_in(relid) : InvalidOid;
+		case REINDEX_OBJECT_DATABASE:
+			if (stmt->name != NULL &&
+				strcmp(stmt->name, get_database_name(MyDatabaseId)) != 0)
+				return InvalidOid;
+			return facade_with_index_in(InvalidOid);
+		default:
+			return InvalidOid;	/* SYSTEM: catalogs only */
+	}
+}
+
+/*
+ * REINDEX: refuse CONCURRENTLY when it would reach an index of a spindle
+ * table.  Reads the catalogs without locking.
+ */
+void
+spindle_check_reindex(ReindexStmt *stmt)
+{
+	bool		concurrently = false;
+	ListCell   *lc;
+	Oid			facade;
+
+	/* the option as ExecReindex reads it */
+	foreach(lc, stmt->params)
+	{
+		DefElem    *opt = lfirst_node(DefElem, lc);
+
+		if (strcmp(opt->defname, "concurrently") == 0)
+			concurrently = defGetBoolean(opt);
+	}
+	if (!concurrently || !OidIsValid(spindle_facade_am_oid()))
+		return;
+	facade = reindex_reaches_facade(stmt);
+	if (!OidIsValid(facade))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("REINDEX CONCURRENTLY is not supported on spindle tables"),
+			 errdetail("It would reindex the indexes of spindle table \"%s\".",
+					   get_rel_name(facade)),
+			 (stmt->kind == REINDEX_OBJECT_SCHEMA ||
+			  stmt->kind == REINDEX_OBJECT_DATABASE) ?
+			 errhint("Use REINDEX without CONCURRENTLY for spindle tables, and REINDEX TABLE CONCURRENTLY for the other tables.") :
+			 errhint("Use REINDEX without CONCURRENTLY.")));
 }
 
 /*
@@ -1449,6 +1638,29 @@ spindle_prepare_create_as(CreateTableAsStmt *stmt, List **options)
 				 errmsg("temporary spindle tables are not supported")));
 	*options = extract_options(&stmt->into->options, false);
 	return true;
+}
+
+/*
+ * ALTER MATERIALIZED VIEW: SET ACCESS METHOD spindle is refused as CREATE
+ * MATERIALIZED VIEW ... USING spindle is.  The rewrite would make a
+ * relation of kind 'm' with spindle's routine and none of a spindle
+ * table's hidden columns, that could be neither read nor refreshed.
+ */
+void
+spindle_check_alter_matview(AlterTableStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+		if (cmd->subtype == AT_SetAccessMethod && am_is_spindle(cmd->name))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("materialized views cannot use access method \"spindle\""),
+					 errhint("Keep the materialized view in heap, or make a spindle table of its query with CREATE TABLE ... USING spindle AS.")));
+	}
 }
 
 /*

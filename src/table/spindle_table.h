@@ -119,6 +119,8 @@ extern void spindle_alter_finish(Oid relid, List *opts, List *saved);
 extern void spindle_check_altered(Oid relid);
 extern void spindle_check_attached(List *attached, const char *parent);
 extern void spindle_check_create_index(IndexStmt *stmt);
+extern void spindle_check_reindex(ReindexStmt *stmt);
+extern void spindle_check_alter_matview(AlterTableStmt *stmt);
 extern List *spindle_truncate_targets(TruncateStmt *stmt);
 extern void spindle_truncated(List *relids);
 extern void spindle_refuse_drop_of_spindles(DropStmt *stmt);
