@@ -907,6 +907,7 @@ acquire_directory(Relation facade, bool complete)
 	return dir;
 }
 
+/* The complete directory of a facade, pinned (see acquire_directory). */
 SpindleDirectory *
 spindle_directory_acquire(Relation facade)
 {
@@ -989,6 +990,7 @@ spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no)
 		e->open_spindle_no = spindle_no;
 }
 
+/* Unpin a directory; free it if it was stale and this was its last pin. */
 void
 spindle_directory_release(SpindleDirectory *dir)
 {

@@ -282,6 +282,7 @@ spindle_catalog_open(SpindleCatalogRels *cr)
 		cr->byvbase->rd_index->indkey.values[2] == Anum_sc_vcount;
 }
 
+/* Close what spindle_catalog_open opened; its locks stay to the end. */
 void
 spindle_catalog_close(SpindleCatalogRels *cr)
 {
