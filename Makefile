@@ -11,6 +11,8 @@ OBJS = \
 	src/storage/touched.o \
 	src/storage/catalog_spi.o \
 	src/table/directory.o \
+	src/table/directory_catalog.o \
+	src/table/spindle_create.o \
 	src/table/facade_am.o \
 	src/table/facade_scan.o \
 	src/table/purge_events.o \

@@ -45,6 +45,35 @@
  * marks) when DROP DATABASE ends.  The full marks have as many entries; a
  * table that finds no room has none, and its spindles are counted as before.
  *
+ * How full a spindle is, and how many slots it used, is answered here and
+ * only here, by one function per kind of caller.  They agree on what
+ * "full" means (a counter marked full, a fill time in the directory, a
+ * number below the full mark, or, counted from disk, a used capacity or a
+ * later spindle with pages); they differ in what they may cost and change:
+ *   spindle_slots_full    builds the spindle's counter if it has none (one
+ *                         count of its pages): the insert path and the
+ *                         callers that act on the answer (maintenance,
+ *                         TTL, consumers).  A spindle gone counts as full;
+ *                         filled_at is never earlier than the truth.
+ *   spindle_slots_used    slots used and whether full, counting the pages
+ *                         when no counter knows, but building no counter:
+ *                         counters are few (spindle.max_open_spindles) and
+ *                         only full ones can be evicted, so a reader (a
+ *                         consumer finding the queue's head) must not take
+ *                         them.
+ *   spindle_slots_view    shared memory only, no page read (the views, and
+ *                         counters.c before it counts the pages itself).
+ *   spindle_slots_count_disk   always from the pages (counters.c's builds,
+ *                         which read every page anyway).
+ *   spindle_slots_peek    the counter alone, capped at its capacity; false
+ *                         without one, even for a known-full spindle (the
+ *                         planner's estimate, verify, a consumer's head:
+ *                         they must not open spindles, and treat "no
+ *                         counter" apart).
+ *   spindle_slots_full_below  the table's full mark itself.
+ * Each of them that counts pages to decide whether a spindle is full does
+ * so through count_from_disk.
+ *
  * Locks: SlotsLock (shared for lookups and counter updates, exclusive for
  * insert/delete of entries and for raising a full mark) protects both hash
  * tables; no LWLock is held while an entry is built from disk.  Counters
@@ -321,7 +350,7 @@ spindle_slots_recorded(const SpindleEntry *sp)
  * LWLock held.
  */
 static int64
-count_slots(Relation facade, Relation seg, SpindleEntry *sp)
+count_slots(Relation facade, Relation seg, const SpindleEntry *sp)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(seg);
 	BlockNumber blk;
@@ -350,6 +379,26 @@ count_slots(Relation facade, Relation seg, SpindleEntry *sp)
 		CHECK_FOR_INTERRUPTS();
 	}
 	return maxk + 1;
+}
+
+/*
+ * Slots spindle sp (open as seg) used, counted from disk (count_slots), and
+ * whether that makes it full: its capacity is used, or the spindle after it
+ * (next_segrel, or NULL) has pages -- an insert moves on to a spindle only
+ * once every spindle before it is full.  No LWLock held; raises no mark.
+ */
+static int64
+count_from_disk(Relation facade, Relation seg, const SpindleEntry *sp,
+				Relation next_segrel, bool *is_full)
+{
+	int64		used = count_slots(facade, seg, sp);
+
+	*is_full = used >= spindle_effective_capacity(sp) ||
+		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
+	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
+		 (long long) sp->spindle_no, RelationGetRelationName(facade),
+		 (long long) used, *is_full ? ", full" : "");
+	return used;
 }
 
 /* Forget entries built for spindles of a transaction that rolled back. */
@@ -488,12 +537,7 @@ retry:
 		return SLOTS_GONE;		/* dropped meanwhile */
 	if (OidIsValid(next))
 		nextseg = try_relation_open(next, AccessShareLock);
-	used = count_slots(facade, seg, &sp);
-	full = used >= spindle_effective_capacity(&sp) ||
-		(nextseg != NULL && RelationGetNumberOfBlocks(nextseg) > 0);
-	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
-		 (long long) sp.spindle_no, RelationGetRelationName(facade),
-		 (long long) used, full ? ", full" : "");
+	used = count_from_disk(facade, seg, &sp, nextseg, &full);
 	if (full && raise_full_mark(facade, seg, &sp))
 	{
 		/* known full from now on: no counter needed */
@@ -692,8 +736,9 @@ spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 
 /*
  * Slots used by a spindle and whether it is full, without building an
- * entry (for the views).  next_segrel is the following spindle or NULL.
- * A known-full spindle without a counter used its whole capacity.
+ * entry (for a reader: see the file header).  next_segrel is the following
+ * spindle or NULL.  A known-full spindle without a counter used its whole
+ * capacity.
  */
 int64
 spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
@@ -733,21 +778,12 @@ spindle_slots_used(Relation facade, Relation segrel, SpindleEntry *sp,
 		*is_full = true;
 		return spindle_effective_capacity(sp);
 	}
-	used = count_slots(facade, segrel, sp);
-	*is_full = used >= spindle_effective_capacity(sp) ||
-		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
-	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
-		 (long long) sp->spindle_no, RelationGetRelationName(facade),
-		 (long long) used, *is_full ? ", full" : "");
+	used = count_from_disk(facade, segrel, sp, next_segrel, is_full);
 	if (*is_full)
 		(void) raise_full_mark(facade, segrel, sp);
 	return used;
 }
 
-/*
- * The slots spindle spindle_no (relation segment) has handed out, if it
- * has a counter: for the planner's estimate, which must not open spindles.
- */
 /*
  * Whether slots of the spindle were handed out and not yet placed and
  * mapped: false if it has no counter (a spindle known full takes no
@@ -769,6 +805,10 @@ spindle_slots_inflight(Oid segment, int64 spindle_no)
 	return inflight;
 }
 
+/*
+ * The slots spindle spindle_no (relation segment) has handed out, if it
+ * has a counter: for the planner's estimate, which must not open spindles.
+ */
 bool
 spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used)
 {
@@ -922,18 +962,12 @@ int64
 spindle_slots_count_disk(Relation facade, Relation seg, const SpindleEntry *sp,
 						 Relation next_segrel, bool *is_full)
 {
-	SpindleEntry copy = *sp;
-	int64		used = count_slots(facade, seg, &copy);
+	int64		used = count_from_disk(facade, seg, sp, next_segrel, is_full);
 
-	*is_full = used >= spindle_effective_capacity(sp) ||
-		(next_segrel != NULL && RelationGetNumberOfBlocks(next_segrel) > 0);
-	elog(DEBUG1, "spindle: counted the slots of spindle %lld of \"%s\" from disk: %lld used%s",
-		 (long long) sp->spindle_no, RelationGetRelationName(facade),
-		 (long long) used, *is_full ? ", full" : "");
 	if (*is_full)
 	{
 		/* known full from now on: never counted again */
-		(void) raise_full_mark(facade, seg, &copy);
+		(void) raise_full_mark(facade, seg, sp);
 		/* a full spindle handed out its whole capacity */
 		used = spindle_effective_capacity(sp);
 	}

@@ -21,7 +21,7 @@
 
 #include "storage/spindle_storage.h"
 
-/* ---- directory.c: the directory of a table's spindles ---- */
+/* ---- directory.c: the backend-local directory of a table's spindles ---- */
 
 extern void spindle_directory_init(void);
 extern SpindleDirectory *spindle_directory_acquire(Relation facade);
@@ -34,12 +34,42 @@ extern void spindle_directory_forget(Oid facade);
 extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot);
-extern void spindle_lock_creation(Oid facade);
-extern bool spindle_creation_locked_by_me(Oid facade);
 extern bool spindle_created_here(Relation facade);
-extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
+
+/* ---- directory_catalog.c: spindle.spindle_catalog, spindle.table_catalog ---- */
+
+struct ScanKeyData;
+struct SysScanDescData;
+
+/* spindle.spindle_catalog and its indexes, open for reading */
+typedef struct SpindleCatalogRels
+{
+	Relation	heap;			/* spindle.spindle_catalog */
+	Relation	bynumber;		/* its (relation, spindle_no) index */
+	Relation	byvbase;		/* its (relation, vbase) index, or NULL */
+	bool		byvbase_vcount; /* ... which has vcount as third column */
+} SpindleCatalogRels;
+
+extern void spindle_catalog_init(void);
+extern bool spindle_xact_wrote_catalog(void);
+extern void spindle_catalog_open(SpindleCatalogRels *cr);
+extern void spindle_catalog_close(SpindleCatalogRels *cr);
+extern Snapshot spindle_catalog_snapshot(void);
+extern void spindle_catalog_decode_row(TupleDesc td, HeapTuple tup,
+									   SpindleEntry *sp, bool *dropped);
+extern struct SysScanDescData *spindle_catalog_scan_rows(SpindleCatalogRels *cr,
+														  Oid facade,
+														  int64 lo, int64 hi,
+														  Snapshot snap,
+														  struct ScanKeyData *keys);
+extern int64 spindle_catalog_max_spindle_no(SpindleCatalogRels *cr, Oid facade,
+											Snapshot snap);
+extern void spindle_catalog_add_spindle(Oid facade, int64 spindle_no,
+										Oid segment, int64 capacity,
+										int64 vbase, int64 vcount);
 extern void spindle_register_table(Oid facade);
 extern void spindle_forget_table(Oid facade);
+extern List *spindle_catalog_tables(void);
 extern void spindle_drop_all_spindles(Relation facade);
 extern void spindle_catalog_mark_dropped(Oid facade, const SpindleEntry *sp,
 										 int64 bytes_freed);
@@ -51,7 +81,15 @@ extern void spindle_catalog_forget_dropped(Oid facade, const SpindleRange *range
 extern void spindle_catalog_set_filled(Oid facade, int64 spindle_no,
 									   TimestampTz when);
 extern void spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity);
-extern List *spindle_catalog_tables(void);
+
+/* ---- spindle_create.c: creating spindles ---- */
+
+extern void spindle_creation_init(void);
+extern bool spindle_xact_created_spindles(void);
+extern void spindle_lock_creation(Oid facade);
+extern bool spindle_creation_locked_by_me(Oid facade);
+extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
+extern int	spindle_segment_is_empty(Oid segment);
 
 /* ---- facade_am.c, facade_scan.c: the spindle table AM ---- */
 
