@@ -6,8 +6,8 @@
 # enqueue, enqueue_batch, INSERT, INSERT ... SELECT, COPY and UPDATE into
 # the tablespace fail at once with SQLSTATE 53100 naming the tablespace's
 # directory and the limit, while inserts into a spindle table elsewhere,
-# dequeue, read, set_visibility, ack and DELETE go on and the worker
-# drops the consumed spindles.  Producers work again once the filler is
+# dequeue, read, set_visibility, ack, DELETE and drop_queue go on and the
+# worker drops the consumed spindles.  Producers work again once the filler is
 # gone (after a launcher round), or once a reload sets the limit to 0.
 # Then producers enqueue in a loop with the alarm on: they are refused
 # before the disk fills, and the server never meets a real ENOSPC.
@@ -59,6 +59,10 @@ $node->safe_psql(
 	'postgres', q{
 CREATE TABLE t (a int, b text) USING spindle TABLESPACE small;
 CREATE TABLE elsewhere (a int) USING spindle;
+SET default_tablespace = small;
+SELECT spindle.create_queue('gone', events_per_spindle => 10);
+SELECT count(*) FROM spindle.enqueue_batch('gone', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 25)));
+RESET default_tablespace;
 INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 10) g;
 });
 
@@ -156,6 +160,8 @@ my $got = drain_queue($node, 'postgres', $q, 30);
 is($got, 295, 'dequeue drained the rest of the queue');
 ($rc, $err) = try_sql('DELETE FROM t WHERE a <= 5');
 is($rc, 0, 'DELETE works') or diag($err);
+($rc, $err) = try_sql("SELECT spindle.drop_queue('gone')");
+is($rc, 0, 'drop_queue works') or diag($err);
 ok( defined wait_for(
 		$node, 'postgres', qq{
 SELECT count(*) = 0 FROM spindle.spindles
