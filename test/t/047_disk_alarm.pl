@@ -11,6 +11,8 @@
 # gone (after a launcher round), or once a reload sets the limit to 0.
 # Then producers enqueue in a loop with the alarm on: they are refused
 # before the disk fills, and the server never meets a real ENOSPC.
+# Last, with 34 tablespaces the launcher watches the 32 with least free
+# space and says so.
 use strict;
 use warnings;
 
@@ -233,8 +235,24 @@ like($log, qr/spindle disk alarm: free space on the file system of "\Q$ts\E"/,
 	'the launcher logged the alarm');
 like($log, qr/is back above spindle\.disk_free_limit/, '...and its end');
 
-# ---- clean up ---------------------------------------------------------------
+# ---- 6. more tablespaces than shared memory watches (32) -----------------
 unlink $filler or die "$filler: $!";
+my $many = PostgreSQL::Test::Utils::tempdir();
+$node->safe_psql('postgres',
+	join('', map { mkdir "$many/$_"; "CREATE TABLESPACE many_$_ LOCATION '$many/$_';\n" } 1 .. 33));
+ok( defined wait_for(
+		$node, 'postgres',
+		"SELECT count(*) = 34 AND bool_or(name = 'small') FROM spindle.disk_alarm()", 30),
+	'with 34 tablespaces in pg_tblspc, pg_wal, pg_default and 32 of them are watched, the small one among them');
+like(slurp_file($node->logfile),
+	qr/WARNING:  spindle disk alarm: 34 tablespaces, only the 32 with least free space are watched/,
+	'the launcher says some are not watched');
+$node->safe_psql('postgres', join('', map { "DROP TABLESPACE many_$_;\n" } 1 .. 33));
+ok( defined wait_for(
+		$node, 'postgres', "SELECT count(*) = 3 FROM spindle.disk_alarm()", 30),
+	'dropped tablespaces leave the watch');
+
+# ---- clean up ---------------------------------------------------------------
 drain_queue($node, 'postgres', $q, 30);
 check_consistent($node, 'postgres', "spindle_q.$q", 'at the end');
 my ($p, $c, $a, $left) = split /:/, log_counts($node, 'postgres', $q);
