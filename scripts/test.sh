@@ -166,9 +166,10 @@ fi
 # ---- 3. TAP tests (prove) -------------------------------------------------
 read -r -a tap_files <<<"$(make_var tap-files)"
 
-# test/t/038_fault_disk_full.pl needs a small filesystem of its own for a
-# tablespace; as root, mount an 8 MB tmpfs owned by postgres (the test skips
-# itself, saying why, when there is none).
+# test/t/038_fault_disk_full.pl and 047_disk_alarm.pl need a small
+# filesystem of their own for a tablespace; as root, mount an 8 MB tmpfs
+# owned by postgres (the tests skip themselves, saying why, when there is
+# none).
 SMALL=/mnt/spindle-small
 SMALL_MOUNTED=0
 if [[ $(id -u) -eq 0 ]] && ! mountpoint -q "$SMALL" 2>/dev/null; then

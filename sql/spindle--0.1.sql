@@ -148,6 +148,19 @@ CREATE VIEW spindle.worker AS
       FROM spindle._worker_info() w
       JOIN pg_catalog.pg_database d ON d.oid = w.database;
 
+-- The disk alarm (spindle.disk_free_limit): what the spindle launcher last
+-- measured of each file system it watches, pg_wal and each tablespace.
+-- "low" compares free_bytes with this session's limit: inserts into the
+-- spindle tables there fail with SQLSTATE 53100.  The paths name the data
+-- directory: for superusers, pg_monitor and the roles they grant it to.
+CREATE FUNCTION spindle.disk_alarm(
+    OUT name text, OUT path text, OUT free_bytes bigint,
+    OUT limit_bytes bigint, OUT low boolean, OUT measured_at timestamptz)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'spindle_disk_alarm' LANGUAGE C STRICT VOLATILE;
+REVOKE EXECUTE ON FUNCTION spindle.disk_alarm() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION spindle.disk_alarm() TO pg_monitor;
+
 -- Test-only until the queue API calls spindle_purge_on_page() itself: purge
 -- the events with these TIDs (as SELECT ctid returns them) with one WAL
 -- record per spindle page (src/rangepurge.c); returns how many it purged.

@@ -67,6 +67,7 @@ spindle_shmem_request(void)
 	RequestAddinShmemSpace(spindle_touched_shmem_size());
 	spindle_queue_shmem_request();
 	spindle_cache_shmem_request();
+	spindle_disk_alarm_shmem_request();
 	RequestNamedLWLockTranche("spindle_worker", 1);
 }
 
@@ -82,6 +83,7 @@ spindle_shmem_startup(void)
 	spindle_touched_shmem_startup();
 	spindle_queue_shmem_startup();
 	spindle_cache_shmem_startup();
+	spindle_disk_alarm_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -110,6 +112,14 @@ _PG_init(void)
 							 true,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("spindle.disk_free_limit",
+							"Free space below which inserts into spindle tables are refused.",
+							"While free space on the file system of pg_wal, or of a spindle table's tablespace, is below it, inserts and enqueues fail with SQLSTATE 53100 (the spindle launcher measures it every spindle.naptime). 0 turns the check off.",
+							&spindle_disk_free_limit,
+							1024, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MB,
+							NULL, NULL, NULL);
 
 	if (process_shared_preload_libraries_in_progress)
 	{

@@ -5,8 +5,10 @@
  *	  that has the extension.
  *
  * The launcher (a static worker, connected to no database) wakes every
- * spindle.naptime, takes a WAL-position sample for the TTL purge, and
- * starts a worker for every database that allows connections, has none,
+ * spindle.naptime, takes a WAL-position sample for the TTL purge, measures
+ * free disk space for the disk alarm (spindle_disk_alarm_measure, in
+ * table/disk_alarm.c; also with spindle.enable_worker off), and starts a
+ * worker for every database that allows connections, has none,
  * and is not known to lack the extension.  A worker finding no spindle
  * extension in its database says so and exits; the launcher remembers that
  * in its own memory (not in shared memory, so any number of databases can
@@ -1096,6 +1098,8 @@ spindle_launcher_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		/* free space for the disk alarm (table/disk_alarm.c) */
+		spindle_disk_alarm_measure();
 		launch_workers(handles);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 spindle_naptime, PG_WAIT_EXTENSION);

@@ -713,6 +713,7 @@ static void
 facade_tuple_insert(Relation rel, TupleTableSlot *slot, CommandId cid,
 					int options, BulkInsertState bistate)
 {
+	spindle_disk_alarm_check(rel);
 	place_tuples(rel, &slot, 1, cid, options, bistate, false, 0);
 }
 
@@ -720,6 +721,7 @@ static void
 facade_multi_insert(Relation rel, TupleTableSlot **slots, int nslots,
 					CommandId cid, int options, BulkInsertState bistate)
 {
+	spindle_disk_alarm_check(rel);
 	place_tuples(rel, slots, nslots, cid, options, bistate, false, 0);
 }
 
@@ -728,6 +730,7 @@ facade_tuple_insert_speculative(Relation rel, TupleTableSlot *slot,
 								CommandId cid, int options,
 								BulkInsertState bistate, uint32 specToken)
 {
+	spindle_disk_alarm_check(rel);
 	place_tuples(rel, &slot, 1, cid, options, bistate, true, specToken);
 }
 
@@ -800,6 +803,7 @@ facade_tuple_update(Relation rel, ItemPointer otid, TupleTableSlot *slot,
 {
 	TM_Result	result;
 
+	spindle_disk_alarm_check(rel);
 	/* purge the old version, marking it moved: nothing follows it */
 	result = facade_tuple_delete(rel, otid, cid, snapshot, crosscheck, wait,
 								 tmfd, true);

@@ -211,6 +211,14 @@ extern Oid	spindle_referencing_table(Relation rel);
 extern bool spindle_ttl_cutoff(const Interval *ttl, TimestampTz now,
 							   TimestampTz *cutoff);
 
+/* ---- disk_alarm.c: producers refused while free space is low ---- */
+
+extern int	spindle_disk_free_limit;	/* GUC, in MB; 0 = off */
+extern void spindle_disk_alarm_shmem_request(void);
+extern void spindle_disk_alarm_shmem_startup(void);
+extern void spindle_disk_alarm_check(Relation rel);
+extern void spindle_disk_alarm_measure(void);
+
 /* ---- hooks: what the table layer tells the layers above ---- */
 
 /*

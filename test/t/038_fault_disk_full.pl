@@ -47,7 +47,11 @@ my $filler = "$small/filler_$$";
 mkdir $ts or die "$ts: $!";
 
 my $q = 'dq';
-my $node = queue_node('disk_full', conf => "spindle.naptime = '100ms'\n");
+# spindle.disk_free_limit = 0: without it the disk alarm (047) would
+# refuse the producers long before the disk is full, and this test is
+# about what happens when it is full.
+my $node = queue_node('disk_full',
+	conf => "spindle.naptime = '100ms'\nspindle.disk_free_limit = 0\n");
 $node->safe_psql('postgres', "CREATE TABLESPACE small LOCATION '$ts'");
 queue_logs($node, 'postgres', $q, 100, 'SET default_tablespace = small;');
 is( $node->safe_psql('postgres',
