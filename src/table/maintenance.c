@@ -319,6 +319,84 @@ spindle_drops_per_transaction(void)
 }
 
 /*
+ * Spindles whose fill time this transaction wrote to spindle_catalog
+ * (spindle_known_full).  Their slot counters, the only other record of
+ * that time, may go (spindle_slots_recorded) only once the write is
+ * committed: before, another backend's view finds the time in neither
+ * place, and a rollback would lose it for good.  Kept in
+ * TopTransactionContext; each entry carries the subtransaction that wrote
+ * it, so that ROLLBACK TO SAVEPOINT forgets it.
+ */
+typedef struct RecordedFill
+{
+	SpindleEntry sp;
+	SubTransactionId subid;
+} RecordedFill;
+
+static List *recorded_fills = NIL;
+static bool recorded_fills_callbacks = false;
+
+static void
+recorded_fills_xact(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (recorded_fills == NIL)
+		return;
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+	{
+		/* takes an LWLock, raises nothing: safe after the commit */
+		foreach(lc, recorded_fills)
+			spindle_slots_recorded(&((RecordedFill *) lfirst(lc))->sp);
+		recorded_fills = NIL;
+	}
+	else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+			 event == XACT_EVENT_PREPARE)
+	{
+		/* prepared: the counters stay until the directory has the time */
+		recorded_fills = NIL;
+	}
+}
+
+static void
+recorded_fills_subxact(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+
+	foreach(lc, recorded_fills)
+	{
+		RecordedFill *r = (RecordedFill *) lfirst(lc);
+
+		if (r->subid != mySubid)
+			continue;
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
+			r->subid = parentSubid;
+		else if (event == SUBXACT_EVENT_ABORT_SUB)
+			recorded_fills = foreach_delete_current(recorded_fills, lc);
+	}
+}
+
+/* Drop sp's slot counter when this transaction commits (see above). */
+static void
+forget_counter_at_commit(const SpindleEntry *sp)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	RecordedFill *r = palloc(sizeof(RecordedFill));
+
+	if (!recorded_fills_callbacks)
+	{
+		RegisterXactCallback(recorded_fills_xact, NULL);
+		RegisterSubXactCallback(recorded_fills_subxact, NULL);
+		recorded_fills_callbacks = true;
+	}
+	r->sp = *sp;
+	r->subid = GetCurrentSubTransactionId();
+	recorded_fills = lappend(recorded_fills, r);
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Whether spindle i of the directory is full (spindles fill in order: none
  * after the first one that is not is full).  A fill time the catalog has
  * answers at once; else the slot counters decide, and a fill time they
@@ -339,8 +417,8 @@ spindle_known_full(Relation facade, SpindleDirectory *dir, int i)
 		spindle_catalog_set_filled(RelationGetRelid(facade), sp->spindle_no,
 								   filled_at);
 		sp->filled_at = filled_at;
-		/* recorded: its counter is no longer needed */
-		spindle_slots_recorded(sp);
+		/* recorded: its counter is no longer needed once that commits */
+		forget_counter_at_commit(sp);
 	}
 	return true;
 }
