@@ -45,7 +45,11 @@
  * Locks: none of its own.  The registry is read with the latest snapshot
  * (a REPEATABLE READ transaction finds queues created after its snapshot,
  * as it finds their tables); lookups take no lock on the queue table, so
- * name, existence and privileges are checked before any lock on it.
+ * name, existence and privileges are checked before any lock on it.  The
+ * floor of a name is read under the table's spindle creation lock (the
+ * table layer's) and upserted by the dropping transaction, which holds
+ * the table's AccessExclusiveLock; checking a new trigger or rule reads
+ * pg_trigger or pg_rewrite in AccessShareLock mode.
  *
  * Invariants: a registry row exists only for an existing table
  * spindle_q.<queue_name> (registered in the transaction that created it,
