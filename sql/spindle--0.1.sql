@@ -195,6 +195,18 @@ CREATE TABLE spindle.queue_catalog (
 SELECT pg_catalog.pg_extension_config_dump('spindle.queue_catalog', '');
 REVOKE ALL ON spindle.queue_catalog FROM PUBLIC;
 
+-- msg_ids are never given twice under one queue name: when a queue's table
+-- is dropped (drop_queue, DROP TABLE, ...), the number its next spindle
+-- would have had is kept here, and a later table of that name numbers its
+-- spindles (so its msg_ids) from there on.  The row outlives the queue and
+-- is dumped, so a restore keeps it.  Written only by the extension's C code.
+CREATE TABLE spindle.queue_msg_id_floor (
+    queue_name      text PRIMARY KEY,
+    next_spindle_no bigint NOT NULL CHECK (next_spindle_no > 0)
+);
+SELECT pg_catalog.pg_extension_config_dump('spindle.queue_msg_id_floor', '');
+REVOKE ALL ON spindle.queue_msg_id_floor FROM PUBLIC;
+
 -- What consumers receive.
 CREATE TYPE spindle.message AS (
     msg_id      bigint,

@@ -372,6 +372,22 @@ utility_database(UtilityCall *call, Node *parsetree)
 }
 
 /*
+ * COMMIT PREPARED and ROLLBACK PREPARED end a transaction another backend
+ * ran: once done, wake the consumers of the database's queues, whose
+ * enqueues (or rolled-back deletes) may have made events deliverable.
+ */
+static void
+utility_transaction(UtilityCall *call, TransactionStmt *stmt)
+{
+	bool		wake = stmt->kind == TRANS_STMT_COMMIT_PREPARED ||
+		stmt->kind == TRANS_STMT_ROLLBACK_PREPARED;
+
+	run_utility(call);
+	if (wake)
+		spindle_queue_wake_database();
+}
+
+/*
  * The hook: refuse what names a spindle itself, then hand the statement
  * to the function for its kind; any other statement just runs.
  */
@@ -428,6 +444,9 @@ spindle_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		case T_AlterDatabaseStmt:
 		case T_RenameStmt:
 			utility_database(&call, parsetree);
+			break;
+		case T_TransactionStmt:
+			utility_transaction(&call, (TransactionStmt *) parsetree);
 			break;
 		default:
 			run_utility(&call);

@@ -182,6 +182,13 @@ static List *enqueued_to = NIL; /* queue table OIDs, in TopTransactionContext */
 static bool nudge_at_commit = false;
 static bool callbacks_registered = false;
 
+/*
+ * This transaction acknowledged an event that no item covered (ahead of
+ * the head): purged with no claim, so holds_claims() cannot see it, but
+ * PREPARE is refused after an ack all the same (docs/queues.md).
+ */
+static bool acked_unclaimed = false;
+
 static void no_room_for_item(void);
 static void join_last_ack(QueueState *qs, QueueItem *item, uint32 generation);
 static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
@@ -322,7 +329,7 @@ queue_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (holds_claims())
+			if (acked_unclaimed || holds_claims())
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that dequeued or acknowledged queue events")));
@@ -332,6 +339,7 @@ queue_xact_callback(XactEvent event, void *arg)
 			end_claims(true, InvalidSubTransactionId);
 			wake_enqueued();
 			enqueued_to = NIL;
+			acked_unclaimed = false;
 			if (nudge_at_commit)
 				spindle_wake_worker();
 			nudge_at_commit = false;
@@ -341,10 +349,12 @@ queue_xact_callback(XactEvent event, void *arg)
 			end_claims(false, InvalidSubTransactionId);
 			enqueued_to = NIL;
 			nudge_at_commit = false;
+			acked_unclaimed = false;
 			break;
 		case XACT_EVENT_PREPARE:
 			enqueued_to = NIL;
 			nudge_at_commit = false;
+			acked_unclaimed = false;
 			break;
 		default:
 			break;
@@ -1923,6 +1933,11 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 
 	if (item != NULL && purged)
 		join_last_ack(qs, item, generation);
+	if (item == NULL && purged)
+	{
+		register_callbacks();
+		acked_unclaimed = true;
+	}
 	if (item != NULL && !purged)
 	{
 		/* not ours to purge: leave it as it was, examined again */

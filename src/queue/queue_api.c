@@ -35,6 +35,12 @@
  * gets the events (its existence and rights checked again), none means
  * 42P01.
  *
+ * A dead-letter queue must be owned by the creator (the move runs its
+ * triggers as the reader of the queue: they are then the queue owner's
+ * code) and its chain of dead-letter queues must not lead back to the new
+ * queue.  An INSTEAD rule for INSERT on a queue's table makes enqueue fail
+ * with 0A000: its INSERT would store nothing there to number.
+ *
  * Locks: create_queue takes AccessShareLock on the dead-letter queue's
  * table (so it cannot be dropped before this transaction ends); the
  * statements run through SPI take what they always take.
@@ -43,13 +49,17 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "rewrite/prs2lock.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -59,6 +69,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "queue/spindle_queue.h"
@@ -190,6 +201,36 @@ get_plan(const SpindleQueue *q, bool batch)
 }
 
 /*
+ * ERROR 0A000 if the table of queue q has an INSTEAD rule for INSERT (the
+ * caller holds, or is about to take, RowExclusiveLock on it): the INSERT
+ * of enqueue would then store nothing in the queue, or store the events
+ * elsewhere, and there would be no msg_id to return.  DO ALSO rules run
+ * beside the INSERT, which stores the events as usual.
+ */
+static void
+refuse_instead_rules(const SpindleQueue *q)
+{
+	Relation	rel = try_relation_open(q->relid, RowExclusiveLock);
+	int			i;
+
+	if (rel == NULL)
+		return;					/* gone: the INSERT says so */
+	for (i = 0; rel->rd_rules != NULL && i < rel->rd_rules->numLocks; i++)
+	{
+		RewriteRule *rule = rel->rd_rules->rules[i];
+
+		if (rule->event == CMD_INSERT && rule->isInstead)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot enqueue into queue \"%s\": its table has an INSTEAD rule for INSERT",
+							q->name),
+					 errdetail("The rule replaces the INSERT, which would not store the events in the queue, so enqueue would have no msg_id to return."),
+					 errhint("Drop the rule, or use a BEFORE INSERT trigger instead.")));
+	}
+	relation_close(rel, NoLock);
+}
+
+/*
  * Insert into queue q, as the calling user: one payload, or (batch) the
  * elements of a jsonb[] in order, visible after now() + delay.  Returns the
  * msg_ids of the events inserted, in order, and their number in *nids
@@ -235,6 +276,7 @@ insert_events(const SpindleQueue *q, bool batch, Datum payload,
 		q = &fresh;
 	}
 
+	refuse_instead_rules(q);
 	sweep_stale_plans();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -379,6 +421,71 @@ spindle_enqueue_batch(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/*
+ * The dead-letter queue dq of a new queue name must be owned by the role
+ * creating it (who will own the new queue): the move to a dead-letter
+ * queue runs as the reader of the queue, and so runs the dead-letter
+ * queue's triggers, defaults and policies; with one owner they are the
+ * queue owner's own code, as triggers on the queue's table would be, and
+ * no one can pin another role's queue as their dead-letter queue (which
+ * its owner then could not drop).  ERROR 42501 otherwise.
+ */
+static void
+check_dead_letter_owner(const char *name, const SpindleQueue *dq)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(dq->relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("queue \"%s\" does not exist", dq->name)));
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	if (owner != GetUserId())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("dead-letter queue \"%s\" of queue \"%s\" must be owned by the queue's owner",
+						dq->name, name),
+				 errdetail("Queue \"%s\" is owned by role %s; the new queue would be owned by role %s.",
+						   dq->name,
+						   quote_identifier(GetUserNameFromId(owner, false)),
+						   quote_identifier(GetUserNameFromId(GetUserId(), false))),
+				 errhint("Create the queue as the dead-letter queue's owner, or use a dead-letter queue of your own.")));
+}
+
+/*
+ * ERROR 22023 if making dq the dead-letter queue of a new queue name would
+ * close a cycle: dq's chain of dead-letter queues leads back to name
+ * (possible when a queue named name was dropped in this transaction and
+ * another queue still names it).  Events would then move round forever.
+ * Registry rows never change once written, and create_queue holds the
+ * registry lock, so checking here keeps every chain free of cycles.
+ */
+static void
+check_dead_letter_cycle(const char *name, const SpindleQueue *dq)
+{
+	SpindleQueue cur = *dq;
+	int			steps = 0;
+
+	while (cur.dead_letter_queue[0] != '\0')
+	{
+		if (strcmp(cur.dead_letter_queue, name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("dead-letter queue \"%s\" of queue \"%s\" would make a cycle",
+							dq->name, name),
+					 errdetail("Queue \"%s\" moves its dead letters to queue \"%s\".",
+							   cur.name, name),
+					 errhint("Drop queue \"%s\" first, or choose another dead-letter queue.",
+							 cur.name)));
+		/* a chain longer than the registry can hold loops elsewhere */
+		if (++steps > 100000 ||
+			!spindle_queue_lookup(cur.dead_letter_queue, &cur, true))
+			break;
+	}
+}
+
 /* ----------------------------------------------------------------
  * create_queue(queue_name text, events_per_spindle int DEFAULT NULL,
  *				time_to_live interval DEFAULT NULL, max_reads int DEFAULT
@@ -481,6 +588,8 @@ spindle_create_queue(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("queue \"%s\" does not exist", dlq)));
+		check_dead_letter_owner(name, &dq);
+		check_dead_letter_cycle(name, &dq);
 	}
 
 	/* the table, as the calling role */
@@ -637,4 +746,6 @@ spindle_queue_register_hooks(void)
 	spindle_table_hooks.placed = queue_placed;
 	spindle_table_hooks.inserted = spindle_queue_note_insert;
 	spindle_table_hooks.truncated = queue_truncated;
+	spindle_table_hooks.spindle_floor = spindle_queue_spindle_floor;
+	spindle_table_hooks.ttl_not_before = spindle_queue_ttl_not_before;
 }

@@ -2,8 +2,9 @@
  *
  * queue_catalog.c
  *	  The queue registry: queue names, lookups with privilege checks, the
- *	  registry rows, and the msg_id that the access method gives every
- *	  event of a queue table.
+ *	  registry rows, the msg_id that the access method gives every event of
+ *	  a queue table and its floor per queue name, and what a queue's table
+ *	  may not have (DELETE triggers and rules).
  *
  * A queue "orders" is the spindle table spindle_q.orders (columns msg_id,
  * enqueued_at, visible_at, payload; queue_api.c creates it as the calling
@@ -18,7 +19,15 @@
  * deletes the row of a queue table however it is dropped (drop_queue,
  * DROP TABLE, DROP OWNED, DROP EXTENSION ... CASCADE).  A transaction that
  * dropped a queue which another queue still names as its dead-letter queue
- * is refused at commit (drop_queue refuses at once, with the same error).
+ * is refused at commit (drop_queue refuses at once, with the same error),
+ * and so is one that left a queue and its dead-letter queue with
+ * different owners (ALTER ... OWNER TO of one of them; create_queue
+ * refuses at once).  The hook also refuses a DELETE trigger or rule on a
+ * queue's table, which consumers would bypass, and records the msg_id
+ * floor of a dropped queue table (spindle.queue_msg_id_floor, see "The
+ * msg_id floor of a queue name" below).  After COMMIT PREPARED and
+ * ROLLBACK PREPARED the utility hook (admin/utility.c) wakes the consumers
+ * of the database (spindle_queue_wake_database).
  *
  * msg_id.  Every spindle table in schema spindle_q whose first column is
  * msg_id bigint gets msg_id = spindle_msgid_make(spindle_no, k) in each
@@ -37,12 +46,19 @@
  * Locks: none of its own.  The registry is read with the latest snapshot
  * (a REPEATABLE READ transaction finds queues created after its snapshot,
  * as it finds their tables); lookups take no lock on the queue table, so
- * name, existence and privileges are checked before any lock on it.
+ * name, existence and privileges are checked before any lock on it.  The
+ * floor of a name is read under the table's spindle creation lock (the
+ * table layer's) and upserted by the dropping transaction, which holds
+ * the table's AccessExclusiveLock; checking a new trigger or rule reads
+ * pg_trigger or pg_rewrite in AccessShareLock mode.
  *
  * Invariants: a registry row exists only for an existing table
  * spindle_q.<queue_name> (registered in the transaction that created it,
  * deleted in the one that drops it); a dead_letter_queue names a
- * registered queue other than the row's own.
+ * registered queue other than the row's own, with the same owner, and no
+ * chain of dead-letter queues is a cycle (queue_api.c); every msg_id a
+ * table of a queue name ever gave lies below the spindles of any later
+ * table of that name; a queue's table has no DELETE trigger or rule.
  *
  *-------------------------------------------------------------------------
  */
@@ -53,6 +69,7 @@
 #include "access/detoast.h"
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -60,11 +77,14 @@
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_rewrite.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type_d.h"
 #include "executor/spi.h"
 #include "queue/spindle_queue.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -106,6 +126,9 @@ static SpindleIdCapture *capture_top = NULL;
 /* this transaction deleted registry rows: check dead-letter queues */
 static bool registry_rows_deleted = false;
 
+/* this transaction changed the owner of a table of spindle_q */
+static bool queue_owner_changed = false;
+
 /*
  * Queue tables this transaction dropped or truncated: their consumers'
  * shared state (leases, read counts, the head) is reset when the drop or
@@ -135,14 +158,20 @@ static object_access_hook_type prev_object_access = NULL;
  * ----------------------------------------------------------------
  */
 
-/* Does spindle.queue_catalog exist (not during DROP EXTENSION's end)? */
+/* Does table spindle.<name> exist (not during DROP EXTENSION's end)? */
 static bool
-registry_exists(void)
+catalog_table_exists(const char *name)
 {
 	Oid			nsp = get_namespace_oid(SPINDLE_SCHEMA, true);
 
-	return OidIsValid(nsp) &&
-		OidIsValid(get_relname_relid("queue_catalog", nsp));
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid(name, nsp));
+}
+
+/* Does spindle.queue_catalog exist? */
+static bool
+registry_exists(void)
+{
+	return catalog_table_exists("queue_catalog");
 }
 
 /* ----------------------------------------------------------------
@@ -547,6 +576,50 @@ check_dead_letter_queues(void)
 				 errhint("Drop queue \"%s\" first.", user)));
 }
 
+/*
+ * Before a transaction that changed the owner of a queue's table commits:
+ * refuse if a queue and its dead-letter queue are left with different
+ * owners (create_queue makes them one; see queue_api.c).  REASSIGN OWNED,
+ * or ALTER ... OWNER TO of both tables in one transaction, keeps them so.
+ */
+static void
+check_dead_letter_owners(void)
+{
+	SpindleSpi	spi;
+	char	   *user = NULL;
+	char	   *dlq = NULL;
+
+	if (!registry_exists())
+		return;
+	spindle_spi_begin(&spi);
+	if (spindle_spi_exec("SELECT q.queue_name, q.dead_letter_queue"
+						 "  FROM spindle.queue_catalog q"
+						 "  JOIN spindle.queue_catalog d"
+						 "    ON d.queue_name OPERATOR(pg_catalog.=) q.dead_letter_queue"
+						 "  JOIN pg_catalog.pg_class qc"
+						 "    ON qc.oid OPERATOR(pg_catalog.=) q.relation::pg_catalog.oid"
+						 "  JOIN pg_catalog.pg_class dc"
+						 "    ON dc.oid OPERATOR(pg_catalog.=) d.relation::pg_catalog.oid"
+						 " WHERE qc.relowner OPERATOR(pg_catalog.<>) dc.relowner"
+						 " ORDER BY q.queue_name LIMIT 1",
+						 0, NULL, NULL, NULL, true) > 0)
+	{
+		MemoryContext old = MemoryContextSwitchTo(spi.outer);
+
+		user = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		dlq = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		MemoryContextSwitchTo(old);
+	}
+	spindle_spi_end(&spi);
+	if (user != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("queue \"%s\" and its dead-letter queue \"%s\" must have the same owner",
+						user, dlq),
+				 errdetail("The move to a dead-letter queue runs the dead-letter queue's triggers as the reader of the queue."),
+				 errhint("Change the owner of both tables in one transaction.")));
+}
+
 /* Remember relid for a reset of its consumers' state at commit. */
 static void
 note_reset_at_commit(Oid relid)
@@ -613,7 +686,10 @@ queue_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_PREPARE:
 			if (registry_rows_deleted)
 				check_dead_letter_queues();
+			if (queue_owner_changed)
+				check_dead_letter_owners();
 			registry_rows_deleted = false;
+			queue_owner_changed = false;
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
@@ -630,6 +706,7 @@ queue_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			dropped_queues = NIL;
 			registry_rows_deleted = false;
+			queue_owner_changed = false;
 			/* an error may have left captures behind (their frames are gone) */
 			capture_top = NULL;
 			break;
@@ -800,6 +877,112 @@ spindle_queue_capture_pop(SpindleIdCapture *cap)
 }
 
 /* ----------------------------------------------------------------
+ * The msg_id floor of a queue name
+ *
+ * A msg_id names a spindle number and a slot, and every table numbers its
+ * spindles from 1: without more, a queue dropped and created again (by
+ * drop_queue or DROP TABLE, then create_queue) would give the ids of the
+ * old one again, and a late ack of an old id would purge a new event.  So
+ * when a queue table is dropped, the number its next spindle would have
+ * had (never handed out, even by a rolled-back creation: slotmap.c) goes
+ * to spindle.queue_msg_id_floor under its name, and the spindles of any
+ * later table of that name are numbered from there (the table layer asks
+ * through the spindle_floor hook).  The old ids then all lie behind the
+ * new table's first spindle: an ack of one finds nothing and returns
+ * false.  TRUNCATE needs nothing: the table's own counter goes on.  The
+ * row is transactional with the drop, outlives the queue and is dumped.
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The table layer's spindle_floor hook: the lowest spindle number a new
+ * spindle of facade may take, 0 if it is not a queue table or its name
+ * has no floor.  Called under the table's creation lock.
+ */
+int64
+spindle_queue_spindle_floor(Relation facade)
+{
+	SpindleSpi	spi;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	int64		floor = 0;
+
+	if (!spindle_relation_is_queue(facade) ||
+		!catalog_table_exists("queue_msg_id_floor"))
+		return 0;
+	values[0] = CStringGetTextDatum(RelationGetRelationName(facade));
+	spindle_spi_begin(&spi);
+	if (spindle_spi_exec("SELECT next_spindle_no FROM spindle.queue_msg_id_floor"
+						 " WHERE queue_name OPERATOR(pg_catalog.=) $1",
+						 1, types, values, NULL, true) > 0)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
+									  SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			floor = DatumGetInt64(d);
+	}
+	spindle_spi_end(&spi);
+	return floor;
+}
+
+/*
+ * Queue table relid is being dropped (its AccessExclusiveLock is held):
+ * raise its name's floor to the number its next spindle would have had.
+ */
+static void
+record_msg_id_floor(Oid relid)
+{
+	Relation	rel;
+	SpindleSpi	spi;
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2];
+
+	if (!catalog_table_exists("queue_msg_id_floor"))
+		return;
+	rel = try_relation_open(relid, NoLock);
+	if (rel == NULL)
+		return;
+	if (!spindle_is_facade(rel) || !spindle_relation_is_queue(rel))
+	{
+		relation_close(rel, NoLock);
+		return;
+	}
+	values[0] = CStringGetTextDatum(RelationGetRelationName(rel));
+	values[1] = Int64GetDatum(spindle_peek_spindle_no(rel));
+	relation_close(rel, NoLock);
+	spindle_spi_begin(&spi);
+	spindle_spi_exec("INSERT INTO spindle.queue_msg_id_floor AS f"
+					 " (queue_name, next_spindle_no) VALUES ($1, $2)"
+					 " ON CONFLICT (queue_name) DO UPDATE"
+					 " SET next_spindle_no = GREATEST(f.next_spindle_no,"
+					 " excluded.next_spindle_no)",
+					 2, types, values, NULL, false);
+	spindle_spi_end(&spi);
+}
+
+/*
+ * The table layer's ttl_not_before hook: on a queue table an event's time
+ * to live counts from its visible_at, so a delayed event is never purged
+ * before it was due for time_to_live (the append time is checked too).
+ */
+AttrNumber
+spindle_queue_ttl_not_before(Relation facade)
+{
+	TupleDesc	td = RelationGetDescr(facade);
+	Form_pg_attribute att;
+
+	if (!spindle_relation_is_queue(facade) ||
+		td->natts < SPINDLE_QUEUE_ATT_VISIBLE_AT)
+		return 0;
+	att = TupleDescAttr(td, SPINDLE_QUEUE_ATT_VISIBLE_AT - 1);
+	if (att->attisdropped || att->atttypid != TIMESTAMPTZOID)
+		return 0;
+	return SPINDLE_QUEUE_ATT_VISIBLE_AT;
+}
+
+/* ----------------------------------------------------------------
  * Invalidation and hooks
  * ----------------------------------------------------------------
  */
@@ -893,9 +1076,17 @@ check_queue_alter(Oid relid, int subId, Oid oldnsp)
 	{
 		Form_pg_class form = (Form_pg_class) GETSTRUCT(newtup);
 		char	   *oldname = get_rel_name(relid);
+		HeapTuple	oldtup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 
 		renamed = form->relnamespace != oldnsp ||
 			(oldname != NULL && strcmp(NameStr(form->relname), oldname) != 0);
+		/* a queue and its dead-letter queue keep one owner: see above */
+		if (HeapTupleIsValid(oldtup))
+		{
+			if (((Form_pg_class) GETSTRUCT(oldtup))->relowner != form->relowner)
+				queue_owner_changed = true;
+			ReleaseSysCache(oldtup);
+		}
 	}
 	else
 	{
@@ -922,6 +1113,65 @@ check_queue_alter(Oid relid, int subId, Oid oldnsp)
 }
 
 /*
+ * A trigger (classId TriggerRelationId) or rule (RewriteRelationId) was
+ * just created or replaced: refuse one that fires on DELETE on a queue's
+ * table.  dequeue, ack, the dead-letter move and time_to_live purge
+ * events by position, firing no trigger and applying no rule, so a
+ * BEFORE DELETE guard or an audit trigger would silently not see them
+ * (the checks of the foreign keys referencing the table, internal
+ * triggers, are refused when consuming instead: queue.c).  The catalog
+ * row is read as the current command has just written it.
+ */
+static void
+check_queue_delete_action(Oid classId, Oid objectId)
+{
+	Relation	catalog;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+	Oid			relid = InvalidOid;
+	bool		on_delete = false;
+	const char *what = NULL;
+	char		queue[NAMEDATALEN];
+
+	catalog = table_open(classId, AccessShareLock);
+	ScanKeyInit(&key, classId == TriggerRelationId ? Anum_pg_trigger_oid :
+				Anum_pg_rewrite_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(objectId));
+	scan = systable_beginscan(catalog, classId == TriggerRelationId ?
+							  TriggerOidIndexId : RewriteOidIndexId,
+							  true, SnapshotSelf, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup) && classId == TriggerRelationId)
+	{
+		Form_pg_trigger t = (Form_pg_trigger) GETSTRUCT(tup);
+
+		relid = t->tgrelid;
+		on_delete = !t->tgisinternal && TRIGGER_FOR_DELETE(t->tgtype);
+		what = "trigger";
+	}
+	else if (HeapTupleIsValid(tup))
+	{
+		Form_pg_rewrite r = (Form_pg_rewrite) GETSTRUCT(tup);
+
+		relid = r->ev_class;
+		on_delete = r->ev_type == '0' + (int) CMD_DELETE;
+		what = "rule";
+	}
+	systable_endscan(scan);
+	table_close(catalog, AccessShareLock);
+	if (!on_delete || get_rel_namespace(relid) != spindle_queue_namespace(true) ||
+		!queue_of_relation(relid, queue))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("cannot create a DELETE %s on the table of queue \"%s\"",
+					what, queue),
+			 errdetail("dequeue, ack, the move to a dead-letter queue and time_to_live purge events without firing DELETE triggers or applying DELETE rules."),
+			 errhint("Record consumed events in the consumer's transaction instead: dequeue and read return them.")));
+}
+
+/*
  * The object access hook: when a table of schema spindle_q is dropped, by
  * whatever command, its registry row goes too; a queue's table and its
  * columns keep their names.
@@ -936,6 +1186,12 @@ queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 
 	if (prev_object_access)
 		prev_object_access(access, classId, objectId, subId, arg);
+	if ((classId == TriggerRelationId || classId == RewriteRelationId) &&
+		(access == OAT_POST_CREATE || access == OAT_POST_ALTER))
+	{
+		check_queue_delete_action(classId, objectId);
+		return;
+	}
 	if (classId != RelationRelationId ||
 		(access != OAT_DROP && access != OAT_POST_ALTER))
 		return;
@@ -954,6 +1210,7 @@ queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		return;
 	if (access == OAT_DROP)
 	{
+		record_msg_id_floor(objectId);
 		note_reset_at_commit(objectId);
 		forget_queue_relation(objectId);
 		/* its cached events go now (a rollback costs misses) */
@@ -962,6 +1219,33 @@ queue_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	else
 		check_queue_alter(objectId, subId, nsp);
 }
+
+/*
+ * Wake the consumers waiting on every queue of this database: after
+ * COMMIT PREPARED or ROLLBACK PREPARED, which end a transaction another
+ * backend ran, whose enqueues (or deletes rolled back) make events
+ * deliverable.  That backend's commit-time wake-up never comes (queue.c
+ * wakes at COMMIT only), and nothing recorded which queues it touched.
+ * Unlocked
+ * reads of the states' database: a state taken or freed meanwhile gets a
+ * wake-up for nothing, which costs its waiters one look.
+ */
+void
+spindle_queue_wake_database(void)
+{
+	int			i;
+
+	if (!spindle_preloaded)
+		return;
+	for (i = 0; i < spindle_max_queues; i++)
+	{
+		QueueState *qs = spindle_queue_state_at(i);
+
+		if (qs->dbid == MyDatabaseId && OidIsValid(qs->relid))
+			ConditionVariableBroadcast(&qs->cv);
+	}
+}
+
 
 /* Called from _PG_init: the GUC, the caches and the hooks. */
 void

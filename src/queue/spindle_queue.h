@@ -97,6 +97,9 @@ extern bool spindle_queue_dead_letter_user(const char *name, char *user);
 
 /* msg_id assignment and capture (store_events in facade_am.c) */
 extern void spindle_queue_register_hooks(void);
+extern void spindle_queue_wake_database(void);
+extern int64 spindle_queue_spindle_floor(Relation facade);
+extern AttrNumber spindle_queue_ttl_not_before(Relation facade);
 extern bool spindle_relation_is_queue(Relation rel);
 extern void spindle_queue_note_truncate(Relation rel);
 extern void spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots,

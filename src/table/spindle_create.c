@@ -937,6 +937,9 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 	forget_committed_pending(facade);
 	created_spindles = true;
 	floor = spindle_catalog_max_spindle_no(&cr, relid, snap) + 1;
+	/* a floor of the layers above (a queue name's high-water mark) */
+	if (spindle_table_hooks.spindle_floor)
+		floor = Max(floor, spindle_table_hooks.spindle_floor(facade));
 	allocator_begin(&alloc, facade, &cr, snap);
 	for (i = 0; i < ncreate; i++)
 	{

@@ -245,6 +245,18 @@ typedef struct SpindleTableHooks
 	void		(*truncated) (Relation facade, bool transactional);
 	/* work for the maintenance worker: a ready spindle was taken, ... */
 	void		(*wake_worker) (void);
+	/*
+	 * the lowest number a new spindle of the table may take, or 0 (the
+	 * queue layer: msg_ids are never given twice under one queue name)
+	 */
+	int64		(*spindle_floor) (Relation facade);
+	/*
+	 * TTL: a timestamptz column (attribute number) that must also be at or
+	 * before the cutoff for an event to be purged, or 0 for none (the
+	 * queue layer: visible_at, so that a delayed event lives ttl from its
+	 * due time)
+	 */
+	AttrNumber	(*ttl_not_before) (Relation facade);
 } SpindleTableHooks;
 
 extern PGDLLIMPORT SpindleTableHooks spindle_table_hooks;

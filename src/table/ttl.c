@@ -22,6 +22,12 @@
  * record per event), skipping events other transactions hold locked or
  * have deleted: those are left for the next round.
  *
+ * The layers above may ask for more (the ttl_not_before hook): on a queue
+ * table an event must also have been due (visible_at) at or before the
+ * cutoff, so a delayed event lives `ttl` from its due time, not from its
+ * append; a spindle holding one is then not purged whole (nor remembered
+ * as done) until it is.
+ *
  * A table that a foreign key references is refused (ERROR, as TRUNCATE):
  * a purge fires no triggers, so it would not check those keys.
  *
@@ -243,15 +249,29 @@ purged_at_commit(Oid facade, SpindleEntry *sp)
 }
 
 /*
+ * What a purge also asks of an event besides its append time: that
+ * column due_att (of the facade's descriptor desc; 0: none) be at or
+ * before due_cutoff (see the ttl_not_before hook).
+ */
+typedef struct TtlDue
+{
+	TupleDesc	desc;
+	AttrNumber	due_att;
+	TimestampTz due_cutoff;
+} TtlDue;
+
+/*
  * Delete the events of one page that our snapshot sees and whose append
- * time is at or before cutoff (all of them when cutoff is the maximum);
- * count them.  *complete is cleared when an expired event could not be
- * deleted (another transaction holds it) or cannot be seen yet (its
- * insert is still in progress, or committed after our snapshot).
+ * time is at or before cutoff (all of them when cutoff is the maximum),
+ * and that *due lets go; count them.  *complete is cleared when an expired
+ * event could not be deleted (another transaction holds it), cannot be
+ * seen yet (its insert is still in progress, or committed after our
+ * snapshot) or is not due long enough.
  */
 static int64
 purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
-		   TransactionId horizon, uint32 cutoff, bool *complete)
+		   TransactionId horizon, uint32 cutoff, const TtlDue *due,
+		   bool *complete)
 {
 	OffsetNumber offsets[MaxHeapTuplesPerPage];
 	int			n = 0;
@@ -279,6 +299,19 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 		ItemPointerSet(&tuple.t_self, blk, off);
 		if (spindle_event_time(tuple.t_data, tuple.t_len) > cutoff)
 			continue;
+		if (due->due_att != 0)
+		{
+			bool		isnull;
+			Datum		d = heap_getattr(&tuple, due->due_att, due->desc,
+										 &isnull);
+
+			/* a delayed event lives ttl from its due time */
+			if (!isnull && DatumGetTimestampTz(d) > due->due_cutoff)
+			{
+				*complete = false;
+				continue;
+			}
+		}
 		if (HeapTupleSatisfiesVisibility(&tuple, snapshot, buf))
 			offsets[n++] = off;
 		else
@@ -387,6 +420,7 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 	uint32		cutoff_s = spindle_time_floor(cutoff);
 	int64		purged = 0;
 	int			i;
+	TtlDue		due;
 
 	/*
 	 * DELETE's lock.  purge_expired() holds it; the worker's step holds
@@ -397,6 +431,10 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 		!ConditionalLockRelationOid(RelationGetRelid(facade), RowExclusiveLock))
 		return 0;
 	refuse_if_referenced(facade);
+	due.desc = RelationGetDescr(facade);
+	due.due_att = spindle_table_hooks.ttl_not_before ?
+		spindle_table_hooks.ttl_not_before(facade) : 0;
+	due.due_cutoff = cutoff;
 
 	dir = spindle_directory_acquire(facade);
 	forget_dropped(RelationGetRelid(facade), dir);
@@ -447,7 +485,7 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 					CHECK_FOR_INTERRUPTS();
 					n = purge_page(seg, blk, snapshot, cid, horizon,
 								   whole ? PG_UINT32_MAX : cutoff_s,
-								   &complete);
+								   &due, &complete);
 					/* counted at commit (counters.c) */
 					if (n > 0)
 						spindle_counters_deleted(sp->segment, (int) n);

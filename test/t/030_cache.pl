@@ -254,8 +254,9 @@ is( $n->safe_psql(
 	join(',', map { qq({"new": $_}) } 1 .. 5),
 	'after TRUNCATE only the new events');
 
-# a queue dropped with cached events, and a new one of the same name: its
-# msg_ids start at the same values as the old queue's
+# a queue dropped with cached events, and a new one of another name (one
+# of the same name never gives the old msg_ids again: queue_review_registry):
+# its msg_ids start at the same values as the old queue's
 my $old_ids = $n->safe_psql(
 	'postgres', q{
 SELECT spindle.create_queue('dq', events_per_spindle => 10);
@@ -267,8 +268,8 @@ is($n->safe_psql('postgres', 'SELECT count(*) FROM spindle._cache_stats()'),
 	'1', 'the dropped queue\'s cache slot is free');
 my $new_ids = $n->safe_psql(
 	'postgres', q{
-SELECT spindle.create_queue('dq', events_per_spindle => 10);
-SELECT string_agg(id::text, ',') FROM spindle.enqueue_batch('dq',
+SELECT spindle.create_queue('dq2', events_per_spindle => 10);
+SELECT string_agg(id::text, ',') FROM spindle.enqueue_batch('dq2',
     ARRAY(SELECT jsonb_build_object('new', g) FROM generate_series(1, 3) g)) id;
 });
 $old_ids =~ s/.*\n//s;
@@ -277,13 +278,13 @@ is($new_ids, join(',', (split /,/, $old_ids)[ 0 .. 2 ]),
 	'the new queue reuses the old msg_ids');
 is( $n->safe_psql(
 		'postgres',
-		"SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle.dequeue('dq', 100)"
+		"SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle.dequeue('dq2', 100)"
 	),
 	join(',', map { qq({"new": $_}) } 1 .. 3),
 	'the new queue delivers only its own events');
 is( $n->safe_psql(
 		'postgres',
-		"SELECT entries, hits, misses FROM spindle.cache_stats WHERE relation = 'spindle_q.dq'::regclass"
+		"SELECT entries, hits, misses FROM spindle.cache_stats WHERE relation = 'spindle_q.dq2'::regclass"
 	),
 	'0|3|0',
 	'from its own cache entries');
