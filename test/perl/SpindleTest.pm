@@ -9,9 +9,28 @@ use Test::More;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 
-our @EXPORT = qw(wait_for verify_ok queue_node queue_logs load_scripts
+our @EXPORT = qw(small_mount wait_for verify_ok queue_node queue_logs load_scripts
   start_load stop_load drain_queue check_consistent check_read_counts
   next_epoch log_counts install_wait_backend kill9_and_wait);
+
+# Why directory $d is no small file system of its own that this user can
+# write to (at most 64 MB), or '' if it is one: the disk-full and disk
+# alarm tests fill it (scripts/test.sh mounts an 8 MB tmpfs at
+# /mnt/spindle-small when it runs as root).
+sub small_mount
+{
+	my ($d) = @_;
+	return "$d does not exist" unless -d $d;
+	return "$d is not writable by this user" unless -w $d;
+	my @st = stat($d);
+	my @up = stat("$d/..");
+	return "$d is not a mount point" if $st[0] == $up[0];
+	my $df = `df -Pk '$d' 2>/dev/null`;
+	my ($kb) = $df =~ /\n\S+\s+(\d+)\s/;
+	return "cannot tell the size of $d" unless defined $kb;
+	return "$d is not small (${kb} kB; at most 64 MB)" if $kb > 64 * 1024;
+	return '';
+}
 
 # Poll $sql on $node in database $db until it returns 't'; return the
 # seconds it took, or undef after $limit seconds.  $poll_ms defaults to 50.

@@ -22,21 +22,6 @@ use Fcntl;
 my $t_start = [gettimeofday];
 my $small = $ENV{SPINDLE_SMALL_DIR} // '/mnt/spindle-small';
 
-# a small mount point of its own that we can write to
-sub small_mount
-{
-	my ($d) = @_;
-	return "$d does not exist" unless -d $d;
-	return "$d is not writable by this user" unless -w $d;
-	my @st = stat($d);
-	my @up = stat("$d/..");
-	return "$d is not a mount point" if $st[0] == $up[0];
-	my $df = `df -Pk '$d' 2>/dev/null`;
-	my ($kb) = $df =~ /\n\S+\s+(\d+)\s/;
-	return "cannot tell the size of $d" unless defined $kb;
-	return "$d is not small (${kb} kB; at most 64 MB)" if $kb > 64 * 1024;
-	return '';
-}
 my $why = small_mount($small);
 plan skip_all =>
   "no small filesystem for the disk-full test: $why (scripts/test.sh mounts an 8 MB tmpfs there when run as root)"
