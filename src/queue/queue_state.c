@@ -326,6 +326,7 @@ spindle_qitem_alloc(QueueState *qs, QueueItemKind kind, int64 start, int64 end)
 	item->owner = -1;
 	item->owner_lxid = InvalidLocalTransactionId;
 	item->mixed = false;
+	item->to_lease = false;
 	item->restore_kind = QITEM_RETURNED;
 	item->due = 0;
 	item->read_count = 0;
@@ -358,8 +359,10 @@ spindle_qitem_free(QueueState *qs, QueueItem *item)
 	Assert(item->kind != QITEM_FREE);
 	dlist_delete(&item->node);
 	qs->nitems--;
-	if (item->kind == QITEM_LEASED)
+	if (item->kind == QITEM_LEASED ||
+		(item->kind == QITEM_CLAIM && item->to_lease))
 		qs->nleases--;
+	item->to_lease = false;
 	item->kind = QITEM_FREE;
 	item->generation++;
 	SpinLockAcquire(&qshared->pool_mutex);
