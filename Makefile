@@ -52,7 +52,8 @@ ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_l
 	settled rangepurge_mvcc queue_checks_before_locks queue_consumers directory_changes views_counters \
 	queue_ack_items review_s_many_spindles \
 	review_u_consume_progress \
-	review_w_rights review_w_recreate
+	review_w_rights review_w_recreate \
+	queue_review_rights queue_review_snapshot queue_review_longpoll
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1

@@ -16,37 +16,41 @@ SELECT read_count, payload FROM spindle.read('rc3', 1, '0');
 SELECT payload FROM spindle.dequeue('rc3', 1);
 RESET ROLE;
 SELECT leased, depth FROM spindle.queues WHERE queue_name = 'rc3';
--- the poison event is read once (read_count 1 = max_reads)
-SELECT read_count, payload FROM spindle.read('rc3', 1, '0');
-SELECT count(*) FROM spindle.enqueue_batch('rc3', ARRAY['{"ok":1}','{"ok":2}','{"ok":3}']::jsonb[]);
--- the move to the dead-letter queue fails after the batch was examined:
--- nothing stays leased, no read count moves, nothing is dead-lettered
-CREATE FUNCTION rc3_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'rc3_dead refuses'; END $$;
-CREATE TRIGGER refuse BEFORE INSERT ON spindle_q.rc3_dead
-  FOR EACH ROW EXECUTE FUNCTION rc3_refuse();
-SELECT read_count, payload FROM spindle.read('rc3', 4, '1 hour');
-SELECT leased FROM spindle.queues WHERE queue_name = 'rc3';
--- a cancel after the batch was examined: the same
-DROP TRIGGER refuse ON spindle_q.rc3_dead;
-CREATE FUNCTION rc3_slow() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN PERFORM pg_sleep(10); RETURN NEW; END $$;
-CREATE TRIGGER slow BEFORE INSERT ON spindle_q.rc3_dead
-  FOR EACH ROW EXECUTE FUNCTION rc3_slow();
-SET statement_timeout = '300ms';
-SELECT read_count, payload FROM spindle.read('rc3', 4, '1 hour');
-RESET statement_timeout;
-SELECT leased FROM spindle.queues WHERE queue_name = 'rc3';
-DROP TRIGGER slow ON spindle_q.rc3_dead;
--- the healthy events are delivered (first read), the poison one moved
-SELECT read_count, payload FROM spindle.read('rc3', 4, '1 hour') ORDER BY msg_id;
-SELECT payload FROM spindle_q.rc3_dead ORDER BY msg_id;
-SELECT leased FROM spindle.queues WHERE queue_name = 'rc3';
 -- with INSERT on the dead-letter queue the consumer may read
 GRANT INSERT ON spindle_q.rc3_dead TO rc3_w;
 SET ROLE rc3_w;
-SELECT count(*) FROM spindle.read('rc3', 4, '1 hour');
+SELECT read_count, payload FROM spindle.read('rc3', 1, '1 hour');
 RESET ROLE;
+
+-- An error or a cancel after read() examined its batch (here: in the
+-- move of a poison event to the dead-letter queue) leaves nothing leased,
+-- moves no read count and dead-letters nothing.
+SELECT spindle.create_queue('rc28_dead');
+SELECT spindle.create_queue('rc28', max_reads => 1, dead_letter_queue => 'rc28_dead');
+SELECT spindle.enqueue('rc28', '{"poison": true}') > 0 AS enqueued;
+-- the poison event is read once (read_count 1 = max_reads)
+SELECT read_count, payload FROM spindle.read('rc28', 1, '0');
+SELECT count(*) FROM spindle.enqueue_batch('rc28', ARRAY['{"ok":1}','{"ok":2}','{"ok":3}']::jsonb[]);
+CREATE FUNCTION rc28_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'rc28_dead refuses'; END $$;
+CREATE TRIGGER refuse BEFORE INSERT ON spindle_q.rc28_dead
+  FOR EACH ROW EXECUTE FUNCTION rc28_refuse();
+SELECT read_count, payload FROM spindle.read('rc28', 4, '1 hour');
+SELECT leased FROM spindle.queues WHERE queue_name = 'rc28';
+DROP TRIGGER refuse ON spindle_q.rc28_dead;
+CREATE FUNCTION rc28_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_sleep(10); RETURN NEW; END $$;
+CREATE TRIGGER slow BEFORE INSERT ON spindle_q.rc28_dead
+  FOR EACH ROW EXECUTE FUNCTION rc28_slow();
+SET statement_timeout = '300ms';
+SELECT read_count, payload FROM spindle.read('rc28', 4, '1 hour');
+RESET statement_timeout;
+SELECT leased FROM spindle.queues WHERE queue_name = 'rc28';
+DROP TRIGGER slow ON spindle_q.rc28_dead;
+-- the healthy events are delivered (their first read), the poison moved
+SELECT read_count, payload FROM spindle.read('rc28', 4, '1 hour') ORDER BY msg_id;
+SELECT payload FROM spindle_q.rc28_dead ORDER BY msg_id;
+SELECT leased FROM spindle.queues WHERE queue_name = 'rc28';
 
 -- Finding 10: one read() never returns the same event twice, also when a
 -- move to the dead-letter queue makes it take more.

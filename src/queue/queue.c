@@ -538,7 +538,12 @@ open_queue(FunctionCallInfo fcinfo, LOCKMODE lockmode, SpindleQueue *q)
 
 	spindle_queue_open_arg(fcinfo, 0, ACL_SELECT | ACL_DELETE, q);
 	check_consumer_rls(q);
-	rel = table_open(q->relid, lockmode);
+	rel = try_table_open(q->relid, lockmode);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("queue \"%s\" does not exist", q->name),
+				 errdetail("It was dropped while the consumer waited.")));
 	spindle_queue_check_rights(q, ACL_SELECT | ACL_DELETE);
 	check_consumer_rls(q);
 	/* purges by position check no foreign key (the lock keeps new ones out) */
