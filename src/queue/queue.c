@@ -12,10 +12,15 @@
  * consumers never wait for each other and take no row locks.  It then
  * examines each claimed event on disk under an exclusive lock of its page:
  *
- *	- deliverable (inserted by a committed transaction, not deleted, not
- *	  locked, due): dequeue purges it -- xmax = the caller's transaction,
- *	  one WAL record per page (rangepurge.c) -- and returns it; read()
- *	  leases it instead (an item of kind LEASED, in shared memory only);
+ *	- deliverable (inserted by a committed transaction -- in REPEATABLE
+ *	  READ or SERIALIZABLE, one the caller's snapshot sees --, not
+ *	  deleted, not locked, due): dequeue purges it -- xmax = the caller's
+ *	  transaction, one WAL record per page (rangepurge.c) -- and returns
+ *	  it; read() leases it instead: its claim, marked to_lease, becomes an
+ *	  item of kind LEASED (shared memory only) when the read() returns, so
+ *	  that a read() that fails first leases nothing (the abort returns the
+ *	  claim like any other); an event read max_reads times is purged by
+ *	  either and moved to the dead-letter queue;
  *	- inserted, deleted or locked by a running transaction: PENDING on it;
  *	- not due: DELAYED until its visible_at;
  *	- purged by a committed transaction, aborted, or never an event: gone.
@@ -34,8 +39,10 @@
  * newer events, and so does the death of the backend (the abort runs) or a
  * crash (the state is rebuilt from disk, where the purge was undone).
  *
- * Locks: the queue table in RowExclusiveLock (dequeue, ack, read with a
- * dead-letter move) or AccessShareLock (read); each spindle touched in
+ * Locks: the queue table in RowExclusiveLock (dequeue, read, ack) or
+ * AccessShareLock (set_visibility), released by a long poll while it
+ * sleeps (it holds no claim then) and taken again, with the rights
+ * checked again, when it wakes; each spindle touched in
  * RowExclusiveLock; a state's LWLock never while a buffer lock is
  * acquired, and a buffer lock taken before a state lock (see
  * queue_state.c).  PREPARE TRANSACTION of a transaction holding claims is

@@ -18,7 +18,9 @@
  * or the state: its events are delivered again, as if it had expired).
  *
  * The pool has spindle.max_leases items for leases plus
- * SPINDLE_ITEMS_PER_QUEUE for each of spindle.max_queues states.  A state
+ * SPINDLE_ITEMS_PER_QUEUE for each of spindle.max_queues states; a state's
+ * nleases counts its LEASED items and its claims to_lease (a read() that
+ * has not returned yet: see queue.c), which become leases.  A state
  * is taken by the first consumer of a queue and kept until reset or
  * until its database is dropped.
  *
