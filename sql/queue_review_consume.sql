@@ -51,6 +51,21 @@ DROP TRIGGER slow ON spindle_q.rc28_dead;
 SELECT read_count, payload FROM spindle.read('rc28', 4, '1 hour') ORDER BY msg_id;
 SELECT payload FROM spindle_q.rc28_dead ORDER BY msg_id;
 SELECT leased FROM spindle.queues WHERE queue_name = 'rc28';
+-- a statement that fails after read() returned (here: on its rows) leased
+-- nothing either: nobody got them
+SELECT spindle.create_queue('rc28b');
+SELECT count(*) FROM spindle.enqueue_batch('rc28b', ARRAY['{"n":1}','{"n":2}']::jsonb[]);
+SELECT r.payload, 1 / (r.read_count - 1) FROM spindle.read('rc28b', 2, '1 hour') r;
+SELECT leased FROM spindle.queues WHERE queue_name = 'rc28b';
+-- but a later statement's failure, or a rollback, leaves the leases
+BEGIN;
+SELECT read_count, payload FROM spindle.read('rc28b', 1, '1 hour');
+SELECT 1 / 0;
+ROLLBACK;
+BEGIN;
+SELECT read_count, payload FROM spindle.read('rc28b', 1, '1 hour');
+ROLLBACK;
+SELECT leased FROM spindle.queues WHERE queue_name = 'rc28b';
 
 -- Finding 10: one read() never returns the same event twice, also when a
 -- move to the dead-letter queue makes it take more.

@@ -194,6 +194,25 @@ typedef struct DequeuePortal
 static List *portal_runs = NIL; /* DequeuePortals, in TopTransactionContext */
 
 /*
+ * Leases granted by the read() calls of the current statement: should the
+ * statement fail after read() returned (a cancel while its rows are sent
+ * or counted, an error later in the same statement), nobody got them, and
+ * the abort hands them back (undo_leases).  A later statement's failure,
+ * or a ROLLBACK, leaves them: leases do not depend on the transaction.
+ */
+typedef struct GrantedLease
+{
+	int			slot;			/* queue state */
+	int			index;			/* item */
+	uint32		generation;
+	TimestampTz due;			/* as granted */
+	SubTransactionId subid;		/* where read() ran (re-parented) */
+	TimestampTz stmt_start;		/* the statement it ran in */
+} GrantedLease;
+
+static List *granted_leases = NIL;	/* GrantedLeases, TopTransactionContext */
+
+/*
  * The claim this backend's last ack made, so that the next ack of the
  * following event joins it instead of taking an item of its own (see
  * join_last_ack).
@@ -222,6 +241,7 @@ static void no_room_for_item(void);
 static void join_last_ack(QueueState *qs, QueueItem *item, uint32 generation);
 static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
 static void fail_portals(SubTransactionId subid);
+static void undo_leases(SubTransactionId subid);
 static void queue_xact_callback(XactEvent event, void *arg);
 static void queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
@@ -382,6 +402,7 @@ queue_xact_callback(XactEvent event, void *arg)
 			wake_enqueued();
 			enqueued_to = NIL;
 			portal_runs = NIL;
+			granted_leases = NIL;
 			if (nudge_at_commit)
 				spindle_wake_worker();
 			nudge_at_commit = false;
@@ -389,13 +410,16 @@ queue_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			end_claims(false, InvalidSubTransactionId);
+			undo_leases(InvalidSubTransactionId);
 			enqueued_to = NIL;
 			portal_runs = NIL;
+			granted_leases = NIL;
 			nudge_at_commit = false;
 			break;
 		case XACT_EVENT_PREPARE:
 			enqueued_to = NIL;
 			portal_runs = NIL;
+			granted_leases = NIL;
 			nudge_at_commit = false;
 			break;
 		default:
@@ -413,6 +437,7 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		end_claims(false, mySubid);
 		fail_portals(mySubid);
+		undo_leases(mySubid);
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
@@ -432,7 +457,86 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			if (run->subid == mySubid)
 				run->subid = parentSubid;
 		}
+		foreach(lc, granted_leases)
+		{
+			GrantedLease *g = lfirst(lc);
+
+			if (g->subid == mySubid)
+				g->subid = parentSubid;
+		}
 	}
+}
+
+/*
+ * The (sub)transaction subid (Invalid: the transaction) aborts: if that
+ * happens in the statement that ran read(), hand back the leases read()
+ * granted in it, unread (read count as before), unless changed since
+ * (acknowledged, moved).  Never errors.
+ */
+static void
+undo_leases(SubTransactionId subid)
+{
+	ListCell   *lc;
+	TimestampTz stmt_start = GetCurrentStatementStartTimestamp();
+
+	foreach(lc, granted_leases)
+	{
+		GrantedLease *g = lfirst(lc);
+		QueueState *qs;
+		QueueItem  *item;
+		bool		undone = false;
+
+		if ((subid != InvalidSubTransactionId && g->subid != subid) ||
+			g->stmt_start != stmt_start || g->slot < 0)
+			continue;
+		qs = spindle_queue_state_at(g->slot);
+		item = spindle_qitem_at(g->index);
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (item->generation == g->generation &&
+			item->kind == QITEM_LEASED && item->due == g->due)
+		{
+			qs->nleases--;
+			item->kind = QITEM_RETURNED;
+			item->due = 0;
+			if (item->read_count > 0)
+				item->read_count--;
+			undone = true;
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+		if (undone)
+			ConditionVariableBroadcast(&qs->cv);
+		g->slot = -1;
+	}
+}
+
+/*
+ * Remember a lease read() granted (item index of state slot, as granted),
+ * for undo_leases.  No lock held.
+ */
+static void
+note_granted(int slot, int index, uint32 generation, TimestampTz due)
+{
+	MemoryContext old;
+	GrantedLease *g;
+	TimestampTz stmt_start = GetCurrentStatementStartTimestamp();
+
+	/* those of earlier statements can no longer be undone */
+	if (granted_leases != NIL &&
+		((GrantedLease *) linitial(granted_leases))->stmt_start != stmt_start)
+	{
+		list_free_deep(granted_leases);
+		granted_leases = NIL;
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	g = palloc(sizeof(GrantedLease));
+	g->slot = slot;
+	g->index = index;
+	g->generation = generation;
+	g->due = due;
+	g->subid = GetCurrentSubTransactionId();
+	g->stmt_start = stmt_start;
+	granted_leases = lappend(granted_leases, g);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -1540,6 +1644,7 @@ grant_leases(uint64 lease_call, TimestampTz due)
 			item->xid = InvalidTransactionId;
 			item->restore_kind = QITEM_RETURNED;
 			LWLockRelease(spindle_queue_lock(qs));
+			note_granted(ref->slot, ref->index, ref->generation, due);
 			dlist_delete(&ref->node);
 			pfree(ref);
 			continue;
