@@ -452,7 +452,7 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		}
 		foreach(lc, portal_runs)
 		{
-			DequeuePortal  *run = lfirst(lc);
+			DequeuePortal *run = lfirst(lc);
 
 			if (run->subid == mySubid)
 				run->subid = parentSubid;
@@ -552,11 +552,20 @@ static void
 note_portal(void)
 {
 	MemoryContext old;
-	DequeuePortal  *run;
+	DequeuePortal *run;
 
 	if (ActivePortal == NULL || ActivePortal->name == NULL ||
 		ActivePortal->createSubid == GetCurrentSubTransactionId())
 		return;
+	if (portal_runs != NIL)
+	{
+		/* a loop of calls in one portal and subtransaction: once */
+		run = llast(portal_runs);
+		if (run->subid == GetCurrentSubTransactionId() &&
+			run->create_subid == ActivePortal->createSubid &&
+			strcmp(run->name, ActivePortal->name) == 0)
+			return;
+	}
 	register_callbacks();
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	run = palloc(sizeof(DequeuePortal));
@@ -582,7 +591,7 @@ fail_portals(SubTransactionId subid)
 
 	foreach(lc, portal_runs)
 	{
-		DequeuePortal  *run = lfirst(lc);
+		DequeuePortal *run = lfirst(lc);
 		Portal		portal;
 
 		if (run->subid != subid)
