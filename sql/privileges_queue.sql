@@ -207,7 +207,8 @@ SET ROLE regress_pq_nobody;
 SELECT pq_try('SELECT spindle.enqueue(''pq'', ''{}'') > 0');
 SELECT pq_try('SELECT count(*) FROM spindle.dequeue(''pq'')');
 RESET ROLE;
--- a dead-letter move needs INSERT on the dead-letter queue
+-- a dead-letter move needs INSERT on the dead-letter queue: checked before
+-- anything is taken, also by a read that has nothing to move
 SET ROLE regress_pq_owner;
 SELECT spindle.create_queue('pq_dead');
 SELECT spindle.create_queue('pq_once', max_reads => 1, dead_letter_queue => 'pq_dead');

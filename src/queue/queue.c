@@ -12,10 +12,15 @@
  * consumers never wait for each other and take no row locks.  It then
  * examines each claimed event on disk under an exclusive lock of its page:
  *
- *	- deliverable (inserted by a committed transaction, not deleted, not
- *	  locked, due): dequeue purges it -- xmax = the caller's transaction,
- *	  one WAL record per page (rangepurge.c) -- and returns it; read()
- *	  leases it instead (an item of kind LEASED, in shared memory only);
+ *	- deliverable (inserted by a committed transaction -- in REPEATABLE
+ *	  READ or SERIALIZABLE, one the caller's snapshot sees --, not
+ *	  deleted, not locked, due): dequeue purges it -- xmax = the caller's
+ *	  transaction, one WAL record per page (rangepurge.c) -- and returns
+ *	  it; read() leases it instead: its claim, marked to_lease, becomes an
+ *	  item of kind LEASED (shared memory only) when the read() returns, so
+ *	  that a read() that fails first leases nothing (the abort returns the
+ *	  claim like any other); an event read max_reads times is purged by
+ *	  either and moved to the dead-letter queue;
  *	- inserted, deleted or locked by a running transaction: PENDING on it;
  *	- not due: DELAYED until its visible_at;
  *	- purged by a committed transaction, aborted, or never an event: gone.
@@ -34,8 +39,10 @@
  * newer events, and so does the death of the backend (the abort runs) or a
  * crash (the state is rebuilt from disk, where the purge was undone).
  *
- * Locks: the queue table in RowExclusiveLock (dequeue, ack, read with a
- * dead-letter move) or AccessShareLock (read); each spindle touched in
+ * Locks: the queue table in RowExclusiveLock (dequeue, read, ack) or
+ * AccessShareLock (set_visibility), released by a long poll while it
+ * sleeps (it holds no claim then) and taken again, with the rights
+ * checked again, when it wakes; each spindle touched in
  * RowExclusiveLock; a state's LWLock never while a buffer lock is
  * acquired, and a buffer lock taken before a state lock (see
  * queue_state.c).  PREPARE TRANSACTION of a transaction holding claims is
@@ -60,17 +67,20 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "storage/bufmgr.h"
 #include "storage/condition_variable.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
+#include "tcop/pquery.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/portal.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/timestamp.h"
@@ -108,7 +118,8 @@ typedef enum EvOutcome
 	EV_GONE,
 	EV_PENDING,
 	EV_DELAYED,
-	EV_RETRY
+	EV_RETRY,
+	EV_UNSEEN					/* committed after the caller's snapshot */
 } EvOutcome;
 
 /* One claimed position. */
@@ -117,6 +128,7 @@ typedef struct Candidate
 	int64		msg_id;
 	int			source;			/* index into the claim's sources */
 	int32		read_count;
+	bool		dead;			/* read more than max_reads: to be moved */
 	EvOutcome	outcome;
 	TransactionId xid;			/* PENDING on it */
 	TimestampTz due;			/* DELAYED until then */
@@ -153,9 +165,52 @@ typedef struct ClaimRef
 	int			index;			/* item */
 	uint32		generation;
 	SubTransactionId subid;
+	uint64		lease_call;		/* the read() call that made it, or 0 */
 } ClaimRef;
 
 static dlist_head my_claims = DLIST_STATIC_INIT(my_claims);	/* ClaimRefs */
+
+/*
+ * The read() call running in this backend (0: none), so that its claims
+ * to be leased are granted by it and no other (a read() may run inside
+ * another one, in a trigger on a dead-letter queue); see grant_leases.
+ */
+static uint64 lease_call_seq = 0;
+static uint64 current_lease_call = 0;
+
+/*
+ * Portals run by dequeue in a subtransaction newer than the portal (a
+ * cursor fetched inside a savepoint): if that subtransaction rolls back,
+ * the rows the portal still holds were returned by purges it undid, and
+ * the portal must hand out no more of them (see note_portal).
+ */
+typedef struct DequeuePortal
+{
+	char	   *name;
+	SubTransactionId create_subid;	/* the portal's */
+	SubTransactionId subid;		/* where dequeue ran (re-parented) */
+} DequeuePortal;
+
+static List *portal_runs = NIL; /* DequeuePortals, in TopTransactionContext */
+
+/*
+ * Leases granted by the read() calls of the current statement: should the
+ * statement fail after read() returned (a cancel while its rows are sent
+ * or counted, an error later in the same statement), nobody got them, and
+ * the abort hands them back (undo_leases).  A later statement's failure,
+ * or a ROLLBACK, leaves them: leases do not depend on the transaction.
+ */
+typedef struct GrantedLease
+{
+	int			slot;			/* queue state */
+	int			index;			/* item */
+	uint32		generation;
+	TimestampTz due;			/* as granted */
+	SubTransactionId subid;		/* where read() ran (re-parented) */
+	TimestampTz stmt_start;		/* the statement it ran in */
+} GrantedLease;
+
+static List *granted_leases = NIL;	/* GrantedLeases, TopTransactionContext */
 
 /*
  * The claim this backend's last ack made, so that the next ack of the
@@ -192,6 +247,8 @@ static bool acked_unclaimed = false;
 static void no_room_for_item(void);
 static void join_last_ack(QueueState *qs, QueueItem *item, uint32 generation);
 static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
+static void fail_portals(SubTransactionId subid);
+static void undo_leases(SubTransactionId subid);
 static void queue_xact_callback(XactEvent event, void *arg);
 static void queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
@@ -241,6 +298,7 @@ end_claims(bool commit, SubTransactionId subid)
 		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
 		QueueState *qs;
 		QueueItem  *item;
+		bool		wake = !commit;
 
 		if (subid != InvalidSubTransactionId && ref->subid != subid)
 			continue;
@@ -250,7 +308,18 @@ end_claims(bool commit, SubTransactionId subid)
 		if (item->generation == ref->generation &&
 			item->kind == QITEM_CLAIM && item->owner == MyProc->pgprocno)
 		{
-			if (commit && item->mixed)
+			if (item->to_lease)
+			{
+				/*
+				 * A lease its read() failed before granting: nobody got
+				 * these events, so their read count stays; examine again.
+				 */
+				qs->nleases--;
+				item->to_lease = false;
+				item->kind = QITEM_RETURNED;
+				wake = true;
+			}
+			else if (commit && item->mixed)
 			{
 				/* some of its events were not ours: examine them again */
 				item->kind = QITEM_RETURNED;
@@ -279,7 +348,7 @@ end_claims(bool commit, SubTransactionId subid)
 			}
 		}
 		LWLockRelease(spindle_queue_lock(qs));
-		if (!commit)
+		if (wake)
 			ConditionVariableBroadcast(&qs->cv);
 		dlist_delete(&ref->node);
 		pfree(ref);
@@ -340,6 +409,8 @@ queue_xact_callback(XactEvent event, void *arg)
 			wake_enqueued();
 			enqueued_to = NIL;
 			acked_unclaimed = false;
+			portal_runs = NIL;
+			granted_leases = NIL;
 			if (nudge_at_commit)
 				spindle_wake_worker();
 			nudge_at_commit = false;
@@ -347,12 +418,17 @@ queue_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			end_claims(false, InvalidSubTransactionId);
+			undo_leases(InvalidSubTransactionId);
 			enqueued_to = NIL;
+			portal_runs = NIL;
+			granted_leases = NIL;
 			nudge_at_commit = false;
 			acked_unclaimed = false;
 			break;
 		case XACT_EVENT_PREPARE:
 			enqueued_to = NIL;
+			portal_runs = NIL;
+			granted_leases = NIL;
 			nudge_at_commit = false;
 			acked_unclaimed = false;
 			break;
@@ -365,8 +441,14 @@ static void
 queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg)
 {
+	ListCell   *lc;
+
 	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
 		end_claims(false, mySubid);
+		fail_portals(mySubid);
+		undo_leases(mySubid);
+	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
 		dlist_iter	iter;
@@ -378,6 +460,157 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			if (ref->subid == mySubid)
 				ref->subid = parentSubid;
 		}
+		foreach(lc, portal_runs)
+		{
+			DequeuePortal *run = lfirst(lc);
+
+			if (run->subid == mySubid)
+				run->subid = parentSubid;
+		}
+		foreach(lc, granted_leases)
+		{
+			GrantedLease *g = lfirst(lc);
+
+			if (g->subid == mySubid)
+				g->subid = parentSubid;
+		}
+	}
+}
+
+/*
+ * The (sub)transaction subid (Invalid: the transaction) aborts: if that
+ * happens in the statement that ran read(), hand back the leases read()
+ * granted in it, unread (read count as before), unless changed since
+ * (acknowledged, moved).  Never errors.
+ */
+static void
+undo_leases(SubTransactionId subid)
+{
+	ListCell   *lc;
+	TimestampTz stmt_start = GetCurrentStatementStartTimestamp();
+
+	foreach(lc, granted_leases)
+	{
+		GrantedLease *g = lfirst(lc);
+		QueueState *qs;
+		QueueItem  *item;
+		bool		undone = false;
+
+		if ((subid != InvalidSubTransactionId && g->subid != subid) ||
+			g->stmt_start != stmt_start || g->slot < 0)
+			continue;
+		qs = spindle_queue_state_at(g->slot);
+		item = spindle_qitem_at(g->index);
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (item->generation == g->generation &&
+			item->kind == QITEM_LEASED && item->due == g->due)
+		{
+			qs->nleases--;
+			item->kind = QITEM_RETURNED;
+			item->due = 0;
+			if (item->read_count > 0)
+				item->read_count--;
+			undone = true;
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+		if (undone)
+			ConditionVariableBroadcast(&qs->cv);
+		g->slot = -1;
+	}
+}
+
+/*
+ * Remember a lease read() granted (item index of state slot, as granted),
+ * for undo_leases.  No lock held.
+ */
+static void
+note_granted(int slot, int index, uint32 generation, TimestampTz due)
+{
+	MemoryContext old;
+	GrantedLease *g;
+	TimestampTz stmt_start = GetCurrentStatementStartTimestamp();
+
+	/* those of earlier statements can no longer be undone */
+	if (granted_leases != NIL &&
+		((GrantedLease *) linitial(granted_leases))->stmt_start != stmt_start)
+	{
+		list_free_deep(granted_leases);
+		granted_leases = NIL;
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	g = palloc(sizeof(GrantedLease));
+	g->slot = slot;
+	g->index = index;
+	g->generation = generation;
+	g->due = due;
+	g->subid = GetCurrentSubTransactionId();
+	g->stmt_start = stmt_start;
+	granted_leases = lappend(granted_leases, g);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Remember that dequeue runs in the active portal, if that portal was
+ * created in an older subtransaction than the current one (a cursor
+ * declared before a SAVEPOINT and fetched after it): should the current
+ * subtransaction roll back, its purges are undone and the events handed
+ * out again, so the rows the portal materialized must not be fetched any
+ * more (fail_portals).  A portal created in the current subtransaction
+ * fails with it anyway.
+ */
+static void
+note_portal(void)
+{
+	MemoryContext old;
+	DequeuePortal *run;
+
+	if (ActivePortal == NULL || ActivePortal->name == NULL ||
+		ActivePortal->createSubid == GetCurrentSubTransactionId())
+		return;
+	if (portal_runs != NIL)
+	{
+		/* a loop of calls in one portal and subtransaction: once */
+		run = llast(portal_runs);
+		if (run->subid == GetCurrentSubTransactionId() &&
+			run->create_subid == ActivePortal->createSubid &&
+			strcmp(run->name, ActivePortal->name) == 0)
+			return;
+	}
+	register_callbacks();
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	run = palloc(sizeof(DequeuePortal));
+	run->name = pstrdup(ActivePortal->name);
+	run->create_subid = ActivePortal->createSubid;
+	run->subid = GetCurrentSubTransactionId();
+	portal_runs = lappend(portal_runs, run);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Subtransaction subid rolls back: fail the portals in which dequeue ran
+ * in it and which are still there to be fetched from (READY), so that a
+ * FETCH from them errors instead of returning events that are no longer
+ * purged.  A portal still running (the statement of a PL/pgSQL function
+ * whose EXCEPTION block caught the error) is left alone: its rows are
+ * not materialized past the error.  Never errors.
+ */
+static void
+fail_portals(SubTransactionId subid)
+{
+	ListCell   *lc;
+
+	foreach(lc, portal_runs)
+	{
+		DequeuePortal *run = lfirst(lc);
+		Portal		portal;
+
+		if (run->subid != subid)
+			continue;
+		portal = GetPortalByName(run->name);
+		if (PortalIsValid(portal) && portal->createSubid == run->create_subid &&
+			portal->status == PORTAL_READY)
+			MarkPortalFailed(portal);
+		run->subid = InvalidSubTransactionId;
 	}
 }
 
@@ -400,22 +633,16 @@ remember_claim(QueueState *qs, QueueItem *item)
 	ref->index = item->index;
 	ref->generation = item->generation;
 	ref->subid = GetCurrentSubTransactionId();
+	ref->lease_call = current_lease_call;
 	dlist_push_tail(&my_claims, &ref->node);
 }
 
 /* ---------- opening a queue ---------- */
 
-/*
- * Open queue table name with the rights a consumer needs (SELECT and
- * DELETE on it), checked before the table is locked.
- */
-static Relation
-open_queue(FunctionCallInfo fcinfo, LOCKMODE lockmode, SpindleQueue *q)
+/* ERROR 42501 if row-level security applies to the caller on the queue. */
+static void
+check_consumer_rls(const SpindleQueue *q)
 {
-	Relation	rel;
-	TupleDesc	td;
-
-	spindle_queue_open_arg(fcinfo, 0, ACL_SELECT | ACL_DELETE, q);
 	/* consumers see every event: a policy must not hide some of them */
 	if (check_enable_rls(q->relid, InvalidOid, false) == RLS_ENABLED)
 		ereport(ERROR,
@@ -424,7 +651,31 @@ open_queue(FunctionCallInfo fcinfo, LOCKMODE lockmode, SpindleQueue *q)
 						q->name),
 				 errdetail("dequeue, read, ack and set_visibility are not filtered by row-level security policies."),
 				 errhint("Consume as a role that bypasses row-level security (the owner, unless FORCE ROW LEVEL SECURITY is set), or disable row-level security on the queue's table.")));
-	rel = table_open(q->relid, lockmode);
+}
+
+/*
+ * Open queue table name with the rights a consumer needs (SELECT and
+ * DELETE on it, no row-level security), checked before the table is
+ * locked (no one without them waits for its lock) and again once it is
+ * (a REVOKE or ENABLE ROW LEVEL SECURITY committed while we waited for
+ * the lock applies: taking the lock processed its invalidations).
+ */
+static Relation
+open_queue(FunctionCallInfo fcinfo, LOCKMODE lockmode, SpindleQueue *q)
+{
+	Relation	rel;
+	TupleDesc	td;
+
+	spindle_queue_open_arg(fcinfo, 0, ACL_SELECT | ACL_DELETE, q);
+	check_consumer_rls(q);
+	rel = try_table_open(q->relid, lockmode);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("queue \"%s\" does not exist", q->name),
+				 errdetail("It was dropped while the consumer waited.")));
+	spindle_queue_check_rights(q, ACL_SELECT | ACL_DELETE);
+	check_consumer_rls(q);
 	/* purges by position check no foreign key (the lock keeps new ones out) */
 	if (OidIsValid(spindle_referencing_table(rel)))
 		ereport(ERROR,
@@ -554,9 +805,12 @@ claim_from_item(QueueState *qs, QueueItem *item, int64 n, Source *src)
 	src->read_count = item->read_count;
 	if (claim == item)
 	{
-		if (item->kind == QITEM_LEASED)
+		if (item->kind == QITEM_LEASED ||
+			(item->kind == QITEM_CLAIM && item->to_lease))
 			qs->nleases--;
 		item->kind = QITEM_CLAIM;
+		item->to_lease = false;
+		item->mixed = false;
 	}
 	claim->read_count = src->read_count;
 	claim->xid = InvalidTransactionId;
@@ -760,12 +1014,42 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 /* ---------- examining events ---------- */
 
 /*
+ * A member of running MultiXact multi that is still running, or Invalid:
+ * what an event locked by it waits for (when that one ends, the event is
+ * examined again and waits for the next, if any).  The caller holds the
+ * event's buffer lock, as heapam does when it looks at members.
+ */
+static TransactionId
+running_member(MultiXactId multi)
+{
+	MultiXactMember *members;
+	int			n;
+	int			i;
+	TransactionId xid = InvalidTransactionId;
+
+	n = GetMultiXactIdMembers(multi, &members, false, true);
+	for (i = 0; i < n; i++)
+		if (TransactionIdIsCurrentTransactionId(members[i].xid) ||
+			TransactionIdIsInProgress(members[i].xid))
+		{
+			xid = members[i].xid;
+			break;
+		}
+	if (n > 0)
+		pfree(members);
+	return xid;
+}
+
+/*
  * What the event at ptid of seg (buffer buf, locked) is for a consumer at
- * time now; sets *xid for EV_PENDING and *due for EV_DELAYED.
+ * time now; sets *xid for EV_PENDING and *due for EV_DELAYED.  With
+ * snapshot (transaction-snapshot isolation), an event its inserter
+ * committed after the snapshot was taken is EV_UNSEEN: left for others.
  */
 static EvOutcome
 classify(Relation seg, Buffer buf, ItemPointer ptid, int64 k, TupleDesc td,
-		 TimestampTz now, TransactionId *xid, TimestampTz *due)
+		 TimestampTz now, Snapshot snapshot, TransactionId *xid,
+		 TimestampTz *due)
 {
 	Page		page = BufferGetPage(buf);
 	OffsetNumber off = ItemPointerGetOffsetNumber(ptid);
@@ -810,7 +1094,12 @@ classify(Relation seg, Buffer buf, ItemPointer ptid, int64 k, TupleDesc td,
 		{
 			if (MultiXactIdIsRunning(xmax, true))
 			{
-				*xid = InvalidTransactionId;
+				/*
+				 * Pending on a running member, so that the next attempt
+				 * does not take it again at once (an invalid xid is
+				 * ready at once, and would keep dequeue(q, 1) on it).
+				 */
+				*xid = running_member(xmax);
 				return EV_PENDING;
 			}
 		}
@@ -827,6 +1116,8 @@ classify(Relation seg, Buffer buf, ItemPointer ptid, int64 k, TupleDesc td,
 		*due = DatumGetTimestampTz(d);
 		return EV_DELAYED;
 	}
+	if (snapshot != NULL && !HeapTupleSatisfiesVisibility(&tup, snapshot, buf))
+		return EV_UNSEEN;
 	return EV_DELIVER;
 }
 
@@ -954,7 +1245,8 @@ cache_done(Relation facade, int slot, Candidate *c, int n, bool purge)
 	pos = palloc(sizeof(uint64) * n);
 	for (i = 0; i < n; i++)
 		if (c[i].cached &&
-			(c[i].outcome == EV_GONE || (purge && c[i].outcome == EV_DELIVER)))
+			(c[i].outcome == EV_GONE ||
+			 ((purge || c[i].dead) && c[i].outcome == EV_DELIVER)))
 		{
 			ids[nids] = c[i].msg_id;
 			pos[nids++] = c[i].cache_pos;
@@ -1019,12 +1311,14 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 
 /*
  * Examine located candidates page by page under an exclusive page lock;
- * with purge, purge the deliverable ones (one WAL record per page) and
- * keep a copy of each.  Candidates must be sorted by location.
+ * with purge, purge the deliverable ones (one WAL record per page), or
+ * with dead_only only those marked dead, and keep a copy of each
+ * deliverable one.  snapshot: see classify.  Candidates must be sorted by
+ * location.
  */
 static void
 examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
-		TimestampTz now, bool purge, bool *purge_mask)
+		TimestampTz now, Snapshot snapshot, bool purge, bool dead_only)
 {
 	TupleDesc	td = RelationGetDescr(facade);
 	CommandId	cid = purge ? GetCurrentCommandId(true) : InvalidCommandId;
@@ -1054,9 +1348,9 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 		{
 			c[i].outcome = classify(seg, buf, &c[i].ptid,
 									spindle_msgid_k(c[i].msg_id), td, now,
-									&c[i].xid, &c[i].due);
+									snapshot, &c[i].xid, &c[i].due);
 			if (c[i].outcome == EV_DELIVER && purge &&
-				(purge_mask == NULL || purge_mask[i]))
+				(!dead_only || c[i].dead))
 				offsets[noff++] = ItemPointerGetOffsetNumber(&c[i].ptid);
 		}
 		if (noff > 0)
@@ -1099,19 +1393,25 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 
 /* ---------- recording what was found ---------- */
 
-/* The item kind an outcome leaves behind the head (FREE: nothing). */
+/*
+ * The item kind an outcome leaves behind the head (FREE: nothing).  A
+ * delivered event is this backend's claim: purged by its transaction
+ * (dequeue, or a move to the dead-letter queue), or (read) to become a
+ * lease when the read() returns (to_lease).
+ */
 static QueueItemKind
-outcome_kind(const Candidate *c, bool delivered_kind_is_lease)
+outcome_kind(const Candidate *c)
 {
 	switch (c->outcome)
 	{
 		case EV_DELIVER:
-			return delivered_kind_is_lease ? QITEM_LEASED : QITEM_CLAIM;
+			return QITEM_CLAIM;
 		case EV_PENDING:
 			return QITEM_PENDING;
 		case EV_DELAYED:
 			return QITEM_DELAYED;
 		case EV_RETRY:
+		case EV_UNSEEN:
 			return QITEM_RETURNED;
 		case EV_GONE:
 			return QITEM_FREE;
@@ -1133,7 +1433,8 @@ same_run(const Candidate *a, const Candidate *b, bool lease)
 			/* never early; late by at most a second */
 			return Abs(a->due - b->due) < USECS_PER_SEC;
 		case EV_DELIVER:
-			return !lease || a->read_count == b->read_count;
+			return a->dead == b->dead &&
+				(!lease || a->read_count == b->read_count);
 		default:
 			return true;
 	}
@@ -1141,9 +1442,12 @@ same_run(const Candidate *a, const Candidate *b, bool lease)
 
 /*
  * Join the run [first, last] of kind to an item of qs (locked) other than
- * self that ends just before it and says the same (the same awaited xid;
- * due times within a second, keeping the later): a run of delayed events
- * passed one dequeue at a time then takes one item, not one per call.
+ * self that ends just before it and says the same (the same read count;
+ * the same awaited xid, a valid one; due times within a second, keeping
+ * the later): a run of delayed events passed one dequeue at a time then
+ * takes one item, not one per call.  Runs of different read counts stay
+ * apart, or an event never delivered would inherit the count of one read
+ * before it (and be dead-lettered unread).
  */
 static bool
 extend_item(QueueState *qs, QueueItem *self, QueueItemKind kind,
@@ -1156,9 +1460,12 @@ extend_item(QueueState *qs, QueueItem *self, QueueItemKind kind,
 		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
 
 		if (item == self || item->kind != kind || item->end != first->msg_id ||
-			spindle_msgid_spindle(item->start) != spindle_msgid_spindle(first->msg_id))
+			spindle_msgid_spindle(item->start) != spindle_msgid_spindle(first->msg_id) ||
+			item->read_count != first->read_count)
 			continue;
-		if (kind == QITEM_PENDING && !TransactionIdEquals(item->xid, first->xid))
+		if (kind == QITEM_PENDING &&
+			(!TransactionIdIsValid(first->xid) ||
+			 !TransactionIdEquals(item->xid, first->xid)))
 			continue;
 		if (kind == QITEM_DELAYED &&
 			(Abs(item->due - first->due) >= USECS_PER_SEC ||
@@ -1173,18 +1480,54 @@ extend_item(QueueState *qs, QueueItem *self, QueueItemKind kind,
 }
 
 /*
+ * The rest of source s from candidate i on has no item of its own (the
+ * pool is out of items or leases): the claim's item keeps it.  If this
+ * backend purged some of it (dequeue, moves to the dead-letter queue), it
+ * stays our claim, marked mixed: the purged events are ours to deliver,
+ * the others are examined again when the claim ends, whatever the end.
+ * Otherwise (read) it becomes RETURNED and none of it is delivered.
+ * Returns the candidate after the source.
+ */
+static int
+keep_rest(QueueItem *item, Candidate *c, int n, int i, int s, bool lease,
+		  TransactionId xid)
+{
+	bool		purged = false;
+	int			k;
+
+	item->start = c[i].msg_id;
+	for (k = i; k < n && c[k].source == s; k++)
+		if (c[k].outcome == EV_DELIVER && (!lease || c[k].dead))
+			purged = true;
+	if (purged)
+	{
+		item->xid = xid;
+		item->mixed = true;
+		item->to_lease = false;
+	}
+	else
+	{
+		item->kind = QITEM_RETURNED;
+		item->owner = -1;
+	}
+	for (k = i; k < n && c[k].source == s; k++)
+		if (c[k].outcome == EV_DELIVER && !(!lease || c[k].dead))
+			c[k].outcome = EV_RETRY;
+	return k;
+}
+
+/*
  * Replace each source's claim by what its candidates turned out to be.
  * Candidates are sorted by source, then msg_id; delivered ones become this
- * backend's claims (dequeue: purged by xid) or leases until lease_due
- * (read), gone ones nothing.  Where the pool has no item left, the rest of
- * a source stays one item: for dequeue, a claim marked mixed (its events
- * that were delivered are purged by us; the others are examined again when
- * the claim ends, whatever the end); for read, RETURNED, and its
- * candidates are not delivered.
+ * backend's claims: purged by xid (dequeue, and read's moves to the
+ * dead-letter queue), or, for read's others, claims to_lease, which
+ * grant_leases makes leases when the read() returns (and which an abort
+ * hands back unread, so that a read() that fails leases nothing); gone
+ * ones become nothing.  Where the pool has no item left, see keep_rest.
  */
 static void
 record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
-	   bool lease, TimestampTz lease_due, TransactionId xid)
+	   bool lease, TransactionId xid)
 {
 	int			i = 0;
 	int			s;
@@ -1205,7 +1548,7 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 			 */
 			while (i < n && c[i].source == s)
 			{
-				if (lease && c[i].outcome == EV_DELIVER)
+				if (lease && !c[i].dead && c[i].outcome == EV_DELIVER)
 					c[i].outcome = EV_RETRY;
 				i++;
 			}
@@ -1215,6 +1558,7 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 		{
 			int			j = i;
 			bool		last;
+			bool		leasing;
 			QueueItemKind kind;
 			QueueItem  *run;
 
@@ -1222,7 +1566,8 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 				   same_run(&c[j], &c[j + 1], lease))
 				j++;
 			last = !(j + 1 < n && c[j + 1].source == s);
-			kind = outcome_kind(&c[i], lease);
+			kind = outcome_kind(&c[i]);
+			leasing = lease && kind == QITEM_CLAIM && !c[i].dead;
 			if (kind == QITEM_FREE)
 			{
 				if (last)
@@ -1243,50 +1588,34 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 				i = j + 1;
 				continue;
 			}
-			if (last && (kind != QITEM_LEASED || spindle_qitem_lease_room()))
+			if (last && (!leasing || spindle_qitem_lease_room()))
 			{
 				/* the last run takes the claim's own item */
 				run = item;
 				item->start = c[i].msg_id;
+				if (leasing)
+					qs->nleases++;
 			}
 			else if (last)
 				run = NULL;		/* no lease left: examined again */
 			else
-				run = spindle_qitem_alloc(qs, kind, c[i].msg_id,
-										  c[j].msg_id + 1);
+				/* a lease to be is counted as a lease from now on */
+				run = spindle_qitem_alloc(qs, leasing ? QITEM_LEASED : kind,
+										  c[i].msg_id, c[j].msg_id + 1);
 			if (run == NULL)
 			{
-				/* no item for it: the claim's item keeps the rest */
-				item->start = c[i].msg_id;
-				if (lease)
-				{
-					item->kind = QITEM_RETURNED;
-					item->owner = -1;
-					for (; i < n && c[i].source == s; i++)
-						if (c[i].outcome == EV_DELIVER)
-							c[i].outcome = EV_RETRY;
-				}
-				else
-				{
-					item->xid = xid;
-					item->mixed = true;
-					for (; i < n && c[i].source == s; i++)
-						;
-				}
+				i = keep_rest(item, c, n, i, s, lease, xid);
 				break;
 			}
-			if (kind == QITEM_LEASED && run == item)
-				qs->nleases++;
 			run->kind = kind;
+			run->to_lease = leasing;
 			run->end = c[j].msg_id + 1;
-			run->read_count = kind == QITEM_LEASED ? c[i].read_count + 1 :
-				c[i].read_count;
+			run->read_count = c[i].read_count;
 			run->xid = kind == QITEM_PENDING ? c[i].xid :
-				kind == QITEM_CLAIM ? xid : InvalidTransactionId;
+				kind == QITEM_CLAIM && !leasing ? xid : InvalidTransactionId;
 			run->owner = kind == QITEM_CLAIM ? MyProc->pgprocno : -1;
 			run->mixed = false;
-			run->due = kind == QITEM_DELAYED ? Max(c[i].due, c[j].due) :
-				kind == QITEM_LEASED ? lease_due : 0;
+			run->due = kind == QITEM_DELAYED ? Max(c[i].due, c[j].due) : 0;
 			if (kind == QITEM_CLAIM && run != item)
 				remember_claim(qs, run);
 			if (!last)
@@ -1295,6 +1624,52 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 		}
 	}
 	LWLockRelease(spindle_queue_lock(qs));
+}
+
+/*
+ * The read() call lease_call returns: its claims to_lease become leases
+ * until due, each event's read count one more (saturating), and this
+ * backend forgets them (leases do not depend on the transaction).  Until
+ * now no other consumer could take them, so no read() returns an event
+ * twice, and an error or a cancel before this point leased nothing.
+ */
+static void
+grant_leases(uint64 lease_call, TimestampTz due)
+{
+	dlist_mutable_iter iter;
+
+	dlist_foreach_modify(iter, &my_claims)
+	{
+		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
+		QueueState *qs;
+		QueueItem  *item;
+
+		if (ref->lease_call != lease_call)
+			continue;
+		qs = spindle_queue_state_at(ref->slot);
+		item = spindle_qitem_at(ref->index);
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (item->generation == ref->generation &&
+			item->kind == QITEM_CLAIM && item->owner == MyProc->pgprocno &&
+			item->to_lease)
+		{
+			item->kind = QITEM_LEASED;
+			item->to_lease = false;
+			item->due = due;
+			if (item->read_count < PG_INT32_MAX)
+				item->read_count++;
+			item->owner = -1;
+			item->owner_lxid = InvalidLocalTransactionId;
+			item->xid = InvalidTransactionId;
+			item->restore_kind = QITEM_RETURNED;
+			LWLockRelease(spindle_queue_lock(qs));
+			note_granted(ref->slot, ref->index, ref->generation, due);
+			dlist_delete(&ref->node);
+			pfree(ref);
+			continue;
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+	}
 }
 
 /* ---------- the consuming functions ---------- */
@@ -1321,15 +1696,33 @@ typedef struct ConsumeResult
 #define CONSUME_ATTEMPT_MAX		1024
 
 /*
- * One attempt to take up to want events of the queue: dequeue (purge =
- * true) or read with a lease until lease_due.  Returns the candidates;
- * those with outcome EV_DELIVER were delivered.
+ * A consumer's call (dequeue or read) and what it has open: the queue's
+ * table, locked, and its shared state.  consume() may close and re-open
+ * them while it sleeps (see consume_sleep), so they are kept here.
+ */
+typedef struct Consumer
+{
+	FunctionCallInfo fcinfo;	/* the call: the queue name is argument 0 */
+	SpindleQueue q;
+	Relation	rel;			/* the queue's table (RowExclusiveLock) */
+	QueueState *qs;
+	bool		purge;			/* dequeue; else read */
+	Snapshot	snapshot;		/* transaction snapshot isolation, or NULL */
+} Consumer;
+
+/*
+ * One attempt to take up to want events of the queue: dequeue (purge) or
+ * read (claims to be leased, see record).  Returns the candidates; those
+ * with outcome EV_DELIVER were delivered (those marked dead are for the
+ * dead-letter queue, purged for read too).  Assigns no transaction id
+ * unless it purges something (an empty poll writes nothing).
  */
 static ConsumeResult
-consume_once(Relation facade, QueueState *qs, int want, bool purge,
-			 TimestampTz lease_due, TimestampTz ready_at, bool *pool_full)
+consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 {
 	ConsumeResult res = {NULL, 0, 0};
+	Relation	facade = cs->rel;
+	QueueState *qs = cs->qs;
 	SpindleDirectory *dir;
 	Source	   *sources;
 	int			nsources;
@@ -1339,8 +1732,8 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	int			cache_slot;
 	int64		newest = 0;
 	bool		ends_spindle;
+	bool		any_dead = false;
 	TimestampTz now = GetCurrentTimestamp();
-	TransactionId xid = purge ? GetCurrentTransactionId() : InvalidTransactionId;
 
 	AcceptInvalidationMessages();
 
@@ -1353,7 +1746,7 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 	sources = palloc(sizeof(Source) * max_sources);
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
 					  ready_at, pool_full, &ends_spindle);
-	if (ends_spindle && purge)
+	if (ends_spindle && cs->purge)
 	{
 		register_callbacks();	/* got may be 0: no claim registered them */
 		nudge_at_commit = true;
@@ -1383,26 +1776,36 @@ consume_once(Relation facade, QueueState *qs, int want, bool purge,
 
 		for (p = sources[s].start; p < sources[s].end; p++)
 		{
-			res.c[res.n].msg_id = p;
-			res.c[res.n].source = s;
-			res.c[res.n].read_count = sources[s].read_count;
-			res.n++;
+			Candidate  *c = &res.c[res.n++];
+
+			c->msg_id = p;
+			c->source = s;
+			c->read_count = sources[s].read_count;
+			c->dead = cs->q.max_reads > 0 && c->read_count >= cs->q.max_reads;
+			any_dead |= c->dead;
 		}
 	}
 	cache_slot = spindle_cache_find(RelationGetRelid(facade));
 	cache_fill(facade, dir, cache_slot, res.c, res.n);
 	locate(facade, dir, res.c, res.n, now);
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_location);
-	examine(facade, dir, res.c, res.n, now, purge, NULL);
+	/* read purges the events it moves to the dead-letter queue */
+	examine(facade, dir, res.c, res.n, now, cs->snapshot,
+			cs->purge || any_dead, !cs->purge);
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
-	record(qs, sources, nsources, res.c, res.n, !purge, lease_due, xid);
+	/* what was purged assigned the transaction id */
+	record(qs, sources, nsources, res.c, res.n, !cs->purge,
+		   GetCurrentTransactionIdIfAny());
 	spindle_directory_release(dir);
-	cache_done(facade, cache_slot, res.c, res.n, purge);
+	cache_done(facade, cache_slot, res.c, res.n, cs->purge);
 	return res;
 }
 
 
-/* The time consumers must next look again at qs: its earliest due item. */
+/*
+ * The wall-clock time consumers must next look again at qs: its earliest
+ * due item (DT_NOEND: none).
+ */
 static TimestampTz
 next_due(QueueState *qs)
 {
@@ -1437,11 +1840,11 @@ next_due(QueueState *qs)
  * delivered ones to *out.
  */
 static void
-consume_now(Relation facade, QueueState *qs, int want, bool purge,
-			int64 lease_us, ConsumeResult *out, bool *pool_full)
+consume_now(Consumer *cs, int want, ConsumeResult *out, bool *pool_full)
 {
-	/* items are ready if due before this call: not the leases it grants */
+	/* items are ready if due before this call */
 	TimestampTz ready_at = GetCurrentTimestamp();
+	QueueState *qs = cs->qs;
 	int			fruitless = 0;
 
 	while (out->n < want)
@@ -1454,9 +1857,7 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
-		res = consume_once(facade, qs, Min(want - out->n, CONSUME_ATTEMPT_MAX),
-						   purge,
-						   plus_usecs(GetCurrentTimestamp(), lease_us),
+		res = consume_once(cs, Min(want - out->n, CONSUME_ATTEMPT_MAX),
 						   ready_at, pool_full);
 		for (i = 0; i < res.n; i++)
 			if (res.c[i].outcome == EV_DELIVER)
@@ -1472,7 +1873,8 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 				out->c[out->n++] = res.c[i];
 				delivered++;
 			}
-			else if (res.c[i].outcome != EV_RETRY)
+			else if (res.c[i].outcome != EV_RETRY &&
+					 res.c[i].outcome != EV_UNSEEN)
 				settled = true;
 		if (res.c != NULL)
 			pfree(res.c);
@@ -1484,11 +1886,11 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 		 * lock, say) or delayed, which the next attempt does not take
 		 * again; the events past them are then for the next attempt, not
 		 * for the next call (which would return nothing while events
-		 * wait).  Only events found not placed yet (EV_RETRY) are taken
-		 * again at once: an attempt that found nothing else ends the call.
-		 * A bounded number of attempts in a row that only settled items
-		 * ends it too, so that items others keep changing cannot keep it
-		 * here.
+		 * wait).  Only events found not placed yet (EV_RETRY) or not in
+		 * the caller's snapshot (EV_UNSEEN) are taken again at once: an
+		 * attempt that found nothing else ends the call.  A bounded
+		 * number of attempts in a row that only settled items ends it
+		 * too, so that items others keep changing cannot keep it here.
 		 */
 		if (res.n == 0 || *pool_full)
 			break;
@@ -1500,52 +1902,115 @@ consume_now(Relation facade, QueueState *qs, int want, bool purge,
 }
 
 /*
+ * Open the consumer's queue (see open_queue) and its state.  A queue with
+ * a dead-letter queue needs INSERT on it: checked here, before anything is
+ * claimed or leased, so that a consumer without it gets a clear error
+ * every time rather than a lease of events it never receives.
+ */
+static void
+consumer_open(Consumer *cs)
+{
+	cs->rel = open_queue(cs->fcinfo, RowExclusiveLock, &cs->q);
+	if (cs->q.max_reads > 0 && cs->q.dead_letter_queue[0] != '\0')
+	{
+		SpindleQueue dlq;
+
+		if (!spindle_queue_lookup(cs->q.dead_letter_queue, &dlq, true))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("dead-letter queue \"%s\" of queue \"%s\" does not exist",
+							cs->q.dead_letter_queue, cs->q.name)));
+		if (!spindle_queue_has_right(dlq.relid, GetUserId(), ACL_INSERT))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for dead-letter queue \"%s\" of queue \"%s\"",
+							dlq.name, cs->q.name),
+					 errdetail("Consumers of queue \"%s\" move the events read more than max_reads (%d) times into its dead-letter queue, which needs INSERT privilege on table %s.%s.",
+							   cs->q.name, cs->q.max_reads,
+							   SPINDLE_QUEUE_SCHEMA, dlq.name),
+					 errhint("The dead-letter queue's owner can GRANT it: GRANT INSERT ON %s.%s TO %s.",
+							 SPINDLE_QUEUE_SCHEMA, dlq.name,
+							 quote_identifier(GetUserNameFromId(GetUserId(), false)))));
+	}
+	cs->qs = spindle_queue_state(RelationGetRelid(cs->rel), true);
+}
+
+/*
+ * Sleep on the queue's condition variable (prepared) for up to sleep_us,
+ * holding no lock on its table meanwhile: a waiter must not make DDL on
+ * the queue wait (ALTER, TRUNCATE, drop_queue), nor the producers queued
+ * behind that DDL, whose enqueues are what would wake it.  Nothing this
+ * call purged or claimed is held (it delivered nothing yet).  Re-opens
+ * the queue afterwards, with all its checks: it may have been altered,
+ * truncated, dropped (42P01) or re-created, or the rights revoked.
+ * A lock the transaction held before the call stays held.
+ */
+static void
+consume_sleep(Consumer *cs, int64 sleep_us)
+{
+	QueueState *qs = cs->qs;
+
+	table_close(cs->rel, RowExclusiveLock);
+	cs->rel = NULL;
+	/* spindle.queues.waiting_consumers */
+	pg_atomic_fetch_add_u32(&qs->waiting, 1);
+	PG_TRY();
+	{
+		(void) ConditionVariableTimedSleep(&qs->cv,
+										   Max(1, Min(sleep_us / 1000 + 1,
+													  INT_MAX)),
+										   PG_WAIT_EXTENSION);
+	}
+	PG_FINALLY();
+	{
+		pg_atomic_fetch_sub_u32(&qs->waiting, 1);
+	}
+	PG_END_TRY();
+	CHECK_FOR_INTERRUPTS();
+	consumer_open(cs);
+}
+
+/*
  * Take up to want events, waiting up to wait_us for the first one: the
  * condition variable is registered before each attempt, so an enqueue that
- * commits between the attempt and the sleep still wakes it.
+ * commits between the attempt and the sleep still wakes it.  The wait is
+ * measured on the monotonic clock (a step of the wall clock neither
+ * stretches nor cuts it); due times of items are wall-clock times.
  */
 static ConsumeResult
-consume(Relation facade, QueueState *qs, int want, bool purge,
-		int64 lease_us, int64 wait_us)
+consume(Consumer *cs, int want, int64 wait_us)
 {
-	TimestampTz deadline = plus_usecs(GetCurrentTimestamp(), wait_us);
+	instr_time	start;
 	ConsumeResult res;
 
+	INSTR_TIME_SET_CURRENT(start);
 	res.nalloc = Min(want, CONSUME_INITIAL_ROOM);
 	res.c = palloc0(sizeof(Candidate) * res.nalloc);
 	res.n = 0;
 	for (;;)
 	{
 		bool		pool_full = false;
-		TimestampTz now;
-		TimestampTz until;
+		instr_time	elapsed;
+		int64		sleep_us;
+		TimestampTz due;
 
 		if (wait_us > 0)
-			ConditionVariablePrepareToSleep(&qs->cv);
-		consume_now(facade, qs, want, purge, lease_us, &res, &pool_full);
+			ConditionVariablePrepareToSleep(&cs->qs->cv);
+		consume_now(cs, want, &res, &pool_full);
 		if (res.n == 0 && pool_full)
 			no_room_for_item();
-		now = GetCurrentTimestamp();
-		if (res.n > 0 || wait_us == 0 || now >= deadline)
+		if (res.n > 0 || wait_us == 0)
 			break;
-		until = Min(deadline, next_due(qs));
-		if (until > now)
-		{
-			/* spindle.queues.waiting_consumers */
-			pg_atomic_fetch_add_u32(&qs->waiting, 1);
-			PG_TRY();
-			{
-				(void) ConditionVariableTimedSleep(&qs->cv,
-												   Max(1, Min((until - now) / 1000 + 1,
-															  INT_MAX)),
-												   PG_WAIT_EXTENSION);
-			}
-			PG_FINALLY();
-			{
-				pg_atomic_fetch_sub_u32(&qs->waiting, 1);
-			}
-			PG_END_TRY();
-		}
+		INSTR_TIME_SET_CURRENT(elapsed);
+		INSTR_TIME_SUBTRACT(elapsed, start);
+		if ((int64) INSTR_TIME_GET_MICROSEC(elapsed) >= wait_us)
+			break;
+		sleep_us = wait_us - (int64) INSTR_TIME_GET_MICROSEC(elapsed);
+		due = next_due(cs->qs);
+		if (due != DT_NOEND)
+			sleep_us = Min(sleep_us, due - GetCurrentTimestamp());
+		if (sleep_us > 0)
+			consume_sleep(cs, sleep_us);
 		CHECK_FOR_INTERRUPTS();
 	}
 	if (wait_us > 0)
@@ -1561,6 +2026,7 @@ emit_messages(FunctionCallInfo fcinfo, Relation facade, ConsumeResult *res)
 	TupleDesc	td = RelationGetDescr(facade);
 	Datum	   *values = palloc(sizeof(Datum) * td->natts);
 	bool	   *nulls = palloc(sizeof(bool) * td->natts);
+	bool		read = fcinfo->flinfo->fn_addr == spindle_read;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -1573,11 +2039,13 @@ emit_messages(FunctionCallInfo fcinfo, Relation facade, ConsumeResult *res)
 
 		if (c->outcome != EV_DELIVER)
 			continue;
+		/* read: this read counts (as grant_leases counts it) */
+		out[2] = Int32GetDatum(c->read_count +
+							   (read && c->read_count < PG_INT32_MAX ? 1 : 0));
 		if (c->from_cache)
 		{
 			out[0] = Int64GetDatum(c->msg_id);
 			out[1] = TimestampTzGetDatum(c->enqueued_at);
-			out[2] = Int32GetDatum(c->read_count + (fcinfo->flinfo->fn_addr == spindle_read ? 1 : 0));
 			out[3] = PointerGetDatum(PG_DETOAST_DATUM(PointerGetDatum(c->payload)));
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnull);
 			continue;
@@ -1588,7 +2056,6 @@ emit_messages(FunctionCallInfo fcinfo, Relation facade, ConsumeResult *res)
 		out[0] = Int64GetDatum(c->msg_id);
 		out[1] = values[QCOL_ENQUEUED - 1];
 		outnull[1] = nulls[QCOL_ENQUEUED - 1];
-		out[2] = Int32GetDatum(c->read_count + (fcinfo->flinfo->fn_addr == spindle_read ? 1 : 0));
 		if (nulls[QCOL_PAYLOAD - 1])
 			outnull[3] = true;
 		else
@@ -1598,45 +2065,17 @@ emit_messages(FunctionCallInfo fcinfo, Relation facade, ConsumeResult *res)
 }
 
 /*
- * spindle.dequeue(queue_name text, max_events int DEFAULT 1,
- *                 wait interval DEFAULT '0') RETURNS SETOF spindle.message
- *
- * Takes and purges up to max_events events; they are gone for good when
- * the caller's transaction commits and come back if it rolls back.
- */
-Datum
-spindle_dequeue(PG_FUNCTION_ARGS)
-{
-	SpindleQueue q;
-	int			want;
-	int64		wait_us;
-	Relation	rel;
-	QueueState *qs;
-	ConsumeResult res;
-
-	want = get_max_events(fcinfo, 1);
-	wait_us = get_interval_usecs(fcinfo, 2, "wait");
-	PreventCommandIfReadOnly("spindle.dequeue()");
-	rel = open_queue(fcinfo, RowExclusiveLock, &q);
-	qs = spindle_queue_state(RelationGetRelid(rel), true);
-	res = consume(rel, qs, want, true, 0, wait_us);
-	emit_messages(fcinfo, rel, &res);
-	table_close(rel, NoLock);
-	return (Datum) 0;
-}
-
-/*
- * Events read more than max_reads times go to the queue's dead-letter
- * queue instead of being delivered: enqueued there and purged here, in
- * the caller's transaction (both or neither).  Without a dead-letter
- * queue they are purged.  The caller's rights on the dead-letter queue
- * apply (INSERT).  Leaves the others in res.
+ * Events read max_reads times or more (marked dead; purged by this
+ * transaction) go to the queue's dead-letter queue instead of being
+ * delivered: enqueued there, in the caller's transaction, so both or
+ * neither happen.  Without a dead-letter queue they are only purged.  The
+ * caller's INSERT on the dead-letter queue was checked (consumer_open).
+ * Leaves the others in res.
  */
 static void
-move_dead_letters(Relation rel, QueueState *qs, SpindleQueue *q,
-				  ConsumeResult *res)
+move_dead_letters(Consumer *cs, ConsumeResult *res)
 {
-	TupleDesc	td = RelationGetDescr(rel);
+	TupleDesc	td = RelationGetDescr(cs->rel);
 	Datum	   *values = palloc(sizeof(Datum) * td->natts);
 	bool	   *nulls = palloc(sizeof(bool) * td->natts);
 	SPIPlanPtr	plan = NULL;
@@ -1647,18 +2086,14 @@ move_dead_letters(Relation rel, QueueState *qs, SpindleQueue *q,
 	{
 		Candidate  *c = &res->c[i];
 
-		if (c->read_count < q->max_reads)
+		if (!c->dead)
 		{
 			res->c[kept++] = *c;
 			continue;
 		}
-		PreventCommandIfReadOnly("spindle.read() of an event past max_reads");
-		/* purged here first: one another transaction took is not moved */
-		if (!ack_one(rel, qs, c->msg_id))
-			continue;
 		/* spindle.queues.dead_lettered_total (counted when moved) */
-		pg_atomic_fetch_add_u64(&qs->dead_lettered, 1);
-		if (q->dead_letter_queue[0] != '\0')
+		pg_atomic_fetch_add_u64(&cs->qs->dead_lettered, 1);
+		if (cs->q.dead_letter_queue[0] != '\0')
 		{
 			Oid			argtypes[1] = {JSONBOID};
 			Datum		args[1];
@@ -1667,7 +2102,7 @@ move_dead_letters(Relation rel, QueueState *qs, SpindleQueue *q,
 			{
 				char	   *sql = psprintf("INSERT INTO %s.%s (payload) VALUES ($1)",
 										   quote_identifier(SPINDLE_QUEUE_SCHEMA),
-										   quote_identifier(q->dead_letter_queue));
+										   quote_identifier(cs->q.dead_letter_queue));
 
 				if (SPI_connect() != SPI_OK_CONNECT)
 					elog(ERROR, "SPI_connect failed");
@@ -1693,50 +2128,118 @@ move_dead_letters(Relation rel, QueueState *qs, SpindleQueue *q,
 }
 
 /*
- * spindle.read(queue_name text, max_events int, visibility_timeout interval,
- *              wait interval DEFAULT '0') RETURNS SETOF spindle.message
- *
- * Leases up to max_events events: hidden from other consumers for
- * visibility_timeout, whatever becomes of the caller's transaction, then
- * delivered again (read_count + 1) until acknowledged.
+ * Take up to want events (see consume), moving those read more than
+ * max_reads times to the dead-letter queue; what moves makes room for
+ * others, taken without waiting.
  */
-Datum
-spindle_read(PG_FUNCTION_ARGS)
+static ConsumeResult
+consume_live(Consumer *cs, int want, int64 wait_us)
 {
-	SpindleQueue q;
-	int			want;
-	int64		vt_us;
-	int64		wait_us;
-	Relation	rel;
-	QueueState *qs;
-	ConsumeResult res;
+	ConsumeResult res = consume(cs, want, wait_us);
 
-	want = get_max_events(fcinfo, 1);
-	vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
-	wait_us = get_interval_usecs(fcinfo, 3, "wait");
-	PreventCommandIfReadOnly("spindle.read()");
-	rel = open_queue(fcinfo, RowExclusiveLock, &q);
-	qs = spindle_queue_state(RelationGetRelid(rel), true);
-	res = consume(rel, qs, want, false, vt_us, wait_us);
-	while (q.max_reads > 0)
+	while (cs->q.max_reads > 0)
 	{
 		int			got = res.n;
 		ConsumeResult more;
 		int			i;
 
-		/* what moves to the dead-letter queue makes room for others */
-		move_dead_letters(rel, qs, &q, &res);
+		move_dead_letters(cs, &res);
 		if (res.n == got || res.n >= want)
 			break;
-		more = consume(rel, qs, want - res.n, false, vt_us, 0);
+		more = consume(cs, want - res.n, 0);
 		if (more.n == 0)
 			break;
 		res.c = repalloc(res.c, sizeof(Candidate) * (res.n + more.n));
 		for (i = 0; i < more.n; i++)
 			res.c[res.n++] = more.c[i];
 	}
-	emit_messages(fcinfo, rel, &res);
-	table_close(rel, NoLock);
+	return res;
+}
+
+/*
+ * Set up a consumer for fcinfo's call.  In REPEATABLE READ and
+ * SERIALIZABLE, consumers take only events their transaction's snapshot
+ * sees (an event committed later is left for others): the snapshot is
+ * what the rest of the transaction sees, the producer's other writes
+ * included.
+ */
+static void
+consumer_init(Consumer *cs, FunctionCallInfo fcinfo, bool purge)
+{
+	memset(cs, 0, sizeof(*cs));
+	cs->fcinfo = fcinfo;
+	cs->purge = purge;
+	cs->snapshot = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : NULL;
+	consumer_open(cs);
+}
+
+/*
+ * spindle.dequeue(queue_name text, max_events int DEFAULT 1,
+ *                 wait interval DEFAULT '0') RETURNS SETOF spindle.message
+ *
+ * Takes and purges up to max_events events; they are gone for good when
+ * the caller's transaction commits and come back if it rolls back.
+ */
+Datum
+spindle_dequeue(PG_FUNCTION_ARGS)
+{
+	int			want;
+	int64		wait_us;
+	Consumer	cs;
+	ConsumeResult res;
+
+	want = get_max_events(fcinfo, 1);
+	wait_us = get_interval_usecs(fcinfo, 2, "wait");
+	PreventCommandIfReadOnly("spindle.dequeue()");
+	consumer_init(&cs, fcinfo, true);
+	note_portal();
+	res = consume_live(&cs, want, wait_us);
+	emit_messages(fcinfo, cs.rel, &res);
+	table_close(cs.rel, NoLock);
+	return (Datum) 0;
+}
+
+/*
+ * spindle.read(queue_name text, max_events int, visibility_timeout interval,
+ *              wait interval DEFAULT '0') RETURNS SETOF spindle.message
+ *
+ * Leases up to max_events events: hidden from other consumers for
+ * visibility_timeout, whatever becomes of the caller's transaction, then
+ * delivered again (read_count + 1) until acknowledged.  All or nothing:
+ * the leases are granted when the call returns its rows; an error or a
+ * cancel before that leases nothing (the events are claims of this call
+ * until then, which the abort hands back).
+ */
+Datum
+spindle_read(PG_FUNCTION_ARGS)
+{
+	int			want;
+	int64		vt_us;
+	int64		wait_us;
+	Consumer	cs;
+	uint64		outer_call = current_lease_call;
+	uint64		call;
+
+	want = get_max_events(fcinfo, 1);
+	vt_us = get_interval_usecs(fcinfo, 2, "visibility_timeout");
+	wait_us = get_interval_usecs(fcinfo, 3, "wait");
+	PreventCommandIfReadOnly("spindle.read()");
+	consumer_init(&cs, fcinfo, false);
+	call = ++lease_call_seq;
+	current_lease_call = call;
+	PG_TRY();
+	{
+		ConsumeResult res = consume_live(&cs, want, wait_us);
+
+		emit_messages(fcinfo, cs.rel, &res);
+	}
+	PG_FINALLY();
+	{
+		current_lease_call = outer_call;
+	}
+	PG_END_TRY();
+	grant_leases(call, plus_usecs(GetCurrentTimestamp(), vt_us));
+	table_close(cs.rel, NoLock);
 	return (Datum) 0;
 }
 
@@ -1926,7 +2429,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	cache_fill(facade, dir, cache_slot, &c, 1);
 	locate(facade, dir, &c, 1, now);
 	if (c.located)
-		examine(facade, dir, &c, 1, DT_NOEND - 1, true, NULL);
+		examine(facade, dir, &c, 1, DT_NOEND - 1, NULL, true, false);
 	spindle_directory_release(dir);
 	purged = c.located && c.outcome == EV_DELIVER;
 	cache_done(facade, cache_slot, &c, 1, true);

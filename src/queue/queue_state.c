@@ -18,7 +18,9 @@
  * or the state: its events are delivered again, as if it had expired).
  *
  * The pool has spindle.max_leases items for leases plus
- * SPINDLE_ITEMS_PER_QUEUE for each of spindle.max_queues states.  A state
+ * SPINDLE_ITEMS_PER_QUEUE for each of spindle.max_queues states; a state's
+ * nleases counts its LEASED items and its claims to_lease (a read() that
+ * has not returned yet: see queue.c), which become leases.  A state
  * is taken by the first consumer of a queue and kept until reset or
  * until its database is dropped.
  *
@@ -326,6 +328,7 @@ spindle_qitem_alloc(QueueState *qs, QueueItemKind kind, int64 start, int64 end)
 	item->owner = -1;
 	item->owner_lxid = InvalidLocalTransactionId;
 	item->mixed = false;
+	item->to_lease = false;
 	item->restore_kind = QITEM_RETURNED;
 	item->due = 0;
 	item->read_count = 0;
@@ -358,8 +361,10 @@ spindle_qitem_free(QueueState *qs, QueueItem *item)
 	Assert(item->kind != QITEM_FREE);
 	dlist_delete(&item->node);
 	qs->nitems--;
-	if (item->kind == QITEM_LEASED)
+	if (item->kind == QITEM_LEASED ||
+		(item->kind == QITEM_CLAIM && item->to_lease))
 		qs->nleases--;
+	item->to_lease = false;
 	item->kind = QITEM_FREE;
 	item->generation++;
 	SpinLockAcquire(&qshared->pool_mutex);

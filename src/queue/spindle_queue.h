@@ -151,6 +151,8 @@ typedef struct QueueItem
 	int			owner;			/* CLAIM: pgprocno of the claimer ... */
 	LocalTransactionId owner_lxid;	/* ... and its transaction */
 	bool		mixed;			/* CLAIM: holds events it did not purge */
+	bool		to_lease;		/* CLAIM: a lease its read() grants when it
+								 * returns (counted in nleases) */
 	uint8		restore_kind;	/* CLAIM by ack: what it was, for an abort */
 	TimestampTz due;			/* DELAYED, LEASED */
 	int32		read_count;		/* reads so far of these events */
