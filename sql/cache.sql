@@ -1,5 +1,5 @@
 --
--- cache: the event cache (src/cache.c) and spindle.cache_stats.
+-- cache: the event cache (src/queue/cache.c) and spindle.cache_stats.
 --
 --  - the view's columns and types;
 --  - an enqueue puts the event into the cache, a dequeue, read or ack that

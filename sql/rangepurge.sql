@@ -1,6 +1,6 @@
 --
 -- rangepurge: spindle._purge_events() purges events with one WAL record per
--- spindle page (src/rangepurge.c), leaving each tuple as heap's DELETE
+-- spindle page (src/storage/rangepurge.c), leaving each tuple as heap's DELETE
 -- would: new snapshots lose the events at commit, ROLLBACK and ROLLBACK TO
 -- SAVEPOINT bring them back, a purged spindle is dropped as after DELETE,
 -- and the WAL grows with the pages touched, not with the events.

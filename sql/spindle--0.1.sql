@@ -163,7 +163,7 @@ GRANT EXECUTE ON FUNCTION spindle.disk_alarm() TO pg_monitor;
 
 -- Test-only until the queue API calls spindle_purge_on_page() itself: purge
 -- the events with these TIDs (as SELECT ctid returns them) with one WAL
--- record per spindle page (src/rangepurge.c); returns how many it purged.
+-- record per spindle page (src/storage/rangepurge.c); returns how many it purged.
 CREATE FUNCTION spindle._purge_events(rel regclass, tids tid[])
     RETURNS integer
     AS 'MODULE_PATHNAME', 'spindle_purge_events' LANGUAGE C VOLATILE;
@@ -246,7 +246,7 @@ CREATE FUNCTION spindle.enqueue_batch(queue_name text, payloads jsonb[],
 COMMENT ON FUNCTION spindle.enqueue_batch(text, jsonb[], interval) IS
     'append the payloads in array order in one statement; returns their msg_ids in that order; needs INSERT on the queue';
 
--- Consumers (src/queue.c).  dequeue, read, ack and set_visibility need
+-- Consumers (src/queue/queue.c).  dequeue, read, ack and set_visibility need
 -- SELECT and DELETE on the queue's table; none is SECURITY DEFINER.
 CREATE FUNCTION spindle.dequeue(queue_name text, max_events integer DEFAULT 1,
     wait interval DEFAULT '0')
@@ -281,7 +281,7 @@ CREATE FUNCTION spindle.set_visibility(queue_name text, msg_id bigint,
 COMMENT ON FUNCTION spindle.set_visibility(text, bigint, interval) IS
     'end a lease at now + visibility_timeout (''0'': hand the event back now); false if not leased';
 
--- ===================== verify (src/verify.c) =====================
+-- ===================== verify (src/admin/verify.c) =====================
 -- spindle.verify(rel): one row per broken invariant of a spindle table,
 -- none when it is healthy; needs SELECT on the table, takes ACCESS SHARE.
 CREATE FUNCTION spindle.verify(rel regclass)
@@ -317,7 +317,7 @@ COMMENT ON VIEW spindle.queues IS
     'one row per queue whose table the caller may SELECT from: depth, leases, delays, totals since server start';
 GRANT SELECT ON spindle.queues TO PUBLIC;
 
--- ===================== The event cache (src/cache.c) =====================
+-- ===================== The event cache (src/queue/cache.c) =====================
 -- Shared memory of spindle.cache_tables x spindle.cache_size events, sized
 -- at server start.  One row per spindle table the caller may SELECT from,
 -- checked by OID (no lock on the table); a table that holds no cache slot

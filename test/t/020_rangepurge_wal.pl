@@ -1,4 +1,4 @@
-# Range purges (src/rangepurge.c) through WAL: a streaming standby and
+# Range purges (src/storage/rangepurge.c) through WAL: a streaming standby and
 # crash recovery replay the one-record-per-page purges of committed,
 # aborted and in-progress transactions, with and without full-page images,
 # to the same rows as the primary; the visibility map bits a purge clears

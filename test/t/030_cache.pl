@@ -1,4 +1,4 @@
-# The event cache (src/cache.c).
+# The event cache (src/queue/cache.c).
 #
 #  1. The same queue scenario on two servers, one with the cache at its
 #     default and one with spindle.cache_size = 0, gives the same output,
