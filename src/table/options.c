@@ -668,26 +668,34 @@ refuse_alter_through_parent(AlterTableStmt *stmt, Oid relid)
 }
 
 /*
- * Refuse to give an existing spindle table events_per_spindle = 0 (by SET,
- * or by RESET with spindle.events_per_spindle at 0): 0 means one single
- * spindle owning every TID of the table, made when the table is created
- * (or emptied by TRUNCATE) and never dropped.  A table that already has
- * spindles cannot get one: the next spindle would take the largest free
- * range and the one made ahead of it would find none, so every insert
- * failed with "no room for another spindle of 0 events".  Setting 0 on a
- * table created with 0 changes nothing and is let through.  ours holds
- * the validated options of one SET/RESET.
+ * Refuse to change events_per_spindle to or from 0 on an existing spindle
+ * table (by SET, or by RESET with spindle.events_per_spindle at the other
+ * value): 0 means one single spindle owning every TID of the table, made
+ * when the table is created (or emptied by TRUNCATE) and never dropped.
+ *
+ * A table that already has spindles of a capacity N cannot get one: the
+ * next spindle would take the largest free range and the one made ahead
+ * of it would find none, so every insert failed with "no room for another
+ * spindle of 0 events".  A table created with 0 cannot get N either: its
+ * spindle keeps owning every TID (ranges never move), so once N events
+ * filled it every insert failed with "no room for another spindle of N
+ * events" (and a non-empty one kept capacity 0 while the option said N).
+ * Setting the capacity a table already has changes nothing and is let
+ * through.  A table without a stored capacity (there is none only while
+ * it is being created) is left alone.  ours holds the validated options
+ * of one SET/RESET.
  */
 static void
 refuse_capacity_zero(Relation rel, List *ours)
 {
 	ListCell   *lc;
-	bool		found;
 
 	foreach(lc, ours)
 	{
 		DefElem    *def = lfirst_node(DefElem, lc);
 		int64		cap;
+		int64		stored;
+		bool		found;
 
 		if (strcmp(def->defname, OPT_CAPACITY) != 0)
 			continue;
@@ -695,14 +703,23 @@ refuse_capacity_zero(Relation rel, List *ours)
 			cap = spindle_events_per_spindle;	/* RESET: the GUC's value */
 		else if (!spindle_parse_capacity(defGetString(def), &cap))
 			continue;			/* check_option has refused it */
-		if (cap == 0 &&
-			spindle_rel_capacity_option(RelationGetRelid(rel), &found) != 0)
+		stored = spindle_rel_capacity_option(RelationGetRelid(rel), &found);
+		if (!found || (cap == 0) == (stored == 0))
+			continue;
+		if (cap == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot change events_per_spindle of spindle table \"%s\" to 0",
 							RelationGetRelationName(rel)),
 					 errdetail("events_per_spindle = 0 means one single spindle that holds every event of the table; it is made when the table is created, and cannot replace the spindles of an existing table."),
 					 errhint("Create a new spindle table WITH (events_per_spindle = 0) and copy the events with INSERT ... SELECT.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot change events_per_spindle of spindle table \"%s\" from 0",
+						RelationGetRelationName(rel)),
+				 errdetail("The table was created with events_per_spindle = 0: its single spindle holds every event of the table and keeps every TID, so no spindle of another capacity can be made beside it."),
+				 errhint("Create a new spindle table WITH (events_per_spindle = %lld) and copy the events with INSERT ... SELECT.",
+						 (long long) cap)));
 	}
 }
 
