@@ -22,3 +22,56 @@ SELECT reloptions FROM pg_class WHERE oid = 'cr2_zero'::regclass;
 SELECT spindle_no, capacity FROM spindle.spindle_catalog
  WHERE relation = 'cr2_zero'::regclass ORDER BY spindle_no;
 DROP TABLE cr2_zero;
+
+-- b. A spindle CREATE nested in another one (a function called by CREATE
+-- TABLE ... AS, an event trigger) leaves the outer CREATE's options and
+-- first spindle alone.  Before, the inner CREATE took over the one pending
+-- state: the outer table kept no options and got no spindle.
+CREATE FUNCTION cr2_mk_side() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE 'CREATE TABLE IF NOT EXISTS cr2_side (x int) USING spindle WITH (events_per_spindle = 7)';
+  RETURN 1;
+END $$;
+CREATE TABLE cr2_ctas USING spindle WITH (events_per_spindle = 10)
+  AS SELECT g AS id, cr2_mk_side() AS s FROM generate_series(1, 3) g;
+SELECT relname, reloptions,
+       (SELECT string_agg(capacity::text, ',' ORDER BY spindle_no)
+          FROM spindle.spindle_catalog s WHERE s.relation = c.oid) AS capacities
+  FROM pg_class c WHERE relname IN ('cr2_ctas', 'cr2_side') ORDER BY relname;
+SELECT count(*) FROM cr2_ctas;
+CREATE FUNCTION cr2_log() RETURNS event_trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('cr2.in', true) = 'on' THEN RETURN; END IF;
+  PERFORM set_config('cr2.in', 'on', true);
+  EXECUTE 'CREATE TABLE IF NOT EXISTS cr2_log (x int) USING spindle WITH (events_per_spindle = 3)';
+  PERFORM set_config('cr2.in', 'off', true);
+END $$;
+CREATE EVENT TRIGGER cr2_et ON ddl_command_end WHEN TAG IN ('CREATE TABLE')
+  EXECUTE FUNCTION cr2_log();
+CREATE TABLE cr2_outer (id int) USING spindle
+  WITH (events_per_spindle = 1000, time_to_live = '1 hour');
+DROP EVENT TRIGGER cr2_et;
+SELECT relname, reloptions,
+       (SELECT string_agg(capacity::text, ',' ORDER BY spindle_no)
+          FROM spindle.spindle_catalog s WHERE s.relation = c.oid) AS capacities
+  FROM pg_class c WHERE relname IN ('cr2_outer', 'cr2_log') ORDER BY relname;
+-- the outer table has spindles: 0 is refused
+INSERT INTO cr2_outer SELECT generate_series(1, 12);
+ALTER TABLE cr2_outer SET (events_per_spindle = 0);
+-- a nested CREATE that fails leaves the outer one's state alone too
+CREATE FUNCTION cr2_mk_bad() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  BEGIN
+    EXECUTE 'CREATE TABLE cr2_side (x int) USING spindle';
+  EXCEPTION WHEN duplicate_table THEN NULL;
+  END;
+  RETURN 1;
+END $$;
+CREATE TABLE cr2_ctas2 USING spindle WITH (events_per_spindle = 11)
+  AS SELECT cr2_mk_bad() AS s;
+SELECT relname, reloptions,
+       (SELECT string_agg(capacity::text, ',' ORDER BY spindle_no)
+          FROM spindle.spindle_catalog s WHERE s.relation = c.oid) AS capacities
+  FROM pg_class c WHERE relname = 'cr2_ctas2';
+DROP TABLE cr2_ctas, cr2_ctas2, cr2_side, cr2_outer, cr2_log;
+DROP FUNCTION cr2_mk_side(), cr2_log(), cr2_mk_bad();

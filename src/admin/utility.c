@@ -113,22 +113,28 @@ run_utility(UtilityCall *call)
  * Run a CREATE of a spindle table, whose spindle options are `options`:
  * the table layer remembers them while core runs it (the object access
  * hook learns the new table's OID), then writes them and makes the
- * table's first spindle.
+ * table's first spindle.  A CREATE nested in this one (an event trigger's,
+ * or one run by a function that CREATE TABLE ... AS calls) passes here on
+ * its own: the state of the outer CREATE waits in `outer` and is given
+ * back when the inner one ends, also when it fails.
  */
 static void
 run_creating(UtilityCall *call, List *options)
 {
-	spindle_create_begin(options);
+	SpindleCreateState outer;
+	SpindleCreateState mine;
+
+	spindle_create_begin(options, &outer);
 	PG_TRY();
 	{
 		run_utility(call);
 	}
 	PG_FINALLY();
 	{
-		spindle_create_end();
+		spindle_create_end(&outer, &mine);
 	}
 	PG_END_TRY();
-	spindle_create_finish();
+	spindle_create_finish(&mine);
 }
 
 /* CREATE TABLE (CREATE FOREIGN TABLE has a node of its own: never ours) */

@@ -63,9 +63,12 @@
  * events_per_spindle in its reloptions from the end of that statement on,
  * and the spindle options written for a table are validated ones (an
  * ALTER TABLE writes them back whether it changed them or not, hidden
- * from core only while core runs it).  pending_relid is valid only between the creation of
- * the pending CREATE's table and spindle_create_finish; while it is,
- * stored_option reads that table's options from pending_options.
+ * from core only while core runs it).  pending.relid is valid only between
+ * the creation of the pending CREATE's table and spindle_create_end; while
+ * it is, stored_option reads that table's options from pending.options.
+ * A CREATE nested in another (an event trigger's, one a function called by
+ * CREATE TABLE ... AS runs) has a state of its own and leaves the outer
+ * one as it found it, whether it succeeds or fails.
  * new_objects lists only objects of statements still running
  * (utility_depth > 0), and is empty when none is.
  *
@@ -149,10 +152,12 @@ static int	utility_depth = 0;
 static List *new_objects = NIL;
 static MemoryContext new_objects_cxt = NULL;
 
-/* Options of the spindle table being created by the current statement. */
-static bool pending_create = false;
-static Oid	pending_relid = InvalidOid;
-static List *pending_options = NIL; /* DefElems, values as strings */
+/*
+ * The spindle CREATE running now, the innermost one if CREATEs nest (the
+ * outer ones' states are kept by the utility hook, see
+ * spindle_create_begin).
+ */
+static SpindleCreateState pending = {false, InvalidOid, NIL};
 
 /* ----------------------------------------------------------------
  * Access method OIDs
@@ -377,9 +382,9 @@ stored_option(Oid relid, const char *name)
 {
 	ListCell   *lc;
 
-	if (relid == pending_relid && OidIsValid(relid))
+	if (relid == pending.relid && OidIsValid(relid))
 	{
-		foreach(lc, pending_options)
+		foreach(lc, pending.options)
 		{
 			DefElem    *def = lfirst_node(DefElem, lc);
 
@@ -1684,56 +1689,68 @@ spindle_check_alter_matview(AlterTableStmt *stmt)
  * A CREATE of a spindle table is about to run with these options: the
  * object access hook learns the new table's OID meanwhile, and its
  * options are those until spindle_create_finish writes them.  Statements
- * run as its subcommands (its indexes) leave this state alone.
+ * run as its subcommands (its indexes) leave this state alone.  The state
+ * of a CREATE this one is nested in is saved in *outer, for
+ * spindle_create_end to restore.
  */
 void
-spindle_create_begin(List *options)
+spindle_create_begin(List *options, SpindleCreateState *outer)
 {
-	pending_create = true;
-	pending_relid = InvalidOid;
-	pending_options = options;
-}
-
-/* The CREATE ran, or failed: the next relation made is not its table. */
-void
-spindle_create_end(void)
-{
-	pending_create = false;
+	*outer = pending;
+	pending.active = true;
+	pending.relid = InvalidOid;
+	pending.options = options;
 }
 
 /*
- * After a CREATE of a spindle table ran: its capacity is fixed now (its
- * option, else the GUC's current value), its options are written, and its
- * first spindle, open, is made.  Takes the new table in ACCESS EXCLUSIVE
- * mode (it is the caller's own, not yet visible to others).
+ * The CREATE ran, or failed: the next relation made is not its table.
+ * Its state goes to *mine (for spindle_create_finish) and the state of the
+ * CREATE it was nested in, if any, is restored from *outer.  Called in
+ * PG_FINALLY: it must not fail.
  */
 void
-spindle_create_finish(void)
+spindle_create_end(const SpindleCreateState *outer, SpindleCreateState *mine)
 {
-	if (OidIsValid(pending_relid))
-	{
-		Oid			relid = pending_relid;
-		bool		found;
-		Relation	rel;
+	*mine = pending;
+	mine->active = false;
+	pending = *outer;
+}
 
-		/* the capacity is fixed now: the option, else the GUC */
-		(void) spindle_rel_capacity_option(relid, &found);
-		if (!found)
-			pending_options = lappend(pending_options, capacity_from_guc());
-		write_options(relid, pending_options);
-		pending_relid = InvalidOid;
-		pending_options = NIL;
-		rel = relation_open(relid, AccessExclusiveLock);
-		/* a BRIN index a parent created since the check above */
-		if (rel_has_brin_index(relid))
-			refuse_brin(RelationGetRelationName(rel),
-						get_rel_name(get_partition_parent(relid, true)));
-		/* an empty table's first spindle is open */
-		(void) spindle_create_spindles(rel, 1, true);
-		relation_close(rel, NoLock);
-	}
-	pending_relid = InvalidOid;
-	pending_options = NIL;
+/*
+ * After a CREATE of a spindle table ran (mine is its state, from
+ * spindle_create_end): its capacity is fixed now (its option, else the
+ * GUC's current value), its options are written, and its first spindle,
+ * open, is made.  Takes the new table in ACCESS EXCLUSIVE mode (it is the
+ * caller's own, not yet visible to others).
+ */
+void
+spindle_create_finish(SpindleCreateState *mine)
+{
+	Oid			relid = mine->relid;
+	List	   *options = mine->options;
+	bool		found = false;
+	Relation	rel;
+	ListCell   *lc;
+
+	mine->relid = InvalidOid;
+	mine->options = NIL;
+	if (!OidIsValid(relid))
+		return;
+	/* the capacity is fixed now: the option, else the GUC */
+	foreach(lc, options)
+		if (strcmp(lfirst_node(DefElem, lc)->defname, OPT_CAPACITY) == 0)
+			found = true;
+	if (!found)
+		options = lappend(options, capacity_from_guc());
+	write_options(relid, options);
+	rel = relation_open(relid, AccessExclusiveLock);
+	/* a BRIN index a parent created since the check above */
+	if (rel_has_brin_index(relid))
+		refuse_brin(RelationGetRelationName(rel),
+					get_rel_name(get_partition_parent(relid, true)));
+	/* an empty table's first spindle is open */
+	(void) spindle_create_spindles(rel, 1, true);
+	relation_close(rel, NoLock);
 }
 
 /*
@@ -2047,8 +2064,8 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		if (facade)
 			spindle_add_hidden_columns(objectId);
 	}
-	if (access == OAT_POST_CREATE && pending_create &&
-		!OidIsValid(pending_relid))
+	if (access == OAT_POST_CREATE && pending.active &&
+		!OidIsValid(pending.relid))
 	{
 		/*
 		 * The spindle table of the pending CREATE: not a sequence of one of
@@ -2062,7 +2079,7 @@ spindle_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		{
 			if (rel->rd_rel->relkind == RELKIND_RELATION &&
 				rel->rd_rel->relam == spindle_facade_am_oid())
-				pending_relid = objectId;
+				pending.relid = objectId;
 			RelationClose(rel);
 		}
 	}

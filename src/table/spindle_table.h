@@ -146,9 +146,26 @@ extern Oid	spindle_facade_am_oid(void);
 extern void spindle_refuse_spindle_ddl(Node *parsetree);
 extern bool spindle_prepare_create(CreateStmt *stmt, List **options);
 extern bool spindle_prepare_create_as(CreateTableAsStmt *stmt, List **options);
-extern void spindle_create_begin(List *options);
-extern void spindle_create_end(void);
-extern void spindle_create_finish(void);
+
+/*
+ * The state of a CREATE of a spindle table while core runs it: whether one
+ * is running, the new table's OID once the object access hook saw it, its
+ * spindle options.  A CREATE nested in another (an event trigger's, one
+ * run by a function that CREATE TABLE ... AS calls) has its own: the
+ * utility hook keeps the outer one in a local and gives it back when the
+ * inner one ends, failed or not.
+ */
+typedef struct SpindleCreateState
+{
+	bool		active;
+	Oid			relid;
+	List	   *options;		/* DefElems, values as strings */
+} SpindleCreateState;
+
+extern void spindle_create_begin(List *options, SpindleCreateState *outer);
+extern void spindle_create_end(const SpindleCreateState *outer,
+							   SpindleCreateState *mine);
+extern void spindle_create_finish(SpindleCreateState *mine);
 extern List *spindle_prepare_alter_other(AlterTableStmt *stmt, Oid relid);
 extern bool spindle_alter_sets_options(AlterTableStmt *stmt);
 extern List *spindle_prepare_alter(AlterTableStmt *stmt, Oid relid,
