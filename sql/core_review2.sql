@@ -75,3 +75,27 @@ SELECT relname, reloptions,
   FROM pg_class c WHERE relname = 'cr2_ctas2';
 DROP TABLE cr2_ctas, cr2_ctas2, cr2_side, cr2_outer, cr2_log;
 DROP FUNCTION cr2_mk_side(), cr2_log(), cr2_mk_bad();
+
+-- c. Core's storage parameters, set or reset alone, work on a spindle
+-- table and keep spindle's options.  Before, core re-validated the stored
+-- spindle options and failed: unrecognized parameter "events_per_spindle".
+CREATE TABLE cr2_params (id int) USING spindle WITH (events_per_spindle = 100);
+ALTER TABLE cr2_params SET (autovacuum_analyze_scale_factor = 0.01);
+ALTER TABLE cr2_params SET (autovacuum_enabled = false, toast.autovacuum_enabled = false);
+SELECT reloptions FROM pg_class WHERE oid = 'cr2_params'::regclass;
+ALTER TABLE cr2_params RESET (autovacuum_enabled);
+ALTER TABLE cr2_params RESET (fillfactor);
+SELECT reloptions FROM pg_class WHERE oid = 'cr2_params'::regclass;
+-- core's own validation still applies
+ALTER TABLE cr2_params SET (autovacuum_enabled = maybe);
+ALTER TABLE cr2_params SET (no_such_parameter = 1);
+SELECT reloptions FROM pg_class WHERE oid = 'cr2_params'::regclass;
+-- and a rolled-back one leaves the options as they were
+BEGIN;
+ALTER TABLE cr2_params RESET (autovacuum_analyze_scale_factor);
+ROLLBACK;
+SELECT reloptions FROM pg_class WHERE oid = 'cr2_params'::regclass;
+INSERT INTO cr2_params SELECT generate_series(1, 150);
+SELECT spindle_no, capacity FROM spindle.spindle_catalog
+ WHERE relation = 'cr2_params'::regclass ORDER BY spindle_no;
+DROP TABLE cr2_params;

@@ -36,7 +36,10 @@
  * caller owns it before taking any lock (so a role that may not alter the
  * table never queues behind, and in front of, its producers), then takes
  * ShareRowExclusiveLock on it if it sets spindle's options (capacities of
- * empty spindles change).  The DROP statements lock the spindle tables
+ * empty spindles change), else ShareUpdateExclusiveLock if it sets or
+ * resets core's storage parameters (spindle's stored options are hidden
+ * from core's validation meanwhile, in pg_class: two such ALTERs must not
+ * interleave).  The DROP statements lock the spindle tables
  * they drop (ACCESS EXCLUSIVE, after core's ownership checks, as core
  * would: table/detach.c).  Everything else here locks nothing and leaves
  * the locks to core; the checks that must see the locked state run after
@@ -167,8 +170,10 @@ utility_create_table_as(UtilityCall *call, CreateTableAsStmt *stmt)
  * owner may alter it, checked before asking for any lock, so that a role
  * without the right never waits for (and makes every producer wait
  * behind) a transaction that holds the table; ShareRowExclusiveLock keeps
- * inserts out while capacities of empty spindles change (only then: other
- * ALTERs take core's own locks).  Of another relation: refused if it would
+ * inserts out while capacities of empty spindles change, and
+ * ShareUpdateExclusiveLock (the lock core takes for it) keeps another
+ * ALTER out while spindle's stored options are hidden from core's
+ * validation of storage parameters (other ALTERs take core's own locks).  Of another relation: refused if it would
  * reach a spindle table.  After core ran it (and holds the locks), the
  * spindle tables it reached are checked again.
  */
@@ -201,13 +206,17 @@ utility_alter_table(UtilityCall *call, AlterTableStmt *stmt)
 						   stmt->relation->relname);
 		if (spindle_alter_sets_options(stmt))
 			LockRelationOid(relid, ShareRowExclusiveLock);
+		else if (spindle_alter_sets_storage_params(stmt))
+			LockRelationOid(relid, ShareUpdateExclusiveLock);
 		/* dropped meanwhile: core reports it */
 		if (spindle_relid_is_facade(relid))
 		{
+			bool		hidden;
+
 			options = spindle_prepare_alter(stmt, relid,
 											call->context == PROCESS_UTILITY_TOPLEVEL,
-											&saved);
-			if (options != NIL)
+											&saved, &hidden);
+			if (hidden)
 				options_relid = relid;
 		}
 	}

@@ -1820,17 +1820,41 @@ spindle_alter_sets_options(AlterTableStmt *stmt)
 }
 
 /*
+ * Does this ALTER TABLE set or reset any storage parameter (spindle's or
+ * core's)?  Then core re-validates the table's stored options, and
+ * spindle's must be hidden from it while it runs.
+ */
+bool
+spindle_alter_sets_storage_params(AlterTableStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+		if (cmd->subtype == AT_SetRelOptions ||
+			cmd->subtype == AT_ResetRelOptions)
+			return true;
+	}
+	return false;
+}
+
+/*
  * ALTER TABLE of spindle table relid, which the caller owns and holds in
  * the mode the statement needs (ShareRowExclusiveLock if it sets spindle's
- * options): refuse what would rewrite it and take spindle's options out
- * of SET/RESET.  Returns those options (NIL if none); then *saved holds
- * the spindle options stored for the table, hidden from core (which
- * validates the stored options against heap's list) until
- * spindle_alter_finish writes them back, changed.
+ * options, ShareUpdateExclusiveLock if it sets or resets only core's
+ * storage parameters): refuse what would rewrite it and take spindle's
+ * options out of SET/RESET.  Returns those options (NIL if none).  If the
+ * statement sets or resets any storage parameter, *saved holds the spindle
+ * options stored for the table, hidden from core (which validates the
+ * stored options against heap's list, and would refuse ours as
+ * unrecognized) until spindle_alter_finish writes them back, changed by
+ * what the statement gave, and *hidden is true.
  */
 List *
 spindle_prepare_alter(AlterTableStmt *stmt, Oid relid, bool isTopLevel,
-					  List **saved)
+					  List **saved, bool *hidden)
 {
 	Relation	rel = relation_open(relid, NoLock);
 	bool		changed = false;
@@ -1839,7 +1863,8 @@ spindle_prepare_alter(AlterTableStmt *stmt, Oid relid, bool isTopLevel,
 	opts = prepare_alter(stmt, rel, &changed, isTopLevel);
 	relation_close(rel, NoLock);
 	*saved = NIL;
-	if (!changed)
+	*hidden = spindle_alter_sets_storage_params(stmt);
+	if (!*hidden)
 		return NIL;
 	*saved = stored_spindle_options(relid);
 	write_options(relid, NIL);

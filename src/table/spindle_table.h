@@ -169,7 +169,9 @@ extern void spindle_create_finish(SpindleCreateState *mine);
 extern List *spindle_prepare_alter_other(AlterTableStmt *stmt, Oid relid);
 extern bool spindle_alter_sets_options(AlterTableStmt *stmt);
 extern List *spindle_prepare_alter(AlterTableStmt *stmt, Oid relid,
-								   bool isTopLevel, List **saved);
+								   bool isTopLevel, List **saved,
+								   bool *hidden);
+extern bool spindle_alter_sets_storage_params(AlterTableStmt *stmt);
 extern void spindle_alter_finish(Oid relid, List *opts, List *saved);
 extern void spindle_check_altered(Oid relid);
 extern void spindle_check_attached(List *attached, const char *parent);
