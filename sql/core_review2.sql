@@ -99,3 +99,18 @@ INSERT INTO cr2_params SELECT generate_series(1, 150);
 SELECT spindle_no, capacity FROM spindle.spindle_catalog
  WHERE relation = 'cr2_params'::regclass ORDER BY spindle_no;
 DROP TABLE cr2_params;
+
+-- d. REINDEX TABLE CONCURRENTLY reaches partitions, never inheritance
+-- children: a heap parent with a spindle child is reindexed.  Before, it
+-- was refused because of the child.
+CREATE TABLE cr2_hp (id int PRIMARY KEY, v text);
+CREATE TABLE cr2_sc (id int PRIMARY KEY, v text) USING spindle;
+ALTER TABLE cr2_sc INHERIT cr2_hp;
+REINDEX TABLE CONCURRENTLY cr2_hp;
+-- the spindle child itself is still refused, as is a partitioned table
+-- with a spindle partition
+REINDEX TABLE CONCURRENTLY cr2_sc;
+CREATE TABLE cr2_pt (id int PRIMARY KEY) PARTITION BY RANGE (id);
+CREATE TABLE cr2_pt1 PARTITION OF cr2_pt FOR VALUES FROM (0) TO (10) USING spindle;
+REINDEX TABLE CONCURRENTLY cr2_pt;
+DROP TABLE cr2_hp, cr2_sc, cr2_pt;

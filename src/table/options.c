@@ -908,7 +908,8 @@ facade_with_index_in(Oid nspid)
 /*
  * The first spindle table with an index that REINDEX stmt reaches, or
  * InvalidOid: the table of the index (or of the partitions of a
- * partitioned index), the table and its partitions, every table of the
+ * partitioned index), the table and its partitions (not its inheritance
+ * children, which REINDEX TABLE leaves alone), every table of the
  * schema or of the current database.  Names core would refuse are left to
  * core.  Locks nothing.
  */
@@ -936,6 +937,10 @@ reindex_reaches_facade(ReindexStmt *stmt)
 			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 			if (!OidIsValid(relid))
 				return InvalidOid;
+			/* partitions only: REINDEX TABLE never reaches inheritance children */
+			if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+				return spindle_relid_is_facade(relid) && rel_has_index(relid) ?
+					relid : InvalidOid;
 			foreach(lc, facades_among_inheritors(relid))
 				if (rel_has_index(lfirst_oid(lc)))
 					return lfirst_oid(lc);
