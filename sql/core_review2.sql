@@ -114,3 +114,32 @@ CREATE TABLE cr2_pt (id int PRIMARY KEY) PARTITION BY RANGE (id);
 CREATE TABLE cr2_pt1 PARTITION OF cr2_pt FOR VALUES FROM (0) TO (10) USING spindle;
 REINDEX TABLE CONCURRENTLY cr2_pt;
 DROP TABLE cr2_hp, cr2_sc, cr2_pt;
+
+-- e. With default_table_access_method = spindle, a temporary table made
+-- without USING is a heap table (spindle tables cannot be temporary); an
+-- explicit USING spindle is still refused.  Before, every CREATE TEMP
+-- TABLE was refused, also REFRESH MATERIALIZED VIEW CONCURRENTLY's own.
+CREATE TABLE cr2_h (id int PRIMARY KEY, v int);
+INSERT INTO cr2_h SELECT g, g FROM generate_series(1, 10) g;
+CREATE MATERIALIZED VIEW cr2_mv AS SELECT * FROM cr2_h;
+CREATE UNIQUE INDEX ON cr2_mv (id);
+SET default_table_access_method = spindle;
+UPDATE cr2_h SET v = 0 WHERE id = 1;
+REFRESH MATERIALIZED VIEW CONCURRENTLY cr2_mv;
+SELECT v FROM cr2_mv WHERE id = 1;
+CREATE TEMP TABLE cr2_t1 (id int);
+CREATE TEMP TABLE cr2_t2 AS SELECT 1 AS id;
+SELECT 1 AS id INTO TEMP cr2_t3;
+CREATE TABLE pg_temp.cr2_t4 (id int);
+SELECT c.relname, a.amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+ WHERE c.relname IN ('cr2_t1', 'cr2_t2', 'cr2_t3', 'cr2_t4') ORDER BY 1;
+CREATE TEMP TABLE cr2_t5 (id int) USING spindle;
+CREATE TEMP TABLE cr2_t6 USING spindle AS SELECT 1 AS id;
+-- a permanent table made under the default is a spindle table
+CREATE TABLE cr2_p (id int);
+SELECT a.amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+ WHERE c.relname = 'cr2_p';
+RESET default_table_access_method;
+DROP TABLE cr2_t1, cr2_t2, cr2_t3, cr2_t4, cr2_p;
+DROP MATERIALIZED VIEW cr2_mv;
+DROP TABLE cr2_h;

@@ -1619,10 +1619,32 @@ creates_temp_table(const RangeVar *rv)
  */
 
 /*
+ * A temporary table would be a spindle table: refused if the statement
+ * says USING spindle (*am not NULL).  One made under
+ * default_table_access_method = spindle (no USING) is made in heap
+ * instead: *am is set to "heap" in the statement (the hook's own copy of
+ * it), as if it said USING heap.  Spindle tables cannot be temporary, and
+ * core makes temporary tables of its own (REFRESH MATERIALIZED VIEW
+ * CONCURRENTLY's diff table) under whatever default the session has.
+ */
+static void
+temp_table_not_spindle(char **am)
+{
+	if (*am != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("temporary spindle tables are not supported"),
+				 errhint("Leave out USING spindle: a temporary table made under default_table_access_method = spindle is a heap table.")));
+	*am = pstrdup("heap");
+}
+
+/*
  * Does CREATE TABLE stmt make a spindle table?  If so, refuse what a
- * spindle table cannot be (temporary; a partition of a table with a BRIN
- * index), take spindle's options out of stmt->options and return true
- * with them, validated, in *options.  Reads the catalogs without locking.
+ * spindle table cannot be (a partition of a table with a BRIN index; a
+ * temporary table, made in heap instead if USING was not given, see
+ * temp_table_not_spindle), take spindle's options out of stmt->options
+ * and return true with them, validated, in *options.  Reads the catalogs
+ * without locking.
  */
 bool
 spindle_prepare_create(CreateStmt *stmt, List **options)
@@ -1632,9 +1654,10 @@ spindle_prepare_create(CreateStmt *stmt, List **options)
 		spindle_facade_am_oid() == InvalidOid)
 		return false;
 	if (creates_temp_table(stmt->relation))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("temporary spindle tables are not supported")));
+	{
+		temp_table_not_spindle(&stmt->accessMethod);
+		return false;
+	}
 	/* a partition gets its parent's indexes */
 	if (stmt->partbound != NULL && stmt->inhRelations != NIL)
 	{
@@ -1660,9 +1683,10 @@ spindle_prepare_create_as(CreateTableAsStmt *stmt, List **options)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("materialized views cannot use access method \"spindle\"")));
 	if (creates_temp_table(stmt->into->rel))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("temporary spindle tables are not supported")));
+	{
+		temp_table_not_spindle(&stmt->into->accessMethod);
+		return false;
+	}
 	*options = extract_options(&stmt->into->options, false);
 	return true;
 }
