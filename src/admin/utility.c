@@ -173,9 +173,10 @@ utility_create_table_as(UtilityCall *call, CreateTableAsStmt *stmt)
  * inserts out while capacities of empty spindles change, and
  * ShareUpdateExclusiveLock (the lock core takes for it) keeps another
  * ALTER out while spindle's stored options are hidden from core's
- * validation of storage parameters (other ALTERs take core's own locks).  Of another relation: refused if it would
- * reach a spindle table.  After core ran it (and holds the locks), the
- * spindle tables it reached are checked again.
+ * validation of storage parameters (other ALTERs take core's own locks).
+ * Of another relation: refused if it would reach a spindle table.  After
+ * core ran it (and holds the locks), the spindle tables it reached are
+ * checked again.
  */
 static void
 utility_alter_table(UtilityCall *call, AlterTableStmt *stmt)

@@ -38,8 +38,12 @@
  * refused: REINDEX CONCURRENTLY reaching a spindle table's index
  * (spindle_check_reindex: core would fail only after building and
  * committing copies of the indexes), a materialized view made or turned
- * into a spindle table, and events_per_spindle = 0 for an existing table
- * (refuse_capacity_zero).
+ * into a spindle table, and events_per_spindle changed to or from 0 for
+ * an existing table (refuse_capacity_zero).  A temporary table is refused
+ * as a spindle table if USING spindle says so, and made in heap if spindle
+ * comes from default_table_access_method (temp_table_not_spindle).
+ * Core's storage parameters work as on heap: spindle's stored options are
+ * hidden from core's validation whenever an ALTER sets or resets any.
  *
  * The object access hook, installed by spindle_options_init at _PG_init,
  * gives every new spindle table its hidden columns, refuses a column
@@ -49,7 +53,8 @@
  *
  * Locks.  spindle_prepare_alter expects the caller to own the spindle
  * table and to hold ShareRowExclusiveLock on it if the statement sets
- * spindle's options (admin/utility.c takes it); spindle_create_finish
+ * spindle's options, ShareUpdateExclusiveLock if it sets or resets only
+ * core's storage parameters (admin/utility.c takes it); spindle_create_finish
  * takes the new table in ACCESS EXCLUSIVE mode.  Everything else here
  * reads the catalogs without locking the relations it looks at and leaves
  * the locks to core (the check of the dependencies a statement recorded
@@ -937,7 +942,7 @@ reindex_reaches_facade(ReindexStmt *stmt)
 			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 			if (!OidIsValid(relid))
 				return InvalidOid;
-			/* partitions only: REINDEX TABLE never reaches inheritance children */
+			/* partitions only: never the inheritance children */
 			if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 				return spindle_relid_is_facade(relid) && rel_has_index(relid) ?
 					relid : InvalidOid;
