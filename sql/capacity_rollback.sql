@@ -61,6 +61,21 @@ SELECT spindle_no, state, capacity, events
 SELECT * FROM spindle.verify('cn');
 SELECT count(*) FROM cn;
 
+-- ROLLBACK PREPARED: the prepared transaction filled spindle 1 at capacity
+-- 5 (it may create no spindle); the rollback runs in another backend
+CREATE TABLE cp (id int) USING spindle WITH (events_per_spindle = 100);
+BEGIN;
+ALTER TABLE cp SET (events_per_spindle = 5);
+INSERT INTO cp SELECT generate_series(1, 5);
+PREPARE TRANSACTION 'capacity_rollback';
+ROLLBACK PREPARED 'capacity_rollback';
+INSERT INTO cp SELECT generate_series(1, 20);
+SELECT spindle_no, state, capacity, events
+  FROM spindle.spindles WHERE relation = 'cp'::regclass AND state <> 'ready'
+ ORDER BY spindle_no;
+SELECT * FROM spindle.verify('cp');
+SELECT count(*) FROM cp;
+
 -- a capacity change that commits still applies: spindle 1 is empty, takes
 -- capacity 5 and fills at 5
 CREATE TABLE cc (id int) USING spindle WITH (events_per_spindle = 100);
@@ -75,4 +90,4 @@ SELECT spindle_no, state, capacity, events
  ORDER BY spindle_no;
 SELECT * FROM spindle.verify('cc');
 
-DROP TABLE cr, cs, cn, cc;
+DROP TABLE cr, cs, cn, cp, cc;
