@@ -45,6 +45,21 @@
  * marks) when DROP DATABASE ends.  The full marks have as many entries; a
  * table that finds no room has none, and its spindles are counted as before.
  *
+ * A capacity change (ALTER TABLE SET (events_per_spindle), which gives the
+ * new capacity to the spindles with no events yet) tells us each spindle
+ * it changed (spindle_slots_capacity_changed): its counter is forgotten at
+ * once, and again when the changing (sub)transaction ends, whether it
+ * commits, prepares or rolls back, so that no counter built against the
+ * capacity of this transaction outlives it; the next user rebuilds it from
+ * disk with the capacity then committed.  Until then no full mark is
+ * raised for such a spindle: it may be full only at a capacity that a
+ * rollback takes away.  The change holds ShareRowExclusiveLock on the
+ * table (core's ALTER TABLE even takes AccessExclusiveLock), so no other
+ * session inserts meanwhile (one that does not lock the table may still
+ * build a counter, with the committed capacity, to read it); an insert
+ * therefore knows the capacity that holds for it, and corrects a counter
+ * built with another one before it takes a slot (spindle_slots_take).
+ *
  * How full a spindle is, and how many slots it used, is answered here and
  * only here, by one function per kind of caller.  They agree on what
  * "full" means (a counter marked full, a fill time in the directory, a
@@ -147,6 +162,18 @@ static List *new_entries = NIL;
 static bool callbacks_registered = false;
 
 /*
+ * The spindles whose capacity this transaction changed, with the
+ * subtransaction that did it (see header); in TopMemoryContext.
+ */
+typedef struct CapacityChange
+{
+	Oid			segment;
+	SubTransactionId subid;
+} CapacityChange;
+
+static List *capacity_changes = NIL;
+
+/*
  * The reservation this backend made and has not placed yet (at most one:
  * an insert places its tuples before it reserves again).  If the insert
  * fails in between, (sub)transaction abort gives the in-flight count back,
@@ -175,6 +202,18 @@ release_unplaced(void)
 }
 
 static void register_callbacks(void);
+
+/* Did this transaction change the capacity of this spindle (header)? */
+static bool
+capacity_uncommitted(Oid segment)
+{
+	ListCell   *lc;
+
+	foreach(lc, capacity_changes)
+		if (((CapacityChange *) lfirst(lc))->segment == segment)
+			return true;
+	return false;
+}
 
 int			spindle_max_spindles = 4096;
 
@@ -283,8 +322,10 @@ spindle_slots_full_below(Oid facade)
  * away without a drop (spindle_slots_forget clears the mark when its
  * raiser is dropped; a rollback would leave it behind for a later table
  * with the same OID, or, for TRUNCATE, for spindles that come back), nor
- * in recovery (a standby sees no drop).  Returns whether the mark covers
- * it.  Takes SlotsLock; no other LWLock may be held.
+ * in recovery (a standby sees no drop), nor for a spindle whose capacity
+ * this transaction changed (full at a capacity a rollback can take away).
+ * Returns whether the mark covers it.  Takes SlotsLock; no other LWLock
+ * may be held.
  */
 static bool
 raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
@@ -297,7 +338,8 @@ raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
 	if (RecoveryInProgress() ||
 		facade->rd_createSubid != InvalidSubTransactionId ||
 		facade->rd_firstRelfilenodeSubid != InvalidSubTransactionId ||
-		seg->rd_createSubid != InvalidSubTransactionId)
+		seg->rd_createSubid != InvalidSubTransactionId ||
+		capacity_uncommitted(sp->segment))
 		return false;
 	key.dbid = MyDatabaseId;
 	key.segment = RelationGetRelid(facade);
@@ -411,11 +453,52 @@ forget_new_entries(void)
 		spindle_slots_forget(lfirst_oid(lc));
 }
 
+/*
+ * The (sub)transaction subid ends (InvalidSubTransactionId: the top-level
+ * one, with all of its subtransactions): forget the counters of the
+ * spindles whose capacity it changed (header).  Nothing of theirs is in
+ * flight: the change holds the table against other inserters, and this
+ * backend placed its reservations or gave them back (release_unplaced).
+ */
+static void
+forget_capacity_changes(SubTransactionId subid)
+{
+	List	   *keep = NIL;
+	List	   *forget = NIL;
+	ListCell   *lc;
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	foreach(lc, capacity_changes)
+	{
+		CapacityChange *c = lfirst(lc);
+
+		if (subid == InvalidSubTransactionId || c->subid == subid)
+		{
+			forget = lappend_oid(forget, c->segment);
+			pfree(c);
+		}
+		else
+			keep = lappend(keep, c);
+	}
+	list_free(capacity_changes);
+	capacity_changes = keep;
+	MemoryContextSwitchTo(old);
+	/* no longer listed: nothing stops a full mark now */
+	foreach(lc, forget)
+		spindle_slots_forget(lfirst_oid(lc));
+	list_free(forget);
+}
+
 static void
 slots_xact_callback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 		release_unplaced();
+	if (capacity_changes != NIL &&
+		(event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		 event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		 event == XACT_EVENT_PREPARE))
+		forget_capacity_changes(InvalidSubTransactionId);
 	if (new_entries == NIL)
 		return;
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
@@ -433,12 +516,24 @@ static void
 slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg)
 {
+	ListCell   *lc;
+
 	/* rebuilt from disk when needed again, with nothing in flight */
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		release_unplaced();
 		forget_new_entries();
+		forget_capacity_changes(mySubid);
 	}
+	/* a committed subtransaction's changes are its parent's */
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+		foreach(lc, capacity_changes)
+		{
+			CapacityChange *c = lfirst(lc);
+
+			if (c->subid == mySubid)
+				c->subid = parentSubid;
+		}
 }
 
 static void
@@ -620,6 +715,31 @@ retry:
 }
 
 /*
+ * The counter of spindle sp was built with another capacity than the one
+ * its inserter sees: by a session that read the directory before a
+ * capacity change committed, or while it was not yet committed.  An
+ * inserter holds a lock that conflicts with the change, so its capacity is
+ * the one that holds: give it to the counter (marking it full if it used
+ * that much).  Takes SlotsLock exclusively.
+ */
+static void
+correct_capacity(const SpindleEntry *sp)
+{
+	SlotEntry  *e;
+
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	e = lookup(sp->segment);
+	if (e != NULL && e->spindle_no == sp->spindle_no &&
+		!pg_atomic_read_u32(&e->full))
+	{
+		e->capacity = spindle_effective_capacity(sp);
+		if (pg_atomic_read_u64(&e->used) >= (uint64) e->capacity)
+			(void) mark_full(e);
+	}
+	LWLockRelease(slot_shared->lock);
+}
+
+/*
  * Reserve up to nwanted slots in spindle i of dir: returns how many it got
  * (0 when the spindle is full or gone) and sets *first to the k of the
  * first one.  The caller must hold a lock on the spindle's relation from
@@ -653,6 +773,13 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 		{
 			LWLockRelease(slot_shared->lock);
 			return 0;
+		}
+		if (e->capacity != spindle_effective_capacity(sp))
+		{
+			/* built with another capacity than ours: correct it */
+			LWLockRelease(slot_shared->lock);
+			correct_capacity(sp);
+			continue;
 		}
 		pg_atomic_fetch_add_u32(&e->inflight, 1);
 		n = pg_atomic_fetch_add_u64(&e->used, nwanted);
@@ -882,6 +1009,29 @@ spindle_slots_forget(Oid segment)
 		if (m->key.dbid == MyDatabaseId && m->raiser == segment)
 			hash_search(mark_hash, &m->key, HASH_REMOVE, NULL);
 	LWLockRelease(slot_shared->lock);
+}
+
+/*
+ * This transaction changes the capacity of spindle segment, which has no
+ * events: forget its counter now and when the (sub)transaction ends, and
+ * raise no full mark for it until then (see header).
+ */
+void
+spindle_slots_capacity_changed(Oid segment)
+{
+	CapacityChange *c;
+	MemoryContext old;
+
+	spindle_slots_forget(segment);
+	if (slot_hash == NULL)
+		return;
+	register_callbacks();
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	c = palloc(sizeof(CapacityChange));
+	c->segment = segment;
+	c->subid = GetCurrentSubTransactionId();
+	capacity_changes = lappend(capacity_changes, c);
+	MemoryContextSwitchTo(old);
 }
 
 /*

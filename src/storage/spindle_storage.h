@@ -251,6 +251,7 @@ extern bool spindle_slots_inflight(Oid segment, int64 spindle_no);
 extern bool spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used);
 extern int64 spindle_slots_full_below(Oid facade);
 extern void spindle_slots_forget(Oid segment);
+extern void spindle_slots_capacity_changed(Oid segment);
 extern bool spindle_slots_view(Oid facade, const SpindleEntry *sp, int64 *used,
 							   bool *is_full, TimestampTz *filled_at);
 extern int64 spindle_slots_count_disk(Relation facade, Relation seg,

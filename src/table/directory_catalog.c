@@ -24,7 +24,7 @@
  * AccessShareLock, kept to the end of the transaction; the writes take
  * what their SQL statements take (row locks on the rows they change).
  * spindle_drop_all_spindles expects AccessExclusiveLock on the facade,
- * spindle_catalog_set_capacity_of_empty too.
+ * spindle_catalog_set_capacity_of_empty ShareRowExclusiveLock (at least).
  *
  * Invariants kept here: a live spindle's row changes only in filled_at
  * and capacity, and every such change invalidates the spindle's relation
@@ -801,7 +801,9 @@ spindle_catalog_set_filled(Oid facade, int64 spindle_no, TimestampTz when)
  * spindles claiming the same TIDs).  So an empty spindle takes a smaller
  * capacity at once, and a larger one only up to its range; spindles made
  * afterwards get the new capacity in full.  The caller holds
- * AccessExclusiveLock on the facade, so no insert is under way.
+ * ShareRowExclusiveLock on the facade, so no insert is under way or can
+ * start before the change commits or rolls back; storage forgets the
+ * spindles' slot counters now and at the end of the (sub)transaction.
  */
 void
 spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
@@ -823,7 +825,8 @@ spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 					  " WHERE relation OPERATOR(pg_catalog.=) $1"
 					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
 					  3, types, values);
-		spindle_slots_forget(dir->spindles[i].segment);
+		/* its counter must not outlive the change if it rolls back */
+		spindle_slots_capacity_changed(dir->spindles[i].segment);
 		/* cached directories re-read its row */
 		CacheInvalidateRelcacheByRelid(dir->spindles[i].segment);
 	}
