@@ -16,10 +16,18 @@
  * TOAST table), so its WAL and its replay on standbys are core's.  A DROP
  * carries no snapshot-conflict horizon, though, and a hot standby without
  * hot_standby_feedback may still run snapshots that see the spindle's
- * deleted events: before the DROP, the dropping transaction writes one
- * heap freeze record with no tuple on a page of the spindle, whose redo
- * cancels those snapshots as heap's prune and freeze records do (see
- * spindle_log_drop_conflict).  The
+ * deleted events: the dropping transaction first writes one heap freeze
+ * record with no tuple on a page of the spindle, whose redo cancels (or,
+ * with max_standby_streaming_delay = -1, waits for) those snapshots as
+ * heap's prune and freeze records do (see spindle_log_drop_conflict).
+ * That record comes before the transaction's first ACCESS EXCLUSIVE lock:
+ * such a lock is WAL-logged when it is taken and held by the standby's
+ * startup process until the commit, so a startup process waiting for a
+ * snapshot while holding it would wait forever for a query that waits for
+ * the lock.  The horizon logged is that of the count made under ACCESS
+ * SHARE lock; each spindle is counted again under its ACCESS EXCLUSIVE
+ * lock, taken without waiting, and dropped only if it is still all dead
+ * with a horizon the record covers (drop_if_dead).  The
  * index entries pointing into a dropped spindle are harmless (the fetch
  * finds no spindle and reports them dead, so btree kills them), but its
  * virtual TIDs may only be reused once no index holds them: after the drop
@@ -232,8 +240,9 @@ count_cached(Relation seg, SpindleCounts *c)
 /*
  * Make hot standbys cancel the snapshots that could still see an event of
  * a spindle about to be dropped: latest_removed is the xid computed by
- * spindle_count_segment.  The caller holds AccessExclusiveLock on the
- * spindle and drops it next, in the same transaction.
+ * spindle_count_segment.  The caller holds at least AccessShareLock on the
+ * spindle and has not yet taken any ACCESS EXCLUSIVE lock in its
+ * transaction (see cover_drop_conflict).
  *
  * Heap's DELETE + VACUUM is safe on a standby because prune and freeze
  * redo call ResolveRecoveryConflictWithSnapshot before removing anything;
@@ -243,8 +252,9 @@ count_cached(Relation seg, SpindleCounts *c)
  * no extension code to replay it: XLOG_HEAP2_FREEZE_PAGE with cutoff
  * latest_removed + 1 and no tuple, on one page of the spindle.  Its redo
  * (heap_xlog_freeze_page) resolves the conflict with cutoff - 1 =
- * latest_removed in the spindle's database, then only sets the page LSN;
- * it is written before the DROP, so it replays before the files go.  It is
+ * latest_removed in the spindle's database (the page only says which
+ * database), then only sets the page LSN; it is written before the DROP,
+ * so it replays before the files go.  It is
  * built here as log_heap_freeze() builds it, because log_heap_freeze()
  * asserts that it has tuples to freeze.  Other records were set aside: a
  * prune record's redo repacks the page under a cleanup lock, a visibility
@@ -424,11 +434,86 @@ spindle_known_full(Relation facade, SpindleDirectory *dir, int i)
 }
 
 /*
- * Drop spindle sp if every event in it is dead to all, counting it again
- * under AccessExclusiveLock (an insert that took the last slot before the
- * first count may have placed its event since: it held the spindle until
- * then, and counts may be cached).  seg is open with AccessShareLock and
- * is closed here.  Returns the bytes freed, or -1 if it was not dropped.
+ * The standby-conflict horizon this transaction has logged
+ * (spindle_log_drop_conflict) before taking any ACCESS EXCLUSIVE lock,
+ * and the local transaction it belongs to.
+ */
+static LocalTransactionId conflict_lxid = InvalidLocalTransactionId;
+static TransactionId conflict_logged = InvalidTransactionId;
+
+/*
+ * Whether the WAL of this transaction resolves, on hot standbys, the
+ * snapshot conflicts of dropping a spindle of seg's kind whose events are
+ * dead up to horizon, before any ACCESS EXCLUSIVE lock the transaction
+ * holds: writes the record if it must and still may (log_if_needed).
+ *
+ * The order matters on a standby with max_standby_streaming_delay = -1.
+ * Every ACCESS EXCLUSIVE lock on a relation is WAL-logged when it is taken
+ * (XACT_FLAGS_ACQUIREDACCESSEXCLUSIVELOCK) and the startup process holds it
+ * until it replays the commit.  Were a conflict record replayed after it,
+ * the startup process would wait for a query whose snapshot may still see
+ * the events while holding the lock, and the query, reading the table,
+ * would wait for the lock: nobody detects that.  Replayed first, the
+ * record waits for the query (as heap's prune does), which can still open
+ * every spindle and finish.  So once the transaction holds such a lock, a
+ * horizon newer than the one it logged is not covered and the spindle is
+ * left for a later transaction.  Several drops of one transaction share
+ * one record: the redo only needs the horizon and the database.
+ */
+static bool
+cover_drop_conflict(Relation seg, TransactionId horizon, bool log_if_needed)
+{
+	if (!TransactionIdIsValid(horizon) ||
+		!RelationNeedsWAL(seg) || !XLogStandbyInfoActive())
+		return true;
+	if (conflict_lxid != MyProc->lxid)
+	{
+		conflict_lxid = MyProc->lxid;
+		conflict_logged = InvalidTransactionId;
+	}
+	if (TransactionIdIsValid(conflict_logged) &&
+		!TransactionIdFollows(horizon, conflict_logged))
+		return true;
+	if (!log_if_needed ||
+		(MyXactFlags & XACT_FLAGS_ACQUIREDACCESSEXCLUSIVELOCK) != 0)
+		return false;
+	spindle_log_drop_conflict(seg, horizon);
+	conflict_logged = horizon;
+	return true;
+}
+
+/*
+ * Whether another backend holds a lock on the spindle, so that our
+ * AccessExclusiveLock would not be granted now.  Only a hint (a lock may
+ * come or go right after): it saves a conflict record for a spindle that
+ * cannot be dropped this round.
+ */
+static bool
+spindle_locked_by_others(Oid segment)
+{
+	LOCKTAG		tag;
+	int			n;
+
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, segment);
+	pfree(GetLockConflicts(&tag, AccessExclusiveLock, &n));
+	return n > 0;
+}
+
+/*
+ * Drop spindle sp if every event in it is still dead to all and the
+ * standby-conflict record this transaction wrote before its first ACCESS
+ * EXCLUSIVE lock covers them (cover_drop_conflict).  Takes the spindle's
+ * AccessExclusiveLock without waiting and counts it again under it: an
+ * insert that took the last slot before the first count may have placed
+ * its event since (it held the spindle until then), and counts may be
+ * cached.  Should that event be dead to all by now, its deleter may be
+ * newer than the horizon logged: the spindle is then unlocked and left
+ * for the next round, which logs the newer horizon first.  That is rare: a
+ * full spindle whose events are all dead gets no new purges (a dead event
+ * cannot be deleted again), so only such a late insert, committed and
+ * then purged in between, can move its horizon.  seg is open with
+ * AccessShareLock and is closed here.  Returns the bytes freed, or -1 if
+ * it was not dropped.
  */
 static int64
 drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
@@ -443,7 +528,8 @@ drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
 		return -1;
 	}
 	spindle_count_segment(seg, &c);
-	if (c.dead < c.events)
+	if (c.dead < c.events ||
+		!cover_drop_conflict(seg, c.latest_removed, false))
 	{
 		UnlockRelationOid(sp->segment, AccessExclusiveLock);
 		relation_close(seg, AccessShareLock);
@@ -452,8 +538,6 @@ drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
 	/* nobody else holds it now; nothing can come back to life */
 	bytes = DatumGetInt64(DirectFunctionCall1(pg_total_relation_size,
 											  ObjectIdGetDatum(sp->segment)));
-	/* standby snapshots that still see its events go first */
-	spindle_log_drop_conflict(seg, c.latest_removed);
 	relation_close(seg, NoLock);
 
 	ObjectAddressSet(addr, RelationRelationId, sp->segment);
@@ -471,53 +555,40 @@ drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
  */
 bool		spindle_drop_held_back = false;
 
-/*
- * Drop every droppable spindle of a facade (up to max_drops); returns how
- * many and adds the bytes they held to *bytes_freed.  Skips the table if
- * another maintenance run holds it, and any spindle somebody has locked.
- * Sets spindle_drop_held_back (never clears it) when a full spindle
- * without live events or inserts in progress could not go yet.
- * Also records the fill time of full spindles.  Called with at least
- * AccessShareLock on the facade; use_cache is for the worker (see
- * count_cached).
- *
- * Full spindles this backend found settled (touched.c) since the last
- * delete noted in them are passed over without being opened, so a call
- * costs the spindles that deletes touched, not all of them.
- */
-int
-spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
-							 bool use_cache, int max_drops)
+/* A spindle found all dead under AccessShareLock, still open with it. */
+typedef struct DropCandidate
 {
-	SpindleDirectory *dir;
-	SettledPass pass;
-	int			ndropped = 0;
+	int			index;			/* in the directory */
+	Relation	seg;
+	TransactionId horizon;		/* latest_removed of that count */
+} DropCandidate;
+
+/*
+ * The counting pass of plan_drops: count the full spindles of dir under
+ * AccessShareLock (use_cache: see count_cached) and return the ones whose events are all dead and that nobody else holds, up to
+ * max_drops, still open; *horizon is the newest of their conflict
+ * horizons.  Records fill times and settled spindles on the way, and sets
+ * spindle_drop_held_back as spindle_drop_droppable_stats says.
+ */
+static List *
+collect_droppable(Relation facade, SpindleDirectory *dir, SettledPass *pass,
+				  bool use_cache, int max_drops, TransactionId *horizon)
+{
+	List	   *cands = NIL;
 	int			i;
 
-	if (!ConditionalLockRelationOid(RelationGetRelid(facade),
-									ShareUpdateExclusiveLock))
-		return 0;
-
-	/* first retire the index entries of spindles dropped before */
-	spindle_cleanup_dropped(facade, false);
-
-	/* then learn which spindles deletes touched since the last call */
-	spindle_touched_sync();
-
-	dir = spindle_directory_acquire(facade);
-	/* the directory remembers its table's pg_class xmin: see touched.c */
-	spindle_settled_begin(&pass, RelationGetRelid(facade), dir->class_xmin);
-	for (i = 0; i < dir->nspindles && ndropped < max_drops; i++)
+	*horizon = InvalidTransactionId;
+	for (i = 0; i < dir->nspindles && list_length(cands) < max_drops; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
 		Relation	seg;
 		SpindleCounts c;
-		int64		bytes;
+		DropCandidate *cand;
 		int			run;
 
 		if (sp->capacity == 0)
 			continue;			/* a single spindle, never dropped */
-		if ((run = spindle_settled_run(&pass, dir, i)) > 0)
+		if ((run = spindle_settled_run(pass, dir, i)) > 0)
 		{
 			i += run - 1;		/* settled, and so are the next run - 1 */
 			continue;
@@ -534,33 +605,179 @@ spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 			count_cached(seg, &c);
 		else
 			spindle_count_segment(seg, &c);
-		if (c.dead < c.events)
+		if (c.dead < c.events || spindle_locked_by_others(sp->segment))
 		{
 			/* only a delete can make it droppable now: pass it over */
 			if (c.live > 0 && c.busy == 0)
-				spindle_settled_add(&pass, dir, i);
+				spindle_settled_add(pass, dir, i);
 			else if (c.live == 0 && c.inserting == 0)
-				spindle_drop_held_back = true;	/* purged, not yet dead */
+				spindle_drop_held_back = true;	/* not yet dead, or locked */
 			relation_close(seg, AccessShareLock);
 			continue;
 		}
-		bytes = drop_if_dead(facade, sp, seg);
+		cand = palloc(sizeof(DropCandidate));
+		cand->index = i;
+		cand->seg = seg;
+		cand->horizon = c.latest_removed;
+		if (TransactionIdIsValid(c.latest_removed) &&
+			(!TransactionIdIsValid(*horizon) ||
+			 TransactionIdFollows(c.latest_removed, *horizon)))
+			*horizon = c.latest_removed;
+		cands = lappend(cands, cand);
+	}
+	return cands;
+}
+
+/*
+ * The spindles of one table a transaction is about to drop: those the
+ * first pass found all dead (collect_droppable), still open, and the
+ * table's directory, held until they are dropped (execute_drops).
+ */
+typedef struct DropPlan
+{
+	Relation	facade;
+	SpindleDirectory *dir;
+	List	   *cands;			/* of DropCandidate */
+} DropPlan;
+
+/*
+ * First half of dropping a facade's droppable spindles (up to max_drops):
+ * takes the table's maintenance lock (ShareUpdateExclusiveLock) without
+ * waiting, retires the index entries of spindles dropped before, and
+ * counts the full spindles under AccessShareLock.  Returns NULL if
+ * another maintenance run holds the table; else the plan, and *horizon is
+ * advanced to the newest conflict horizon of its candidates.  Takes no
+ * ACCESS EXCLUSIVE lock.
+ *
+ * Full spindles this backend found settled (touched.c) since the last
+ * delete noted in them are passed over without being opened, so a call
+ * costs the spindles that deletes touched, not all of them.
+ */
+static DropPlan *
+plan_drops(Relation facade, bool use_cache, int max_drops,
+		   TransactionId *horizon)
+{
+	DropPlan   *plan;
+	SettledPass pass;
+	TransactionId h;
+
+	if (!ConditionalLockRelationOid(RelationGetRelid(facade),
+									ShareUpdateExclusiveLock))
+		return NULL;
+
+	/* first retire the index entries of spindles dropped before */
+	spindle_cleanup_dropped(facade, false);
+
+	/* then learn which spindles deletes touched since the last call */
+	spindle_touched_sync();
+
+	plan = palloc0(sizeof(DropPlan));
+	plan->facade = facade;
+	plan->dir = spindle_directory_acquire(facade);
+	/* the directory remembers its table's pg_class xmin: see touched.c */
+	spindle_settled_begin(&pass, RelationGetRelid(facade),
+						  plan->dir->class_xmin);
+	plan->cands = collect_droppable(facade, plan->dir, &pass, use_cache,
+									max_drops, &h);
+	spindle_settled_end(&pass);
+	if (TransactionIdIsValid(h) &&
+		(!TransactionIdIsValid(*horizon) || TransactionIdFollows(h, *horizon)))
+		*horizon = h;
+	return plan;
+}
+
+/*
+ * Make this transaction's WAL resolve the standby conflicts up to horizon
+ * (the newest of plans' candidates) before any drop's ACCESS EXCLUSIVE
+ * lock: one record, on a candidate's page (cover_drop_conflict).
+ */
+static void
+log_planned_conflict(List *plans, TransactionId horizon)
+{
+	ListCell   *lc;
+
+	foreach(lc, plans)
+	{
+		DropPlan   *plan = (DropPlan *) lfirst(lc);
+		DropCandidate *first;
+
+		if (plan->cands == NIL)
+			continue;
+		first = (DropCandidate *) linitial(plan->cands);
+		(void) cover_drop_conflict(first->seg, horizon, true);
+		return;
+	}
+}
+
+/*
+ * Second half: lock, recount and drop each candidate of plan
+ * (drop_if_dead), then release the directory; plan is freed.  Returns how
+ * many went and adds the bytes they held to *bytes_freed.  Sets
+ * spindle_drop_held_back for each candidate that could not go.
+ */
+static int
+execute_drops(DropPlan *plan, int64 *bytes_freed)
+{
+	ListCell   *lc;
+	int			ndropped = 0;
+
+	foreach(lc, plan->cands)
+	{
+		DropCandidate *cand = (DropCandidate *) lfirst(lc);
+		SpindleEntry *sp = &plan->dir->spindles[cand->index];
+		int64		bytes = -1;
+
+		/* not covered: this transaction holds an ACCESS EXCLUSIVE lock */
+		if (!cover_drop_conflict(cand->seg, cand->horizon, false))
+			relation_close(cand->seg, AccessShareLock);
+		else
+			bytes = drop_if_dead(plan->facade, sp, cand->seg);
 		if (bytes < 0)
 		{
-			spindle_drop_held_back = true;	/* locked, or not all dead */
+			/* locked, not all dead, or not covered */
+			spindle_drop_held_back = true;
 			continue;
 		}
 		*bytes_freed += bytes;
 		ndropped++;
 	}
-	spindle_settled_end(&pass);
-	spindle_directory_release(dir);
+	list_free_deep(plan->cands);
+	spindle_directory_release(plan->dir);
 	if (ndropped > 0)
 	{
-		CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
+		CacheInvalidateRelcacheByRelid(RelationGetRelid(plan->facade));
 		CommandCounterIncrement();
 	}
+	pfree(plan);
 	return ndropped;
+}
+
+/*
+ * Drop every droppable spindle of a facade (up to max_drops); returns how
+ * many and adds the bytes they held to *bytes_freed.  Skips the table if
+ * another maintenance run holds it, and any spindle somebody has locked.
+ * Sets spindle_drop_held_back (never clears it) when a full spindle
+ * without live events or inserts in progress could not go yet.
+ * Also records the fill time of full spindles.  Called with at least
+ * AccessShareLock on the facade; use_cache is for the worker (see
+ * count_cached).
+ *
+ * Two passes: plan_drops counts the spindles under AccessShareLock; then,
+ * before any spindle's ACCESS EXCLUSIVE lock is taken, one standby-conflict
+ * record covers the newest horizon of the spindles found all dead
+ * (cover_drop_conflict); execute_drops locks, recounts and drops each.
+ */
+int
+spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
+							 bool use_cache, int max_drops)
+{
+	TransactionId horizon = InvalidTransactionId;
+	DropPlan   *plan = plan_drops(facade, use_cache, max_drops, &horizon);
+
+	if (plan == NULL)
+		return 0;
+	log_planned_conflict(list_make1(plan), horizon);
+	return execute_drops(plan, bytes_freed);
 }
 
 int
@@ -817,12 +1034,23 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 	else
 	{
 		List	   *tables = spindle_catalog_tables();
+		List	   *plans = NIL;
+		List	   *rels = NIL;
 		ListCell   *lc;
+		int			planned = 0;
+		TransactionId horizon = InvalidTransactionId;
+		int64		freed = 0;
 
+		/*
+		 * Every table is counted before any spindle is locked, so that one
+		 * conflict record, written before the first ACCESS EXCLUSIVE lock,
+		 * covers them all (cover_drop_conflict).
+		 */
 		foreach(lc, tables)
 		{
 			Oid			relid = lfirst_oid(lc);
 			Relation	rel;
+			DropPlan   *plan;
 
 			if (!pg_class_ownercheck(relid, GetUserId()) ||
 				!ConditionalLockRelationOid(relid, AccessShareLock))
@@ -833,25 +1061,33 @@ spindle_drop_spindles(PG_FUNCTION_ARGS)
 				UnlockRelationOid(relid, AccessShareLock);
 				continue;
 			}
+			rels = lappend(rels, rel);
 			/* the bound is per transaction, across all tables */
-			if (spindle_is_facade(rel) &&
-				total < spindle_drops_per_transaction())
-				total += spindle_drop_droppable(rel,
-												spindle_drops_per_transaction() - total);
-			relation_close(rel, NoLock);
+			if (!spindle_is_facade(rel) ||
+				planned >= spindle_drops_per_transaction())
+				continue;
+			plan = plan_drops(rel, false,
+							  spindle_drops_per_transaction() - planned,
+							  &horizon);
+			if (plan == NULL)
+				continue;
+			planned += list_length(plan->cands);
+			plans = lappend(plans, plan);
 		}
+		log_planned_conflict(plans, horizon);
+		foreach(lc, plans)
+			total += execute_drops((DropPlan *) lfirst(lc), &freed);
+		foreach(lc, rels)
+			relation_close((Relation) lfirst(lc), NoLock);
+
 		/*
 		 * A superuser's call also drops (within the same bound, not counted:
 		 * they belong to no table any more) what DROP TABLE and TRUNCATE
 		 * detached, which the worker drops otherwise.
 		 */
 		if (superuser())
-		{
-			int64		freed = 0;
-
 			(void) spindle_drop_detached(spindle_drops_per_transaction() - total,
 										 false, &freed);
-		}
 	}
 	PG_RETURN_INT32(total);
 }
