@@ -480,8 +480,10 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 /*
  * The (sub)transaction subid (Invalid: the transaction) aborts: if that
  * happens in the statement that ran read(), hand back the leases read()
- * granted in it, unread (read count as before), unless changed since
- * (acknowledged, moved).  Never errors.
+ * granted in it at once, unless changed since (acknowledged, moved).  The
+ * read still counts: the statement may have failed on the event itself (a
+ * poison message its own query processes), which must still reach the
+ * dead-letter queue after max_reads deliveries.  Never errors.
  */
 static void
 undo_leases(SubTransactionId subid)
@@ -508,8 +510,6 @@ undo_leases(SubTransactionId subid)
 			qs->nleases--;
 			item->kind = QITEM_RETURNED;
 			item->due = 0;
-			if (item->read_count > 0)
-				item->read_count--;
 			undone = true;
 		}
 		LWLockRelease(spindle_queue_lock(qs));
@@ -2065,6 +2065,58 @@ emit_messages(FunctionCallInfo fcinfo, Relation facade, ConsumeResult *res)
 }
 
 /*
+ * Connect SPI and prepare the INSERT of one payload into cs's dead-letter
+ * queue (as the caller: its INSERT right was checked in consumer_open).
+ */
+static SPIPlanPtr
+prepare_dead_letter_move(Consumer *cs)
+{
+	Oid			argtypes[1] = {JSONBOID};
+	char	   *sql = psprintf("INSERT INTO %s.%s (payload) VALUES ($1)",
+							   quote_identifier(SPINDLE_QUEUE_SCHEMA),
+							   quote_identifier(cs->q.dead_letter_queue));
+	SPIPlanPtr	plan;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	plan = SPI_prepare(sql, 1, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare the move to the dead-letter queue: %s",
+			 SPI_result_code_string(SPI_result));
+	return plan;
+}
+
+/*
+ * Insert the payload of dead event c into the dead-letter queue.  A rule
+ * on that queue's table that turns the INSERT into something else (DO
+ * INSTEAD) would lose the event: refuse with a clear error instead.
+ */
+static void
+move_one_dead_letter(Consumer *cs, SPIPlanPtr plan, Candidate *c,
+					 TupleDesc td, Datum *values, bool *nulls)
+{
+	Datum		args[1];
+	int			rc;
+
+	if (c->from_cache)
+		args[0] = PointerGetDatum(c->payload);
+	else
+	{
+		heap_deform_tuple(c->tuple, td, values, nulls);
+		args[0] = values[QCOL_PAYLOAD - 1];
+	}
+	rc = SPI_execute_plan(plan, args, NULL, false, 0);
+	if (rc != SPI_OK_INSERT || SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("could not move an event of queue \"%s\" to its dead-letter queue \"%s\"",
+						cs->q.name, cs->q.dead_letter_queue),
+				 errdetail("The INSERT into the dead-letter queue's table did not insert one row (a rule rewrites it)."),
+				 errhint("Drop the INSTEAD rule of table %s.%s.",
+						 SPINDLE_QUEUE_SCHEMA, cs->q.dead_letter_queue)));
+}
+
+/*
  * Events read max_reads times or more (marked dead; purged by this
  * transaction) go to the queue's dead-letter queue instead of being
  * delivered: enqueued there, in the caller's transaction, so both or
@@ -2082,46 +2134,34 @@ move_dead_letters(Consumer *cs, ConsumeResult *res)
 	int			kept = 0;
 	int			i;
 
-	for (i = 0; i < res->n; i++)
+	/* consumers go on under the disk alarm, their dead-letter moves too */
+	spindle_disk_alarm_exempt++;
+	PG_TRY();
 	{
-		Candidate  *c = &res->c[i];
-
-		if (!c->dead)
+		for (i = 0; i < res->n; i++)
 		{
-			res->c[kept++] = *c;
-			continue;
-		}
-		/* spindle.queues.dead_lettered_total (counted when moved) */
-		pg_atomic_fetch_add_u64(&cs->qs->dead_lettered, 1);
-		if (cs->q.dead_letter_queue[0] != '\0')
-		{
-			Oid			argtypes[1] = {JSONBOID};
-			Datum		args[1];
+			Candidate  *c = &res->c[i];
 
-			if (plan == NULL)
+			if (!c->dead)
 			{
-				char	   *sql = psprintf("INSERT INTO %s.%s (payload) VALUES ($1)",
-										   quote_identifier(SPINDLE_QUEUE_SCHEMA),
-										   quote_identifier(cs->q.dead_letter_queue));
-
-				if (SPI_connect() != SPI_OK_CONNECT)
-					elog(ERROR, "SPI_connect failed");
-				plan = SPI_prepare(sql, 1, argtypes);
+				res->c[kept++] = *c;
+				continue;
+			}
+			/* spindle.queues.dead_lettered_total (counted when moved) */
+			pg_atomic_fetch_add_u64(&cs->qs->dead_lettered, 1);
+			if (cs->q.dead_letter_queue[0] != '\0')
+			{
 				if (plan == NULL)
-					elog(ERROR, "could not prepare the move to the dead-letter queue: %s",
-						 SPI_result_code_string(SPI_result));
+					plan = prepare_dead_letter_move(cs);
+				move_one_dead_letter(cs, plan, c, td, values, nulls);
 			}
-			if (c->from_cache)
-				args[0] = PointerGetDatum(c->payload);
-			else
-			{
-				heap_deform_tuple(c->tuple, td, values, nulls);
-				args[0] = values[QCOL_PAYLOAD - 1];
-			}
-			if (SPI_execute_plan(plan, args, NULL, false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "could not move an event to the dead-letter queue");
 		}
 	}
+	PG_FINALLY();
+	{
+		spindle_disk_alarm_exempt--;
+	}
+	PG_END_TRY();
 	if (plan != NULL)
 		SPI_finish();
 	res->n = kept;

@@ -86,6 +86,14 @@ PG_FUNCTION_INFO_V1(spindle_disk_alarm);
 /* GUC spindle.disk_free_limit, in MB; 0 turns the alarm off */
 int			spindle_disk_free_limit = 1024;
 
+/*
+ * Above 0 while a consumer writes as part of consuming (the queue layer's
+ * dead-letter moves): consumers go on under the alarm, and their moves
+ * are what they already took from the disk.  Backend-local; the caller
+ * restores it on error.
+ */
+int			spindle_disk_alarm_exempt = 0;
+
 #define DISK_ALARM_MAX_TABLESPACES 32
 #define WAL_SLOT	0
 #define BASE_SLOT	1
@@ -226,7 +234,8 @@ spindle_disk_alarm_check(Relation rel)
 	Oid			spcoid;
 	int			i;
 
-	if (spindle_disk_free_limit <= 0 || dshared == NULL)
+	if (spindle_disk_free_limit <= 0 || dshared == NULL ||
+		spindle_disk_alarm_exempt > 0)
 		return;
 	limit = (uint32) spindle_disk_free_limit;
 	if (pg_atomic_read_u32(&dshared->lowest_free_mb) >= limit)

@@ -233,6 +233,8 @@ extern bool spindle_ttl_cutoff(const Interval *ttl, TimestampTz now,
 /* ---- disk_alarm.c: producers refused while free space is low ---- */
 
 extern int	spindle_disk_free_limit;	/* GUC, in MB; 0 = off */
+/* > 0 while consumers' own writes (dead-letter moves) run: not refused */
+extern int	spindle_disk_alarm_exempt;
 extern void spindle_disk_alarm_shmem_request(void);
 extern void spindle_disk_alarm_shmem_startup(void);
 extern void spindle_disk_alarm_check(Relation rel);

@@ -111,6 +111,17 @@ for (1 .. 14) { ($rc, $err) = try_sql($batch_sql); }
 is($node->safe_psql('postgres', "SELECT count(*) FROM spindle_q.$q"),
 	'300', '300 events enqueued');
 
+# a queue whose poison event (read once, max_reads 1) will move to its
+# dead-letter queue while the alarm is on: the move is the consumer's
+$node->safe_psql(
+	'postgres', q{
+SET default_tablespace = small;
+SELECT spindle.create_queue('pz_dead');
+SELECT spindle.create_queue('pz', max_reads => 1, dead_letter_queue => 'pz_dead');
+SELECT spindle.enqueue('pz', '{"poison": true}');
+SELECT count(*) FROM spindle.read('pz', 1, '0');
+});
+
 # ---- 1. below the limit: producers refused --------------------------------
 fill(1_500_000);
 ok(defined wait_low('true'), 'the launcher sees the file system below the limit');
@@ -143,6 +154,11 @@ SELECT count(*) FILTER (WHERE spindle.set_visibility('$q', msg_id, '2 min')) FRO
 INSERT INTO acked_$q SELECT * FROM spindle.ack('$q', ARRAY(SELECT msg_id FROM r));
 SELECT count(*) FROM acked_$q;
 }), "5\n5", 'read, set_visibility and ack work');
+($rc, $err) = try_sql("SELECT count(*) FROM spindle.read('pz', 1, '1 min')");
+is($rc, 0, 'read moves a dead event to its dead-letter queue under the alarm')
+  or diag($err);
+is($node->safe_psql('postgres', 'SELECT count(*) FROM spindle_q.pz_dead'),
+	'1', '...which holds it');
 my $got = drain_queue($node, 'postgres', $q, 30);
 is($got, 295, 'dequeue drained the rest of the queue');
 ($rc, $err) = try_sql('DELETE FROM t WHERE a <= 5');
