@@ -64,6 +64,11 @@ ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
+# Rebuild an object when a header it includes changes (the layers' headers
+# are shared by every file of a layer and the ones above): PGXS's own
+# dependency tracking, which Debian's build leaves off.
+override autodepend = yes
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
