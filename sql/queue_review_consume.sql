@@ -202,16 +202,14 @@ SELECT pz_process(payload) FROM spindle.read('pz', 1, '1 hour');
 SELECT count(*) AS delivered FROM spindle.read('pz', 1, '1 hour');
 SELECT payload AS dead_lettered FROM spindle_q.pz_dead;
 
--- A rule that rewrites the INSERT into the dead-letter queue would lose the
--- event: the move fails with a clear error, and nothing is consumed.
+-- A rule that rewrites the INSERT into a queue's table (the dead-letter
+-- queue's here) would lose the events moved there: it cannot be created,
+-- and the move goes on.
 SELECT spindle.create_queue('pr_dead');
 SELECT spindle.create_queue('pr', max_reads => 1, dead_letter_queue => 'pr_dead');
 SELECT spindle.enqueue('pr', '{"poison": 2}') > 0 AS enqueued;
 SELECT count(*) FROM spindle.read('pr', 1, '0');
 CREATE RULE pr_dead_nothing AS ON INSERT TO spindle_q.pr_dead DO INSTEAD NOTHING;
-SELECT count(*) FROM spindle.read('pr', 1, '1 hour');
-SELECT count(*) AS still_there FROM spindle_q.pr;
-DROP RULE pr_dead_nothing ON spindle_q.pr_dead;
 SELECT count(*) FROM spindle.read('pr', 1, '1 hour');
 SELECT payload AS dead_lettered FROM spindle_q.pr_dead;
 

@@ -5,7 +5,8 @@
 --      nothing of the new queue;
 --   5: on a queue table time_to_live counts from visible_at: a delayed
 --      event is not purged before it was due for the ttl;
---  26: an INSTEAD rule for INSERT makes enqueue fail with 0A000, not XX000;
+--  26: an INSTEAD rule for INSERT on a queue's table cannot be created
+--      (enqueue failed with XX000 through one);
 --  15: a DELETE trigger or rule on a queue's table is refused (consumers
 --      purge without them);
 --  27: PREPARE TRANSACTION is refused after any ack that purged (0A000);
@@ -111,7 +112,8 @@ SELECT spindle.purge_expired('rr_plain', '0') AS purged_plain;
 DROP TABLE rr_plain;
 SELECT spindle.drop_queue('rr_ttl');
 
--- ---- 26: INSTEAD rules for INSERT ----
+-- ---- 26: INSTEAD rules for INSERT: refused when created, so enqueue
+-- never meets one (and says 0A000 if it did) ----
 SELECT spindle.create_queue('rr_rule') IS NOT NULL AS created;
 CREATE TABLE rr_other (payload jsonb);
 CREATE RULE r AS ON INSERT TO spindle_q.rr_rule

@@ -1115,7 +1115,8 @@ check_queue_alter(Oid relid, int subId, Oid oldnsp)
 /*
  * A trigger (classId TriggerRelationId) or rule (RewriteRelationId) was
  * just created or replaced: refuse one that fires on DELETE on a queue's
- * table.  dequeue, ack, the dead-letter move and time_to_live purge
+ * table, and a DO INSTEAD rule for INSERT (it would swallow enqueues and
+ * moves to the table as a dead-letter queue).  dequeue, ack, the dead-letter move and time_to_live purge
  * events by position, firing no trigger and applying no rule, so a
  * BEFORE DELETE guard or an audit trigger would silently not see them
  * (the checks of the foreign keys referencing the table, internal
@@ -1131,6 +1132,7 @@ check_queue_delete_action(Oid classId, Oid objectId)
 	HeapTuple	tup;
 	Oid			relid = InvalidOid;
 	bool		on_delete = false;
+	bool		instead_insert = false;
 	const char *what = NULL;
 	char		queue[NAMEDATALEN];
 
@@ -1156,13 +1158,22 @@ check_queue_delete_action(Oid classId, Oid objectId)
 
 		relid = r->ev_class;
 		on_delete = r->ev_type == '0' + (int) CMD_DELETE;
+		instead_insert = r->ev_type == '0' + (int) CMD_INSERT && r->is_instead;
 		what = "rule";
 	}
 	systable_endscan(scan);
 	table_close(catalog, AccessShareLock);
-	if (!on_delete || get_rel_namespace(relid) != spindle_queue_namespace(true) ||
+	if ((!on_delete && !instead_insert) ||
+		get_rel_namespace(relid) != spindle_queue_namespace(true) ||
 		!queue_of_relation(relid, queue))
 		return;
+	if (instead_insert)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot create an INSTEAD rule for INSERT on the table of queue \"%s\"",
+						queue),
+				 errdetail("enqueue and the moves of other queues' events to it as their dead-letter queue insert into the table; a rule that rewrites the INSERT would lose them."),
+				 errhint("Use a DO ALSO rule or a trigger.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("cannot create a DELETE %s on the table of queue \"%s\"",
