@@ -8,8 +8,9 @@ use Time::HiRes qw(gettimeofday tv_interval usleep);
 use Test::More;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
+use Fcntl;
 
-our @EXPORT = qw(small_mount wait_for verify_ok queue_node queue_logs load_scripts
+our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue_logs load_scripts
   start_load stop_load drain_queue check_consistent check_read_counts
   next_epoch log_counts install_wait_backend kill9_and_wait);
 
@@ -30,6 +31,26 @@ sub small_mount
 	return "cannot tell the size of $d" unless defined $kb;
 	return "$d is not small (${kb} kB; at most 64 MB)" if $kb > 64 * 1024;
 	return '';
+}
+
+# Fill the file system of $filler with that file, then give back $room
+# bytes of it; returns the file's size when full.  The disk-full and disk
+# alarm tests call it on their small file system.
+sub fill_filesystem
+{
+	my ($filler, $room) = @_;
+	sysopen(my $fh, $filler, O_WRONLY | O_CREAT) or die "$filler: $!";
+	sysseek($fh, 0, 2);
+	my $chunk = "\0" x 65536;
+	while (1)
+	{
+		my $n = syswrite($fh, $chunk);
+		last unless defined $n && $n == length($chunk);
+	}
+	my $size = -s $filler;
+	truncate($fh, $size > $room ? $size - $room : 0) or die "truncate: $!";
+	close $fh;
+	return $size;
 }
 
 # Poll $sql on $node in database $db until it returns 't'; return the

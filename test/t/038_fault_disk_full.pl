@@ -44,22 +44,7 @@ is( $node->safe_psql('postgres',
 	'small', 'the queue lives in the small tablespace');
 
 # Fill the filesystem with the filler file, then give back $room bytes.
-sub fill
-{
-	my ($room) = @_;
-	sysopen(my $fh, $filler, O_WRONLY | O_CREAT) or die "$filler: $!";
-	sysseek($fh, 0, 2);
-	my $chunk = "\0" x 65536;
-	while (1)
-	{
-		my $n = syswrite($fh, $chunk);
-		last unless defined $n && $n == length($chunk);
-	}
-	my $size = -s $filler;
-	truncate($fh, $size > $room ? $size - $room : 0) or die "truncate: $!";
-	close $fh;
-	return $size;
-}
+sub fill { return fill_filesystem($filler, @_); }
 
 # Enqueue batches of 20 events of 1 kB until one fails; returns (events
 # acknowledged, the error of the failing batch).

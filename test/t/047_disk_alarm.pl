@@ -54,22 +54,7 @@ INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 10) g;
 });
 
 # Fill the filesystem with the filler file, then give back $room bytes.
-sub fill
-{
-	my ($room) = @_;
-	sysopen(my $fh, $filler, O_WRONLY | O_CREAT) or die "$filler: $!";
-	sysseek($fh, 0, 2);
-	my $chunk = "\0" x 65536;
-	while (1)
-	{
-		my $n = syswrite($fh, $chunk);
-		last unless defined $n && $n == length($chunk);
-	}
-	my $size = -s $filler;
-	truncate($fh, $size > $room ? $size - $room : 0) or die "truncate: $!";
-	close $fh;
-	return $size;
-}
+sub fill { return fill_filesystem($filler, @_); }
 
 # Is the tablespace's file system low (by spindle.disk_alarm())?
 sub wait_low
@@ -258,7 +243,9 @@ drain_queue($node, 'postgres', $q, 30);
 check_consistent($node, 'postgres', "spindle_q.$q", 'at the end');
 my ($p, $c, $a, $left) = split /:/, log_counts($node, 'postgres', $q);
 is($c + $a, $p, 'every enqueued event was consumed, once');
-$node->safe_psql('postgres', "SELECT spindle.drop_queue('$q'); DROP TABLE t");
+$node->safe_psql('postgres',
+	"SELECT spindle.drop_queue('$q'); SELECT spindle.drop_queue('pz'); SELECT spindle.drop_queue('pz_dead'); DROP TABLE t"
+);
 ok( defined wait_for(
 		$node, 'postgres', q{
 SELECT count(*) = 0 FROM pg_class WHERE reltablespace = (SELECT oid FROM pg_tablespace WHERE spcname = 'small')},
