@@ -538,6 +538,31 @@ forget_queue_relation(Oid relid)
 }
 
 /*
+ * Run query sql on the registry (as spindle_spi_exec does) and return the
+ * first row's two columns, a queue and its dead-letter queue, in *user and
+ * *dlq; false if it finds none.  For the commit-time checks below.
+ */
+static bool
+first_dead_letter_pair(const char *sql, char **user, char **dlq)
+{
+	SpindleSpi	spi;
+	bool		found;
+
+	spindle_spi_begin(&spi);
+	found = spindle_spi_exec(sql, 0, NULL, NULL, NULL, true) > 0;
+	if (found)
+	{
+		MemoryContext old = MemoryContextSwitchTo(spi.outer);
+
+		*user = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		*dlq = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		MemoryContextSwitchTo(old);
+	}
+	spindle_spi_end(&spi);
+	return found;
+}
+
+/*
  * Before a transaction that deleted registry rows commits: refuse if a
  * queue is left whose dead-letter queue is gone.  (Checked here rather than
  * when the row goes, so that DROP EXTENSION or DROP OWNED may drop a queue
@@ -546,29 +571,18 @@ forget_queue_relation(Oid relid)
 static void
 check_dead_letter_queues(void)
 {
-	SpindleSpi	spi;
-	char	   *user = NULL;
-	char	   *dlq = NULL;
+	char	   *user;
+	char	   *dlq;
 
 	if (!registry_exists())
 		return;
-	spindle_spi_begin(&spi);
-	if (spindle_spi_exec("SELECT q.queue_name, q.dead_letter_queue"
-						 "  FROM spindle.queue_catalog q"
-						 " WHERE q.dead_letter_queue IS NOT NULL"
-						 "   AND NOT EXISTS (SELECT FROM spindle.queue_catalog d"
-						 "   WHERE d.queue_name OPERATOR(pg_catalog.=) q.dead_letter_queue)"
-						 " ORDER BY q.queue_name LIMIT 1",
-						 0, NULL, NULL, NULL, true) > 0)
-	{
-		MemoryContext old = MemoryContextSwitchTo(spi.outer);
-
-		user = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		dlq = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		MemoryContextSwitchTo(old);
-	}
-	spindle_spi_end(&spi);
-	if (user != NULL)
+	if (first_dead_letter_pair("SELECT q.queue_name, q.dead_letter_queue"
+							   "  FROM spindle.queue_catalog q"
+							   " WHERE q.dead_letter_queue IS NOT NULL"
+							   "   AND NOT EXISTS (SELECT FROM spindle.queue_catalog d"
+							   "   WHERE d.queue_name OPERATOR(pg_catalog.=) q.dead_letter_queue)"
+							   " ORDER BY q.queue_name LIMIT 1",
+							   &user, &dlq))
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 				 errmsg("cannot drop queue \"%s\" because queue \"%s\" uses it as its dead-letter queue",
@@ -585,33 +599,22 @@ check_dead_letter_queues(void)
 static void
 check_dead_letter_owners(void)
 {
-	SpindleSpi	spi;
-	char	   *user = NULL;
-	char	   *dlq = NULL;
+	char	   *user;
+	char	   *dlq;
 
 	if (!registry_exists())
 		return;
-	spindle_spi_begin(&spi);
-	if (spindle_spi_exec("SELECT q.queue_name, q.dead_letter_queue"
-						 "  FROM spindle.queue_catalog q"
-						 "  JOIN spindle.queue_catalog d"
-						 "    ON d.queue_name OPERATOR(pg_catalog.=) q.dead_letter_queue"
-						 "  JOIN pg_catalog.pg_class qc"
-						 "    ON qc.oid OPERATOR(pg_catalog.=) q.relation::pg_catalog.oid"
-						 "  JOIN pg_catalog.pg_class dc"
-						 "    ON dc.oid OPERATOR(pg_catalog.=) d.relation::pg_catalog.oid"
-						 " WHERE qc.relowner OPERATOR(pg_catalog.<>) dc.relowner"
-						 " ORDER BY q.queue_name LIMIT 1",
-						 0, NULL, NULL, NULL, true) > 0)
-	{
-		MemoryContext old = MemoryContextSwitchTo(spi.outer);
-
-		user = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		dlq = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		MemoryContextSwitchTo(old);
-	}
-	spindle_spi_end(&spi);
-	if (user != NULL)
+	if (first_dead_letter_pair("SELECT q.queue_name, q.dead_letter_queue"
+							   "  FROM spindle.queue_catalog q"
+							   "  JOIN spindle.queue_catalog d"
+							   "    ON d.queue_name OPERATOR(pg_catalog.=) q.dead_letter_queue"
+							   "  JOIN pg_catalog.pg_class qc"
+							   "    ON qc.oid OPERATOR(pg_catalog.=) q.relation::pg_catalog.oid"
+							   "  JOIN pg_catalog.pg_class dc"
+							   "    ON dc.oid OPERATOR(pg_catalog.=) d.relation::pg_catalog.oid"
+							   " WHERE qc.relowner OPERATOR(pg_catalog.<>) dc.relowner"
+							   " ORDER BY q.queue_name LIMIT 1",
+							   &user, &dlq))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("queue \"%s\" and its dead-letter queue \"%s\" must have the same owner",
