@@ -54,7 +54,7 @@ BEGIN
 END $$;
 CREATE FUNCTION q_after() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  RAISE NOTICE 'after: k %, payload %', NEW.msg_id & 67108863, NEW.payload;
+  RAISE NOTICE 'after: msg_id %, payload %', NEW.msg_id, NEW.payload;
   RETURN NULL;
 END $$;
 CREATE FUNCTION q_echo() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -187,19 +187,24 @@ RESET ROLE;
 
 -- ===================== enqueue and msg_ids ===============================
 SET ROLE regress_q_admin;
--- ten events into a queue of spindles of 4: ids increase, and decode to
--- (spindle_no, k) with k running 0..3 in each spindle
+-- ten events into a new queue of spindles of 4: msg_ids 1, 2, 3, ...
+-- across spindles
 CREATE TEMP TABLE ids (n int, msg_id bigint);
 INSERT INTO ids SELECT g, spindle.enqueue('orders', jsonb_build_object('n', g))
   FROM generate_series(1, 10) g;
-SELECT n, msg_id >> 26 AS spindle_no, msg_id & 67108863 AS k,
-       msg_id > lag(msg_id) OVER (ORDER BY n) AS increasing
-  FROM ids ORDER BY n;
--- consistent with spindle.spindles: each spindle holds the ids numbered in it
-SELECT s.spindle_no, s.events, count(i.msg_id) AS ids, max(i.msg_id & 67108863) AS max_k
-  FROM spindle.spindles s LEFT JOIN ids i ON i.msg_id >> 26 = s.spindle_no
+SELECT n, msg_id FROM ids ORDER BY n;
+-- consistent with spindle.spindles: each spindle holds the ids numbered in
+-- it, first_no + k with k running 0..3
+RESET ROLE;
+SELECT s.spindle_no, s.events, count(i.msg_id) AS ids,
+       min(i.msg_id - c.first_no) AS min_k, max(i.msg_id - c.first_no) AS max_k
+  FROM spindle.spindles s
+  JOIN spindle.spindle_catalog c
+    ON c.relation = s.relation AND c.spindle_no = s.spindle_no
+  LEFT JOIN ids i ON i.msg_id >= c.first_no AND i.msg_id < c.first_no + c.vcount
  WHERE s.relation = 'spindle_q.orders'::regclass AND s.events > 0
  GROUP BY s.spindle_no, s.events ORDER BY s.spindle_no;
+SET ROLE regress_q_admin;
 -- the stored events carry the same ids, in order
 SELECT i.n, o.payload->>'n' AS payload_n
   FROM spindle_q.orders o JOIN ids i USING (msg_id) ORDER BY o.msg_id;
@@ -207,10 +212,11 @@ SELECT i.n, o.payload->>'n' AS payload_n
 RESET ROLE;
 SELECT count(*) AS events,
        count(*) FILTER (WHERE ((o.ctid::text::point)[0] * 291 + (o.ctid::text::point)[1] - 1)
-                              - c.vbase = o.msg_id & 67108863) AS tid_matches_k
+                              - c.vbase = o.msg_id - c.first_no) AS tid_matches_k
   FROM spindle_q.orders o
   JOIN spindle.spindle_catalog c
-    ON c.relation = 'spindle_q.orders'::regclass AND c.spindle_no = o.msg_id >> 26;
+    ON c.relation = 'spindle_q.orders'::regclass
+   AND o.msg_id >= c.first_no AND o.msg_id < c.first_no + c.vcount;
 SET ROLE regress_q_admin;
 
 -- delay: visible_at = now() + delay, enqueued_at = now()
@@ -224,7 +230,7 @@ COMMIT;
 
 -- plain INSERT gets a msg_id too; a given one is ignored
 INSERT INTO spindle_q.orders (payload) VALUES ('{"plain": 1}')
-  RETURNING msg_id > :now_id AS after_last, msg_id & 67108863 AS k;
+  RETURNING msg_id - :now_id AS after_last;
 INSERT INTO spindle_q.orders (msg_id, payload) VALUES (12345, '{"plain": 2}'), (12345, '{"plain": 3}')
   RETURNING msg_id <> 12345 AS assigned, payload;
 SELECT count(DISTINCT msg_id) = count(*) AS unique_ids FROM spindle_q.orders;
@@ -246,10 +252,10 @@ UPDATE spindle_q.orders SET payload = payload || '{"updated": true}' WHERE msg_i
 -- AFTER triggers see it (and BEFORE triggers see the default, 0)
 CREATE TRIGGER q_before BEFORE INSERT ON spindle_q.jobs FOR EACH ROW EXECUTE FUNCTION q_before();
 CREATE TRIGGER q_after AFTER INSERT ON spindle_q.jobs FOR EACH ROW EXECUTE FUNCTION q_after();
-SELECT spindle.enqueue('jobs', '{"job": 1}') & 67108863 AS k;
-SELECT k & 67108863 AS k FROM spindle.enqueue_batch('jobs', ARRAY['{"job": 2}', '{"job": 3}']::jsonb[]) k;
-INSERT INTO spindle_q.jobs (payload) VALUES ('{"job": 4}') RETURNING msg_id & 67108863 AS k;
-SELECT msg_id >> 26 AS spindle_no, msg_id & 67108863 AS k, payload FROM spindle_q.jobs ORDER BY msg_id;
+SELECT spindle.enqueue('jobs', '{"job": 1}') AS msg_id;
+SELECT * FROM spindle.enqueue_batch('jobs', ARRAY['{"job": 2}', '{"job": 3}']::jsonb[]) msg_id;
+INSERT INTO spindle_q.jobs (payload) VALUES ('{"job": 4}') RETURNING msg_id;
+SELECT msg_id, payload FROM spindle_q.jobs ORDER BY msg_id;
 DROP TRIGGER q_before ON spindle_q.jobs;
 DROP TRIGGER q_after ON spindle_q.jobs;
 
@@ -257,7 +263,7 @@ DROP TRIGGER q_after ON spindle_q.jobs;
 CREATE TRIGGER q_echo BEFORE INSERT ON spindle_q.retries FOR EACH ROW EXECUTE FUNCTION q_echo();
 SELECT spindle.enqueue('retries', '{"r": 1}') AS r1 \gset
 SELECT payload FROM spindle_q.retries WHERE msg_id = :r1;
-SELECT msg_id & 67108863 AS k, payload FROM spindle_q.retries ORDER BY msg_id;
+SELECT msg_id, payload FROM spindle_q.retries ORDER BY msg_id;
 DROP TRIGGER q_echo ON spindle_q.retries;
 
 -- COPY (multi-insert) numbers its events too
@@ -268,7 +274,7 @@ COPY spindle_q.orders_dlq (payload) FROM stdin;
 {"copied": 4}
 {"copied": 5}
 \.
-SELECT msg_id & 67108863 AS k, payload FROM spindle_q.orders_dlq ORDER BY msg_id;
+SELECT msg_id, payload FROM spindle_q.orders_dlq ORDER BY msg_id;
 
 -- ===================== enqueue_batch =====================================
 SELECT b.ord, b.id > lag(b.id) OVER (ORDER BY b.ord) AS increasing
@@ -285,9 +291,15 @@ SELECT count(*) FROM spindle.enqueue_batch('orders_dlq', ARRAY['{"late": 1}', '{
 SELECT DISTINCT visible_at - enqueued_at AS delay FROM spindle_q.orders_dlq WHERE payload ? 'late';
 COMMIT;
 -- a batch in a queue of small spindles crosses spindles in order
-SELECT string_agg((msg_id >> 26)::text || ':' || (msg_id & 67108863), ' ' ORDER BY msg_id)
-  FROM spindle.enqueue_batch('jobs', ARRAY(SELECT jsonb_build_object('j', g) FROM generate_series(1, 5) g)) msg_id;
+CREATE TEMP TABLE batch_ids AS
+  SELECT msg_id FROM spindle.enqueue_batch('jobs',
+    ARRAY(SELECT jsonb_build_object('j', g) FROM generate_series(1, 5) g)) msg_id;
+SELECT string_agg(msg_id::text, ' ' ORDER BY msg_id) FROM batch_ids;
 RESET ROLE;
+SELECT string_agg(c.spindle_no || ':' || (b.msg_id - c.first_no), ' ' ORDER BY b.msg_id)
+  FROM batch_ids b JOIN spindle.spindle_catalog c
+    ON c.relation = 'spindle_q.jobs'::regclass
+   AND b.msg_id >= c.first_no AND b.msg_id < c.first_no + c.vcount;
 
 -- ===================== bad input to enqueue ==============================
 CREATE TEMP TABLE before_counts AS
@@ -455,7 +467,7 @@ SELECT spindle.enqueue('jobs', '{}');
 \echo :SQLSTATE
 -- a queue of the same name again is a new, empty queue
 SELECT spindle.create_queue('jobs');
-SELECT spindle.enqueue('jobs', '{"again": 1}') & 67108863 AS k;
+SELECT spindle.enqueue('jobs', '{"again": 1}') > 9 AS above_old_ids;
 SELECT count(*) FROM spindle_q.jobs;
 RESET ROLE;
 

@@ -31,8 +31,12 @@ SELECT msg_id, row_number() OVER () AS n
 -- ids ascend with the array, across three spindles of 4
 SELECT count(*) AS ids, count(DISTINCT msg_id) AS distinct_ids,
        bool_and(msg_id > coalesce(prev, 0)) AS ascending,
-       count(DISTINCT msg_id >> 26) AS spindles
+       max(msg_id) - min(msg_id) + 1 AS span
   FROM (SELECT msg_id, lag(msg_id) OVER (ORDER BY n) AS prev FROM qi_ids) s;
+SELECT count(DISTINCT c.spindle_no) AS spindles
+  FROM qi_ids i JOIN spindle.spindle_catalog c
+    ON c.relation = 'spindle_q.qi'::regclass
+   AND i.msg_id >= c.first_no AND i.msg_id < c.first_no + c.vcount;
 -- each row as the INSERT would have made it
 SELECT i.n, (q.payload->>'n')::int AS payload_n,
        q.enqueued_at = now() AS enqueued_now,

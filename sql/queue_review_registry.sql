@@ -49,7 +49,7 @@ SELECT spindle.ack('rr_jobs', :old_id) AS stale_ack;
 SELECT * FROM spindle.ack('rr_jobs', ARRAY[:old_id]::bigint[]);
 SELECT payload FROM spindle_q.rr_jobs;
 -- the floor outlives the queue; it is a dumped configuration table
-SELECT queue_name, next_spindle_no > 1 AS raised FROM spindle.queue_msg_id_floor
+SELECT queue_name, msg_id_floor > 1 AS raised FROM spindle.queue_msg_id_floor
  WHERE queue_name LIKE 'rr\_%';
 SELECT c.relname FROM pg_extension e, unnest(e.extconfig) x(oid)
   JOIN pg_class c ON c.oid = x.oid

@@ -45,6 +45,7 @@ CREATE TABLE spindle.spindle_catalog (
     filled_at   timestamptz,
     dropped_at  timestamptz,          -- set when dropped, until its index
                                       -- entries are gone
+    first_no    bigint NOT NULL,      -- its events are numbered first_no + k
     PRIMARY KEY (relation, spindle_no)
 );
 -- dropped spindles waiting for cleanup: every maintenance pass looks them up
@@ -196,13 +197,13 @@ SELECT pg_catalog.pg_extension_config_dump('spindle.queue_catalog', '');
 REVOKE ALL ON spindle.queue_catalog FROM PUBLIC;
 
 -- msg_ids are never given twice under one queue name: when a queue's table
--- is dropped (drop_queue, DROP TABLE, ...), the number its next spindle
+-- is dropped (drop_queue, DROP TABLE, ...), the msg_id its next event
 -- would have had is kept here, and a later table of that name numbers its
--- spindles (so its msg_ids) from there on.  The row outlives the queue and
+-- events (msg_ids) from there on.  The row outlives the queue and
 -- is dumped, so a restore keeps it.  Written only by the extension's C code.
 CREATE TABLE spindle.queue_msg_id_floor (
     queue_name      text PRIMARY KEY,
-    next_spindle_no bigint NOT NULL CHECK (next_spindle_no > 0)
+    msg_id_floor    bigint NOT NULL CHECK (msg_id_floor > 0)
 );
 SELECT pg_catalog.pg_extension_config_dump('spindle.queue_msg_id_floor', '');
 REVOKE ALL ON spindle.queue_msg_id_floor FROM PUBLIC;

@@ -1180,39 +1180,24 @@ check_queue(VerifyState *vs)
 		VItem	   *it = &items[i];
 
 		if (it->kind == QITEM_FREE || it->kind > QITEM_LEASED)
-			vreport(vs, "queue: spindle %lld, slot %lld: an item of kind %d is in the queue's list",
-					(long long) spindle_msgid_spindle(it->start),
-					(long long) spindle_msgid_k(it->start), it->kind);
+			vreport(vs, "queue: msg_id %lld: an item of kind %d is in the queue's list",
+					(long long) it->start, it->kind);
 		if (it->start >= it->end)
-			vreport(vs, "queue: spindle %lld, slot %lld: %s item [%lld, %lld) is empty",
-					(long long) spindle_msgid_spindle(it->start),
-					(long long) spindle_msgid_k(it->start),
-					item_kind_name(it->kind),
+			vreport(vs, "queue: msg_id %lld: %s item [%lld, %lld) is empty",
+					(long long) it->start, item_kind_name(it->kind),
 					(long long) it->start, (long long) it->end);
-		else if (spindle_msgid_spindle(it->start) != spindle_msgid_spindle(it->end - 1))
-			vreport(vs, "queue: spindle %lld, slot %lld: %s item [%lld, %lld) reaches into spindle %lld",
-					(long long) spindle_msgid_spindle(it->start),
-					(long long) spindle_msgid_k(it->start),
-					item_kind_name(it->kind),
-					(long long) it->start, (long long) it->end,
-					(long long) spindle_msgid_spindle(it->end - 1));
 		if (it->end > head)
-			vreport(vs, "queue: spindle %lld, slot %lld: %s item [%lld, %lld) is not behind the head %lld (spindle %lld, slot %lld)",
-					(long long) spindle_msgid_spindle(it->start),
-					(long long) spindle_msgid_k(it->start),
-					item_kind_name(it->kind),
+			vreport(vs, "queue: msg_id %lld: %s item [%lld, %lld) is not behind the head %lld",
+					(long long) it->start, item_kind_name(it->kind),
 					(long long) it->start, (long long) it->end,
-					(long long) head,
-					(long long) spindle_msgid_spindle(head),
-					(long long) spindle_msgid_k(head));
+					(long long) head);
 	}
 	qsort(items, nitems, sizeof(VItem), cmp_item);
 	for (i = 1; i < nitems; i++)
 	{
 		if (items[i].start < items[i - 1].end)
-			vreport(vs, "queue: spindle %lld, slot %lld: %s item [%lld, %lld) overlaps %s item [%lld, %lld)",
-					(long long) spindle_msgid_spindle(items[i].start),
-					(long long) spindle_msgid_k(items[i].start),
+			vreport(vs, "queue: msg_id %lld: %s item [%lld, %lld) overlaps %s item [%lld, %lld)",
+					(long long) items[i].start,
 					item_kind_name(items[i].kind),
 					(long long) items[i].start, (long long) items[i].end,
 					item_kind_name(items[i - 1].kind),

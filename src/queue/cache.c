@@ -15,11 +15,11 @@
  * the consumer reads the payload from the page.  So memory is fixed at
  * start: cache_tables x cache_size x entry size (the view
  * spindle.cache_stats reports it), whatever the payloads.  Entries are
- * direct-mapped: event k of spindle n, whose capacity is c, goes to entry
- * (n x c + k) mod cache_size, so the events of a table whose spindles
- * have one capacity fill consecutive entries like a ring, across spindle
- * boundaries too, and a newer event overwrites the one cache_size events
- * older (an eviction if no consumer took it first).
+ * direct-mapped: msg_id m goes to entry m mod cache_size.  msg_ids are
+ * event numbers, consecutive within a spindle and from one spindle to the
+ * next, so a table's events fill consecutive entries like a ring, and a
+ * newer event overwrites the one cache_size events older (an eviction if
+ * no consumer took it first).
  *
  * A queue table takes a slot at its first enqueue while one is free, or
  * the slot least recently used if that one was idle for a minute; else it
@@ -83,7 +83,7 @@ int			spindle_cache_payload_size = 256;
 
 typedef struct CacheEntry
 {
-	int64		msg_id;			/* 0: empty (msg_ids start at 1 << 26) */
+	int64		msg_id;			/* 0: empty (msg_ids start at 1) */
 	TimestampTz enqueued_at;
 	TransactionId xmin;
 	Oid			segment;
@@ -220,14 +220,11 @@ table_lock(int slot)
 	return &cshared->table_locks[slot].lock;
 }
 
-/*
- * The entry of the event at ring position pos (spindle_no x its spindle's
- * capacity + k: see spindle_cache_ring_pos).
- */
+/* The entry of the event msg_id. */
 static inline CacheEntry *
-entry_at(int slot, uint64 pos)
+entry_at(int slot, int64 msg_id)
 {
-	uint64		idx = pos % (uint64) spindle_cache_size;
+	uint64		idx = (uint64) msg_id % (uint64) spindle_cache_size;
 
 	return (CacheEntry *) (centries + slot * table_bytes() + idx * entry_size());
 }
@@ -315,13 +312,12 @@ take_slot(Oid relid)
 
 /*
  * Record n events just stored into queue table facade: msg_ids
- * (spindle_no, k0 .. k0 + n - 1) at ptids[] of segment, formed as
- * tuples[] (before TOAST), inserted by the current (sub)transaction.
+ * msg_id0 .. msg_id0 + n - 1 at ptids[] of segment, formed as tuples[]
+ * (before TOAST), inserted by the current (sub)transaction.
  */
 void
-spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
-				  int64 capacity, int64 k0, int n, ItemPointer ptids,
-				  HeapTuple *tuples)
+spindle_cache_put(Relation facade, Oid segment, int64 msg_id0, int n,
+				  ItemPointer ptids, HeapTuple *tuples)
 {
 	Oid			relid = RelationGetRelid(facade);
 	TupleDesc	td = RelationGetDescr(facade);
@@ -351,10 +347,8 @@ spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
 	}
 	for (j = 0; j < n; j++)
 	{
-		int64		msg_id = spindle_msgid_make(spindle_no, k0 + j);
-		CacheEntry *e = entry_at(slot,
-								 spindle_cache_ring_pos(spindle_no, capacity,
-														k0 + j));
+		int64		msg_id = msg_id0 + j;
+		CacheEntry *e = entry_at(slot, msg_id);
 		bool		isnull;
 		Datum		d;
 
@@ -390,8 +384,8 @@ spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
  * palloc'd in the current context) and counts hits and misses.
  */
 void
-spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids,
-					 const uint64 *pos, int n, SpindleCachedEvent *out)
+spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids, int n,
+					 SpindleCachedEvent *out)
 {
 	CacheTable *t;
 	int			hits = 0;
@@ -410,7 +404,7 @@ spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids,
 	}
 	for (j = 0; j < n; j++)
 	{
-		CacheEntry *e = entry_at(slot, pos[j]);
+		CacheEntry *e = entry_at(slot, msg_ids[j]);
 
 		if (e->msg_id != msg_ids[j])
 			continue;
@@ -437,8 +431,7 @@ spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids,
 
 /* Forget n msg_ids of table relid in slot: consumed, or found gone. */
 void
-spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids,
-					 const uint64 *pos, int n)
+spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids, int n)
 {
 	int			j;
 
@@ -449,7 +442,7 @@ spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids,
 	{
 		for (j = 0; j < n; j++)
 		{
-			CacheEntry *e = entry_at(slot, pos[j]);
+			CacheEntry *e = entry_at(slot, msg_ids[j]);
 
 			if (e->msg_id == msg_ids[j])
 			{

@@ -135,10 +135,10 @@ typedef struct Candidate
 	bool		located;
 	Oid			segment;
 	int64		spindle_no;
+	int64		k;				/* its slot in that spindle */
 	ItemPointerData ptid;
 	HeapTuple	tuple;			/* delivered: a copy (NULL: from the cache) */
 	bool		cached;			/* the event cache knew where it is */
-	uint64		cache_pos;		/* its place there */
 	TransactionId cached_xmin;	/* ... who inserted it */
 	bool		from_cache;		/* delivered: payload and enqueued_at ... */
 	TimestampTz enqueued_at;	/* ... are these */
@@ -826,30 +826,32 @@ claim_from_item(QueueState *qs, QueueItem *item, int64 n, Source *src)
 typedef struct HeadSpindle
 {
 	int64		spindle_no;		/* 0: none */
+	int64		first_no;		/* the msg_id of its slot 0 */
+	int64		capacity;		/* its slots */
 	int64		used;			/* slots handed out */
 	bool		full;			/* receives no more events */
 } HeadSpindle;
 
 /*
- * Look up how far the spindle at or after position head goes: its slots
- * used and whether it is full.  No state lock held (may read the disk).
+ * Look up how far the spindle holding position head, or the first one
+ * after it, goes: its slots used and whether it is full.  No state lock
+ * held (may read the disk).
  */
 static void
 head_spindle(Relation facade, SpindleDirectory *dir, int64 head,
 			 HeadSpindle *hs)
 {
-	int64		no = spindle_msgid_spindle(head);
 	int			i;
 
 	hs->spindle_no = 0;
-	for (i = 0; i < dir->nspindles; i++)
+	for (i = spindle_find_from_event(dir, head); i < dir->nspindles; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
 		TimestampTz filled_at;
 
-		if (sp->spindle_no < no)
-			continue;
 		hs->spindle_no = sp->spindle_no;
+		hs->first_no = sp->first_no;
+		hs->capacity = spindle_effective_capacity(sp);
 
 		/*
 		 * Full first, then how many slots: a spindle found full hands out
@@ -879,19 +881,25 @@ head_spindle(Relation facade, SpindleDirectory *dir, int64 head,
 }
 
 /*
- * Whether every position of spindle spindle_no was handed out (qs locked):
- * the head is past it or at its capacity.
+ * Whether every position of the spindle holding msg_id was handed out (qs
+ * locked): the head is past its last one.  A msg_id of no spindle (gone)
+ * counts as handed out once the head passed it.
  */
 static bool
-handed_out(QueueState *qs, SpindleDirectory *dir, int64 spindle_no)
+handed_out(QueueState *qs, SpindleDirectory *dir, int64 msg_id)
 {
-	SpindleEntry *sp;
+	SpindleEntry *sp = spindle_find_by_event(dir, msg_id);
 
-	if (spindle_no != spindle_msgid_spindle(qs->head))
-		return spindle_no < spindle_msgid_spindle(qs->head);
-	sp = spindle_find_spindle(dir, spindle_no);
-	return sp != NULL &&
-		spindle_msgid_k(qs->head) >= spindle_effective_capacity(sp);
+	if (sp == NULL)
+		return msg_id < qs->head;
+	return qs->head >= sp->first_no + spindle_effective_capacity(sp);
+}
+
+/* Where a state rebuilt from disk starts: the oldest spindle's first id. */
+static inline int64
+first_position(SpindleDirectory *dir)
+{
+	return dir->nspindles > 0 ? dir->spindles[0].first_no : 1;
 }
 
 /*
@@ -918,8 +926,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	if (!qs->valid)
 	{
 		/* rebuilt from disk: start at the oldest spindle */
-		qs->head = spindle_msgid_make(dir->nspindles > 0 ?
-									  dir->spindles[0].spindle_no : 1, 0);
+		qs->head = first_position(dir);
 		qs->valid = true;
 	}
 	dlist_foreach_modify(iter, &qs->items)
@@ -936,7 +943,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		/* a pending run at a full spindle's end (not delayed or leased ones) */
 		finishes = item->kind == QITEM_PENDING &&
 			n == item->end - item->start &&
-			handed_out(qs, dir, spindle_msgid_spindle(item->start));
+			handed_out(qs, dir, item->end - 1);
 		if (!claim_from_item(qs, item, n, &sources[*nsources]))
 		{
 			*pool_full = true;
@@ -967,9 +974,9 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			LWLockRelease(spindle_queue_lock(qs));
 			continue;			/* moved meanwhile: look again */
 		}
-		if (spindle_msgid_spindle(head) < hs.spindle_no)
-			head = qs->head = spindle_msgid_make(hs.spindle_no, 0);
-		k = spindle_msgid_k(head);
+		if (head < hs.first_no)
+			head = qs->head = hs.first_no;
+		k = head - hs.first_no;
 		if (k >= hs.used)
 		{
 			bool		more = hs.full;
@@ -977,7 +984,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			/* a full spindle is done: go on at the next one */
 			if (more)
 			{
-				qs->head = spindle_msgid_make(hs.spindle_no + 1, 0);
+				qs->head = hs.first_no + hs.capacity;
 				*ends_spindle = true;
 			}
 			LWLockRelease(spindle_queue_lock(qs));
@@ -1175,7 +1182,6 @@ cache_fill(Relation facade, SpindleDirectory *dir, int slot, Candidate *c,
 		   int n)
 {
 	int64	   *ids;
-	uint64	   *pos;
 	int		   *which;
 	SpindleCachedEvent *ev;
 	int			i;
@@ -1189,24 +1195,17 @@ cache_fill(Relation facade, SpindleDirectory *dir, int slot, Candidate *c,
 	if (slot < 0 || n == 0)
 		return;
 	ids = palloc(sizeof(int64) * n);
-	pos = palloc(sizeof(uint64) * n);
 	which = palloc(sizeof(int) * n);
 	ev = palloc(sizeof(SpindleCachedEvent) * n);
 	for (i = 0; i < n; i++)
 	{
-		SpindleEntry *sp = spindle_find_spindle(dir, spindle_msgid_spindle(c[i].msg_id));
-
-		if (sp == NULL)
+		if (spindle_find_by_event(dir, c[i].msg_id) == NULL)
 			continue;			/* gone: locate says so */
-		c[i].cache_pos = spindle_cache_ring_pos(sp->spindle_no,
-												spindle_effective_capacity(sp),
-												spindle_msgid_k(c[i].msg_id));
 		ids[m] = c[i].msg_id;
-		pos[m] = c[i].cache_pos;
 		which[m] = i;
 		m++;
 	}
-	spindle_cache_lookup(slot, RelationGetRelid(facade), ids, pos, m, ev);
+	spindle_cache_lookup(slot, RelationGetRelid(facade), ids, m, ev);
 	for (i = 0; i < m; i++)
 	{
 		Candidate  *ci = &c[which[i]];
@@ -1221,7 +1220,6 @@ cache_fill(Relation facade, SpindleDirectory *dir, int slot, Candidate *c,
 		ci->payload = ev[i].payload;
 	}
 	pfree(ids);
-	pfree(pos);
 	pfree(which);
 	pfree(ev);
 }
@@ -1235,25 +1233,19 @@ static void
 cache_done(Relation facade, int slot, Candidate *c, int n, bool purge)
 {
 	int64	   *ids;
-	uint64	   *pos;
 	int			nids = 0;
 	int			i;
 
 	if (slot < 0 || n == 0)
 		return;
 	ids = palloc(sizeof(int64) * n);
-	pos = palloc(sizeof(uint64) * n);
 	for (i = 0; i < n; i++)
 		if (c[i].cached &&
 			(c[i].outcome == EV_GONE ||
 			 ((purge || c[i].dead) && c[i].outcome == EV_DELIVER)))
-		{
-			ids[nids] = c[i].msg_id;
-			pos[nids++] = c[i].cache_pos;
-		}
-	spindle_cache_forget(slot, RelationGetRelid(facade), ids, pos, nids);
+			ids[nids++] = c[i].msg_id;
+	spindle_cache_forget(slot, RelationGetRelid(facade), ids, nids);
 	pfree(ids);
-	pfree(pos);
 }
 
 /*
@@ -1269,15 +1261,16 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 
 	for (i = 0; i < n; i++)
 	{
-		SpindleEntry *sp = spindle_find_spindle(dir, spindle_msgid_spindle(c[i].msg_id));
+		SpindleEntry *sp = spindle_find_by_event(dir, c[i].msg_id);
 		bool		inflight;
 		TimestampTz filled;
-		int64		k = spindle_msgid_k(c[i].msg_id);
+		int64		k;
 
 		c[i].located = false;
 		c[i].outcome = EV_GONE;
-		if (sp == NULL || k >= sp->vcount)
+		if (sp == NULL)
 			continue;
+		k = c[i].k = c[i].msg_id - sp->first_no;
 		if (c[i].cached)
 		{
 			/* placed, and where: the cache says, if the spindle is that one */
@@ -1347,7 +1340,7 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 			 ItemPointerGetBlockNumber(&c[i].ptid) == blk; i++)
 		{
 			c[i].outcome = classify(seg, buf, &c[i].ptid,
-									spindle_msgid_k(c[i].msg_id), td, now,
+									c[i].k, td, now,
 									snapshot, &c[i].xid, &c[i].due);
 			if (c[i].outcome == EV_DELIVER && purge &&
 				(!dead_only || c[i].dead))
@@ -1460,7 +1453,6 @@ extend_item(QueueState *qs, QueueItem *self, QueueItemKind kind,
 		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
 
 		if (item == self || item->kind != kind || item->end != first->msg_id ||
-			spindle_msgid_spindle(item->start) != spindle_msgid_spindle(first->msg_id) ||
 			item->read_count != first->read_count)
 			continue;
 		if (kind == QITEM_PENDING &&
@@ -1757,8 +1749,8 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 		return res;
 	}
 	for (s = 0; s < nsources; s++)
-		newest = Max(newest, spindle_msgid_spindle(sources[s].end - 1));
-	if (newest > dir->max_spindle_no)
+		newest = Max(newest, sources[s].end - 1);
+	if (newest >= dir->event_end)
 	{
 		/*
 		 * Items of spindles this directory does not know yet: another
@@ -1767,7 +1759,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 		 * the head for good.
 		 */
 		spindle_directory_release(dir);
-		dir = spindle_directory_acquire_upto(facade, newest);
+		dir = spindle_directory_acquire_upto_event(facade, newest);
 	}
 	res.c = palloc0(sizeof(Candidate) * got);
 	for (s = 0; s < nsources; s++)
@@ -2378,8 +2370,6 @@ join_last_ack(QueueState *qs, QueueItem *item, uint32 generation)
 
 			if (prev != item && prev->generation == last_ack.generation &&
 				prev->kind == QITEM_CLAIM && prev->end == item->start &&
-				spindle_msgid_spindle(prev->start) ==
-				spindle_msgid_spindle(item->start) &&
 				prev->owner == item->owner && prev->xid == item->xid &&
 				prev->restore_kind == item->restore_kind &&
 				prev->due == item->due &&
@@ -2421,12 +2411,11 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	if (msg_id < 0)
 		return false;
 	/* read before the state lock: it may read the catalog */
-	dir = spindle_directory_acquire_upto(facade, spindle_msgid_spindle(msg_id));
+	dir = spindle_directory_acquire_upto_event(facade, msg_id);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
-		qs->head = spindle_msgid_make(dir->nspindles > 0 ?
-									  dir->spindles[0].spindle_no : 1, 0);
+		qs->head = first_position(dir);
 		qs->valid = true;
 	}
 	item = find_item(qs, msg_id);

@@ -726,12 +726,11 @@ queue_truncated(Relation rel, bool transactional)
 
 /* Events placed in a spindle table: the cache keeps those of queues. */
 static void
-queue_placed(Relation facade, Oid segment, int64 spindle_no, int64 capacity,
-			 int64 k0, int n, ItemPointer ptids, HeapTuple *tuples)
+queue_placed(Relation facade, Oid segment, int64 event_no, int n,
+			 ItemPointer ptids, HeapTuple *tuples)
 {
 	if (spindle_relation_is_queue(facade))
-		spindle_cache_put(facade, segment, spindle_no, capacity, k0, n,
-						  ptids, tuples);
+		spindle_cache_put(facade, segment, event_no, n, ptids, tuples);
 }
 
 /*
@@ -746,6 +745,6 @@ spindle_queue_register_hooks(void)
 	spindle_table_hooks.placed = queue_placed;
 	spindle_table_hooks.inserted = spindle_queue_note_insert;
 	spindle_table_hooks.truncated = queue_truncated;
-	spindle_table_hooks.spindle_floor = spindle_queue_spindle_floor;
+	spindle_table_hooks.event_floor = spindle_queue_event_floor;
 	spindle_table_hooks.ttl_not_before = spindle_queue_ttl_not_before;
 }

@@ -30,8 +30,8 @@
  * of the database (spindle_queue_wake_database).
  *
  * msg_id.  Every spindle table in schema spindle_q whose first column is
- * msg_id bigint gets msg_id = spindle_msgid_make(spindle_no, k) in each
- * event, whatever the statement (enqueue, INSERT, COPY, INSERT ... SELECT,
+ * msg_id bigint gets msg_id = its event number (first_no + k: 1, 2, 3, ...
+ * for a new queue) in each event, whatever the statement (enqueue, INSERT, COPY, INSERT ... SELECT,
  * UPDATE), set in the executor's slot before the tuple is formed, so
  * RETURNING, AFTER triggers and indexes see it.  This depends on the
  * table's schema and columns, not on its registry row, so a restore gives
@@ -97,10 +97,6 @@
 #include "utils/syscache.h"
 
 
-
-/* every k of the largest spindle fits in the k bits of a msg_id */
-StaticAssertDecl(SPINDLE_VSLOTS <= (((int64) 1) << SPINDLE_MSGID_K_BITS),
-				 "a spindle holds more events than a msg_id can number");
 
 int			spindle_max_payload_size = 64 * 1024 * 1024;
 
@@ -817,13 +813,13 @@ set_msg_id(TupleTableSlot *slot, int64 msg_id)
 
 /*
  * Called for every batch of events stored in a spindle (store_events):
- * events k0 .. k0 + n - 1 of spindle spindle_no, from slots[], inserted by
+ * events numbered msg_id0 .. msg_id0 + n - 1, from slots[], inserted by
  * command cid.  If facade is a queue table, give each its msg_id and hand
  * them to the enqueue() that is collecting this statement's ids.
  */
 void
 spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots, int n,
-						 int64 spindle_no, int64 k0, CommandId cid)
+						 int64 msg_id0, CommandId cid)
 {
 	int			j;
 	SpindleIdCapture *cap = capture_top;
@@ -831,7 +827,7 @@ spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots, int n,
 	if (!spindle_relation_is_queue(facade))
 		return;
 	for (j = 0; j < n; j++)
-		set_msg_id(slots[j], spindle_msgid_make(spindle_no, k0 + j));
+		set_msg_id(slots[j], msg_id0 + j);
 
 	/*
 	 * Only the enqueue's own INSERT: a statement a trigger runs on the way
@@ -851,7 +847,7 @@ spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots, int n,
 			cap->maxids = newmax;
 		}
 		for (j = 0; j < n; j++)
-			cap->ids[cap->nids++] = spindle_msgid_make(spindle_no, k0 + j);
+			cap->ids[cap->nids++] = msg_id0 + j;
 	}
 }
 
@@ -882,28 +878,28 @@ spindle_queue_capture_pop(SpindleIdCapture *cap)
 /* ----------------------------------------------------------------
  * The msg_id floor of a queue name
  *
- * A msg_id names a spindle number and a slot, and every table numbers its
- * spindles from 1: without more, a queue dropped and created again (by
- * drop_queue or DROP TABLE, then create_queue) would give the ids of the
- * old one again, and a late ack of an old id would purge a new event.  So
- * when a queue table is dropped, the number its next spindle would have
- * had (never handed out, even by a rolled-back creation: slotmap.c) goes
- * to spindle.queue_msg_id_floor under its name, and the spindles of any
- * later table of that name are numbered from there (the table layer asks
- * through the spindle_floor hook).  The old ids then all lie behind the
- * new table's first spindle: an ack of one finds nothing and returns
- * false.  TRUNCATE needs nothing: the table's own counter goes on.  The
- * row is transactional with the drop, outlives the queue and is dumped.
+ * A msg_id is an event number, and every table numbers its events from 1:
+ * without more, a queue dropped and created again (by drop_queue or DROP
+ * TABLE, then create_queue) would give the ids of the old one again, and a
+ * late ack of an old id would act on a new event.  So when a queue table
+ * is dropped, the number its next spindle's first event would have had
+ * (never handed out, even by a rolled-back creation: slotmap.c) goes to
+ * spindle.queue_msg_id_floor under its name, and the events of any later
+ * table of that name are numbered from there (the table layer asks through
+ * the event_floor hook).  The old ids then all lie below the new table's
+ * first event: an ack of one finds nothing and returns false.  TRUNCATE
+ * needs nothing: the table's own counter goes on.  The row is
+ * transactional with the drop, outlives the queue and is dumped.
  * ----------------------------------------------------------------
  */
 
 /*
- * The table layer's spindle_floor hook: the lowest spindle number a new
- * spindle of facade may take, 0 if it is not a queue table or its name
- * has no floor.  Called under the table's creation lock.
+ * The table layer's event_floor hook: the lowest event number a new
+ * spindle of facade may take, 0 if it is not a queue table or its name has
+ * no floor.  Called under the table's creation lock.
  */
 int64
-spindle_queue_spindle_floor(Relation facade)
+spindle_queue_event_floor(Relation facade)
 {
 	SpindleSpi	spi;
 	Oid			types[1] = {TEXTOID};
@@ -915,7 +911,7 @@ spindle_queue_spindle_floor(Relation facade)
 		return 0;
 	values[0] = CStringGetTextDatum(RelationGetRelationName(facade));
 	spindle_spi_begin(&spi);
-	if (spindle_spi_exec("SELECT next_spindle_no FROM spindle.queue_msg_id_floor"
+	if (spindle_spi_exec("SELECT msg_id_floor FROM spindle.queue_msg_id_floor"
 						 " WHERE queue_name OPERATOR(pg_catalog.=) $1",
 						 1, types, values, NULL, true) > 0)
 	{
@@ -932,7 +928,7 @@ spindle_queue_spindle_floor(Relation facade)
 
 /*
  * Queue table relid is being dropped (its AccessExclusiveLock is held):
- * raise its name's floor to the number its next spindle would have had.
+ * raise its name's floor to the number its next event would have had.
  */
 static void
 record_msg_id_floor(Oid relid)
@@ -941,6 +937,7 @@ record_msg_id_floor(Oid relid)
 	SpindleSpi	spi;
 	Oid			types[2] = {TEXTOID, INT8OID};
 	Datum		values[2];
+	SpindleNumbers next;
 
 	if (!catalog_table_exists("queue_msg_id_floor"))
 		return;
@@ -952,15 +949,16 @@ record_msg_id_floor(Oid relid)
 		relation_close(rel, NoLock);
 		return;
 	}
+	spindle_peek_numbers(rel, &next);
 	values[0] = CStringGetTextDatum(RelationGetRelationName(rel));
-	values[1] = Int64GetDatum(spindle_peek_spindle_no(rel));
+	values[1] = Int64GetDatum(next.event_no);
 	relation_close(rel, NoLock);
 	spindle_spi_begin(&spi);
 	spindle_spi_exec("INSERT INTO spindle.queue_msg_id_floor AS f"
-					 " (queue_name, next_spindle_no) VALUES ($1, $2)"
+					 " (queue_name, msg_id_floor) VALUES ($1, $2)"
 					 " ON CONFLICT (queue_name) DO UPDATE"
-					 " SET next_spindle_no = GREATEST(f.next_spindle_no,"
-					 " excluded.next_spindle_no)",
+					 " SET msg_id_floor = GREATEST(f.msg_id_floor,"
+					 " excluded.msg_id_floor)",
 					 2, types, values, NULL, false);
 	spindle_spi_end(&spi);
 }

@@ -22,33 +22,6 @@
 
 #include "table/spindle_table.h"
 
-/* ---- msg_ids ---- */
-
-#define SPINDLE_MSGID_K_BITS	26
-#define SPINDLE_MSGID_K_MASK	((((int64) 1) << SPINDLE_MSGID_K_BITS) - 1)
-
-/* The msg_id of event k of spindle spindle_no. */
-static inline int64
-spindle_msgid_make(int64 spindle_no, int64 k)
-{
-	return (int64) (((uint64) spindle_no << SPINDLE_MSGID_K_BITS) |
-					((uint64) k & SPINDLE_MSGID_K_MASK));
-}
-
-/* The spindle number a msg_id names. */
-static inline int64
-spindle_msgid_spindle(int64 msg_id)
-{
-	return (int64) ((uint64) msg_id >> SPINDLE_MSGID_K_BITS);
-}
-
-/* The slot number within its spindle a msg_id names. */
-static inline int64
-spindle_msgid_k(int64 msg_id)
-{
-	return msg_id & SPINDLE_MSGID_K_MASK;
-}
-
 /* ---- queue_catalog.c: the queue registry ---- */
 
 /* Schema of the queue tables: queue "orders" is table spindle_q.orders. */
@@ -98,13 +71,12 @@ extern bool spindle_queue_dead_letter_user(const char *name, char *user);
 /* msg_id assignment and capture (store_events in facade_am.c) */
 extern void spindle_queue_register_hooks(void);
 extern void spindle_queue_wake_database(void);
-extern int64 spindle_queue_spindle_floor(Relation facade);
+extern int64 spindle_queue_event_floor(Relation facade);
 extern AttrNumber spindle_queue_ttl_not_before(Relation facade);
 extern bool spindle_relation_is_queue(Relation rel);
 extern void spindle_queue_note_truncate(Relation rel);
 extern void spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots,
-									 int n, int64 spindle_no, int64 k0,
-									 CommandId cid);
+									 int n, int64 msg_id0, CommandId cid);
 
 /* Collects the msg_ids one INSERT statement assigns (queue_api.c). */
 typedef struct SpindleIdCapture
@@ -220,27 +192,15 @@ extern void spindle_cache_shmem_request(void);
 extern void spindle_cache_shmem_startup(void);
 
 /* producers (store_events in facade_am.c) */
-/*
- * Where event k of spindle spindle_no, of capacity capacity (effective:
- * spindle_effective_capacity), goes in its table's ring of entries.
- */
-static inline uint64
-spindle_cache_ring_pos(int64 spindle_no, int64 capacity, int64 k)
-{
-	return (uint64) spindle_no * (uint64) capacity + (uint64) k;
-}
-
-extern void spindle_cache_put(Relation facade, Oid segment, int64 spindle_no,
-							  int64 capacity, int64 k0, int n,
-							  ItemPointer ptids, HeapTuple *tuples);
+extern void spindle_cache_put(Relation facade, Oid segment, int64 msg_id0,
+							  int n, ItemPointer ptids, HeapTuple *tuples);
 
 /* consumers (queue.c) */
 extern int	spindle_cache_find(Oid relid);
 extern void spindle_cache_lookup(int slot, Oid relid, const int64 *msg_ids,
-								 const uint64 *pos, int n,
-								 SpindleCachedEvent *out);
+								 int n, SpindleCachedEvent *out);
 extern void spindle_cache_forget(int slot, Oid relid, const int64 *msg_ids,
-								 const uint64 *pos, int n);
+								 int n);
 
 /* the table is dropped or truncated */
 extern void spindle_cache_reset(Oid relid);

@@ -74,7 +74,7 @@
 
 
 #define SPINDLE_META_MAGIC		0x53504E32	/* "SPN2" */
-#define SPINDLE_META_VERSION	3
+#define SPINDLE_META_VERSION	4
 
 typedef struct SpindleMetaPageData
 {
@@ -83,6 +83,7 @@ typedef struct SpindleMetaPageData
 	uint32		npending;
 	uint32		unused;
 	int64		next_spindle_no;	/* never handed out twice, even on abort */
+	int64		next_event_no;	/* likewise: the next range of event numbers */
 	SpindlePending pending[SPINDLE_MAX_PENDING];
 } SpindleMetaPageData;
 
@@ -163,12 +164,12 @@ map_set_used(Page page, int n)
 
 /*
  * Write an empty metapage as block 0 of the given fork (CREATE, TRUNCATE,
- * the init fork of an unlogged table), whose spindles will be numbered from
- * next_spindle_no.  WAL-logs it when asked.
+ * the init fork of an unlogged table), whose spindles and events will be
+ * numbered from *next.  WAL-logs it when asked.
  */
 void
 spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork, bool wal,
-						  int64 next_spindle_no)
+						  const SpindleNumbers *next)
 {
 	PGAlignedBlock buf;
 	Page		page = (Page) buf.data;
@@ -179,7 +180,8 @@ spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork, bool wal,
 	memset(meta, 0, sizeof(SpindleMetaPageData));
 	meta->magic = SPINDLE_META_MAGIC;
 	meta->version = SPINDLE_META_VERSION;
-	meta->next_spindle_no = next_spindle_no;
+	meta->next_spindle_no = next->spindle_no;
+	meta->next_event_no = next->event_no;
 	((PageHeader) page)->pd_lower =
 		((char *) meta + sizeof(SpindleMetaPageData)) - (char *) page;
 
@@ -655,21 +657,64 @@ spindle_next_spindle_no(Relation facade, int64 floor)
 }
 
 /*
- * The number the next spindle of the facade would get, without taking it
- * (TRUNCATE carries it over to the new storage: numbers keep increasing).
+ * The numbers the next spindle of the facade and its first event would
+ * get, without taking them (TRUNCATE carries them over to the new storage:
+ * numbers keep increasing).
  */
-int64
-spindle_peek_spindle_no(Relation facade)
+void
+spindle_peek_numbers(Relation facade, SpindleNumbers *next)
 {
 	Buffer		buf = read_meta(facade, BUFFER_LOCK_SHARE);
 	SpindleMetaPageData *meta = MetaGet(BufferGetPage(buf));
-	int64		next = Max(meta->next_spindle_no, 1);
 	int			i;
 
+	next->spindle_no = Max(meta->next_spindle_no, 1);
+	next->event_no = Max(meta->next_event_no, 1);
 	for (i = 0; i < (int) meta->npending; i++)
-		next = Max(next, meta->pending[i].spindle_no + meta->pending[i].nspindles);
+		next->spindle_no = Max(next->spindle_no,
+							   meta->pending[i].spindle_no +
+							   meta->pending[i].nspindles);
 	UnlockReleaseBuffer(buf);
-	return next;
+}
+
+/* The number the next spindle of the facade would get, without taking it. */
+int64
+spindle_peek_spindle_no(Relation facade)
+{
+	SpindleNumbers next;
+
+	spindle_peek_numbers(facade, &next);
+	return next.spindle_no;
+}
+
+/*
+ * Take the event numbers of a new spindle of `count` slots: the first is
+ * returned, at least floor, and no number is ever handed out twice for the
+ * table, even when the creation rolls back or the table is truncated (the
+ * counter is not transactional and TRUNCATE carries it over).  A queue's
+ * msg_ids are these numbers, so its events are numbered 1, 2, 3, ...  The
+ * caller holds the creation lock.
+ */
+int64
+spindle_take_event_nos(Relation facade, int64 floor, int64 count)
+{
+	Buffer		buf = read_meta(facade, BUFFER_LOCK_EXCLUSIVE);
+	SpindleMetaPageData *meta = MetaGet(BufferGetPage(buf));
+	GenericXLogState *state;
+	int64		first = Max(Max(meta->next_event_no, floor), 1);
+
+	Assert(count > 0);
+	if (first > PG_INT64_MAX - count)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("spindle table \"%s\" has numbered all the events it can",
+						RelationGetRelationName(facade))));
+	state = GenericXLogStart(facade);
+	meta = MetaGet(GenericXLogRegisterBuffer(state, buf, 0));
+	meta->next_event_no = first + count;
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(buf);
+	return first;
 }
 
 /* Forget the pending ranges of the given spindles. */

@@ -41,6 +41,7 @@ typedef struct SpindleEntry
 	int64		capacity;		/* as configured; 0 = unbounded */
 	int64		vbase;			/* its virtual slots (slotmap.c) ... */
 	int64		vcount;			/* ... and how many */
+	int64		first_no;		/* its events are numbered first_no + k */
 	TimestampTz created_at;
 	TimestampTz filled_at;		/* 0 if not recorded */
 } SpindleEntry;
@@ -81,6 +82,8 @@ typedef struct SpindleDirectory
 	int			nalloc;			/* room in spindles[] */
 	SpindleSegRef *byseg;		/* one per spindle, ordered by segment */
 	int64		max_spindle_no; /* highest number among the rows read */
+	int64		event_end;		/* one past the highest event number of a
+								 * row read: 0 if none */
 	TransactionId class_xmin;	/* of the facade's pg_class row, when read */
 	bool		stale;			/* an invalidation arrived since */
 	bool		needs_full;		/* ... that only a full read answers */
@@ -206,8 +209,15 @@ spindle_tid_to_vslot(ItemPointer tid)
 	return (int64) blk * SPINDLE_SLOTS_PER_VBLOCK + (off - 1);
 }
 
+/* The numbers a facade's next spindle and event get (slotmap.c). */
+typedef struct SpindleNumbers
+{
+	int64		spindle_no;
+	int64		event_no;
+} SpindleNumbers;
+
 extern void spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork,
-									  bool wal, int64 next_spindle_no);
+									  bool wal, const SpindleNumbers *next);
 extern bool spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid);
 extern void spindle_slotmap_get_range(Relation facade, int64 first, int n,
 									  ItemPointer ptids);
@@ -228,6 +238,9 @@ extern int	spindle_pending_read(Relation facade, SpindlePending *out);
 extern bool spindle_pending_in_progress(const SpindlePending *p);
 extern int64 spindle_next_spindle_no(Relation facade, int64 floor);
 extern int64 spindle_peek_spindle_no(Relation facade);
+extern void spindle_peek_numbers(Relation facade, SpindleNumbers *next);
+extern int64 spindle_take_event_nos(Relation facade, int64 floor,
+									int64 count);
 extern void spindle_pending_add(Relation facade, const SpindlePending *p);
 extern void spindle_pending_remove(Relation facade, const int64 *spindle_nos,
 								   int n);

@@ -466,6 +466,7 @@ read_directory(Relation facade, SpindleCatalogRels *cr, Snapshot snap,
 
 		spindle_catalog_decode_row(td, tup, &sp, &dropped);
 		dir->max_spindle_no = Max(dir->max_spindle_no, sp.spindle_no);
+		dir->event_end = Max(dir->event_end, sp.first_no + sp.vcount);
 		if (dropped && tail_only)
 			break;
 		if (dropped)
@@ -612,6 +613,7 @@ read_changes(SpindleDirectory *dir, SpindleCatalogRels *cr, Snapshot snap,
 				addroom = 0;
 	bool	   *removed = NULL;
 	int64		maxno = dir->max_spindle_no;
+	int64		event_end = dir->event_end;
 	int			i;
 	bool		ok;
 
@@ -626,6 +628,7 @@ read_changes(SpindleDirectory *dir, SpindleCatalogRels *cr, Snapshot snap,
 
 		spindle_catalog_decode_row(td, tup, &sp, &dropped);
 		maxno = Max(maxno, sp.spindle_no);
+		event_end = Max(event_end, sp.first_no + sp.vcount);
 		if (dropped)
 			continue;
 		if (nadded == addroom)
@@ -666,12 +669,13 @@ read_changes(SpindleDirectory *dir, SpindleCatalogRels *cr, Snapshot snap,
 		}
 		/* a spindle's relation and range never change while it exists */
 		if (row.segment != sp->segment || row.vbase != sp->vbase ||
-			row.vcount != sp->vcount)
+			row.vcount != sp->vcount || row.first_no != sp->first_no)
 			return false;
 		sp->capacity = row.capacity;
 		sp->filled_at = row.filled_at;
 	}
 	dir->max_spindle_no = maxno;
+	dir->event_end = event_end;
 	if (nadded == 0 && removed == NULL)
 		return true;
 	*changed = true;
@@ -948,6 +952,25 @@ spindle_directory_acquire_upto(Relation facade, int64 spindle_no)
 }
 
 /*
+ * The same, knowing every committed spindle whose events are numbered below
+ * event_no + 1: for a caller holding an event number (a queue's msg_id)
+ * that someone else was given.  Event numbers increase with spindle
+ * numbers, so a spindle holding event_no that the directory does not list
+ * is gone if a higher event number was read.
+ */
+SpindleDirectory *
+spindle_directory_acquire_upto_event(Relation facade, int64 event_no)
+{
+	SpindleDirectory *dir = acquire_directory(facade, true);
+
+	if (event_no < dir->event_end)
+		return dir;
+	spindle_directory_release(dir);
+	spindle_directory_forget(RelationGetRelid(facade));
+	return acquire_directory(facade, true);
+}
+
+/*
  * The same, knowing every spindle whose creation committed before the call:
  * for a reader whose snapshot (or whose decision that something is gone)
  * must cover every committed spindle.  A creator shows in snapshots before
@@ -1022,6 +1045,55 @@ spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no)
 			hi = mid - 1;
 	}
 	return NULL;
+}
+
+/*
+ * The spindle whose event numbers include event_no, or NULL.  Numbers grow
+ * with spindle numbers, so the directory is ordered by them too.
+ */
+SpindleEntry *
+spindle_find_by_event(SpindleDirectory *dir, int64 event_no)
+{
+	int			lo = 0,
+				hi = dir->nspindles - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = (lo + hi) / 2;
+		SpindleEntry *sp = &dir->spindles[mid];
+
+		if (event_no < sp->first_no)
+			hi = mid - 1;
+		else if (event_no >= sp->first_no + spindle_effective_capacity(sp))
+			lo = mid + 1;
+		else
+			return sp;
+	}
+	return NULL;
+}
+
+/*
+ * The first spindle whose events are numbered at or after event_no (the
+ * one holding it, or the next), as an index into dir->spindles, or
+ * dir->nspindles if none.
+ */
+int
+spindle_find_from_event(SpindleDirectory *dir, int64 event_no)
+{
+	int			lo = 0,
+				hi = dir->nspindles;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+		SpindleEntry *sp = &dir->spindles[mid];
+
+		if (sp->first_no + spindle_effective_capacity(sp) <= event_no)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 /* The spindle whose range of virtual slots holds vslot, or NULL. */

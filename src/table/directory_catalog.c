@@ -182,7 +182,8 @@ catalog_write(const char *sql, int nargs, Oid *types, Datum *values)
 #define Anum_sc_created_at	7
 #define Anum_sc_filled_at	8
 #define Anum_sc_dropped_at	9
-#define Natts_sc			9
+#define Anum_sc_first_no	10
+#define Natts_sc			10
 
 /* spindle.table_catalog */
 #define Anum_tc_retire_slots	4
@@ -201,7 +202,8 @@ static const struct
 	{"vcount", INT8OID},
 	{"created_at", TIMESTAMPTZOID},
 	{"filled_at", TIMESTAMPTZOID},
-	{"dropped_at", TIMESTAMPTZOID}
+	{"dropped_at", TIMESTAMPTZOID},
+	{"first_no", INT8OID}
 };
 
 /* A table of schema spindle, with AccessShareLock (kept to the end). */
@@ -315,6 +317,7 @@ spindle_catalog_decode_row(TupleDesc td, HeapTuple tup, SpindleEntry *sp,
 	sp->capacity = DatumGetInt64(v[Anum_sc_capacity - 1]);
 	sp->vbase = DatumGetInt64(v[Anum_sc_vbase - 1]);
 	sp->vcount = DatumGetInt64(v[Anum_sc_vcount - 1]);
+	sp->first_no = DatumGetInt64(v[Anum_sc_first_no - 1]);
 	if (!n[Anum_sc_created_at - 1])
 		sp->created_at = DatumGetTimestampTz(v[Anum_sc_created_at - 1]);
 	if (!n[Anum_sc_filled_at - 1])
@@ -367,16 +370,21 @@ catalog_has_rows(SpindleCatalogRels *cr, Oid facade, int64 lo, int64 hi,
 	return found;
 }
 
-/* The highest spindle number in the facade's catalog rows, or 0. */
+/*
+ * The highest spindle number in the facade's catalog rows, or 0; and in
+ * *event_end one past the event numbers of that spindle (the highest), or
+ * 0.
+ */
 int64
 spindle_catalog_max_spindle_no(SpindleCatalogRels *cr, Oid facade,
-							   Snapshot snap)
+							   Snapshot snap, int64 *event_end)
 {
 	ScanKeyData keys[3];
 	SysScanDesc scan;
 	HeapTuple	tup;
 	int64		result = 0;
 
+	*event_end = 0;
 	scan = spindle_catalog_scan_rows(cr, facade, PG_INT64_MIN, PG_INT64_MAX,
 									 snap, keys);
 	tup = systable_getnext_ordered(scan, BackwardScanDirection);
@@ -388,6 +396,7 @@ spindle_catalog_max_spindle_no(SpindleCatalogRels *cr, Oid facade,
 		spindle_catalog_decode_row(RelationGetDescr(cr->heap), tup, &sp,
 								   &dropped);
 		result = sp.spindle_no;
+		*event_end = sp.first_no + sp.vcount;
 	}
 	systable_endscan_ordered(scan);
 	return result;
@@ -470,23 +479,24 @@ spindle_register_table(Oid facade)
  * caller holds the creation lock.
  */
 void
-spindle_catalog_add_spindle(Oid facade, int64 spindle_no, Oid segment,
-							int64 capacity, int64 vbase, int64 vcount)
+spindle_catalog_add_spindle(Oid facade, const SpindleEntry *sp)
 {
-	Oid			types[6] = {OIDOID, INT8OID, OIDOID, INT8OID, INT8OID, INT8OID};
-	Datum		values[6];
+	Oid			types[7] = {OIDOID, INT8OID, OIDOID, INT8OID, INT8OID, INT8OID,
+	INT8OID};
+	Datum		values[7];
 
 	values[0] = ObjectIdGetDatum(facade);
-	values[1] = Int64GetDatum(spindle_no);
-	values[2] = ObjectIdGetDatum(segment);
-	values[3] = Int64GetDatum(capacity);
-	values[4] = Int64GetDatum(vbase);
-	values[5] = Int64GetDatum(vcount);
+	values[1] = Int64GetDatum(sp->spindle_no);
+	values[2] = ObjectIdGetDatum(sp->segment);
+	values[3] = Int64GetDatum(sp->capacity);
+	values[4] = Int64GetDatum(sp->vbase);
+	values[5] = Int64GetDatum(sp->vcount);
+	values[6] = Int64GetDatum(sp->first_no);
 	writing_creation = true;
 	catalog_write("INSERT INTO spindle.spindle_catalog"
-				  " (relation, spindle_no, segment, capacity, vbase, vcount)"
-				  " VALUES ($1, $2, $3, $4, $5, $6)",
-				  6, types, values);
+				  " (relation, spindle_no, segment, capacity, vbase, vcount,"
+				  " first_no) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+				  7, types, values);
 	writing_creation = false;
 }
 

@@ -501,9 +501,7 @@ events_placed(Relation facade, Relation seg, SpindleEntry *sp, int64 k0,
 {
 	if (spindle_table_hooks.placed)
 		spindle_table_hooks.placed(facade, RelationGetRelid(seg),
-								   sp->spindle_no,
-								   spindle_effective_capacity(sp), k0,
-								   n, ptids, tuples);
+								   sp->first_no + k0, n, ptids, tuples);
 }
 
 /*
@@ -511,7 +509,7 @@ events_placed(Relation facade, Relation seg, SpindleEntry *sp, int64 k0,
  * tuple with its hidden columns (k and the append time, taken here), let
  * heap place them, record them in the slot map, and give each slot its
  * virtual TID.  In a queue table, column 1 of each slot first gets the
- * event's msg_id, (spindle_no << 26) | k.
+ * event's msg_id, its event number first_no + k.
  */
 static void
 store_events(Relation facade, Relation seg, SpindleEntry *sp,
@@ -526,7 +524,7 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 
 	/* a queue table's events get their msg_id (queue layer) */
 	if (spindle_table_hooks.assign_ids)
-		spindle_table_hooks.assign_ids(facade, slots, n, sp->spindle_no, k0,
+		spindle_table_hooks.assign_ids(facade, slots, n, sp->first_no + k0,
 									   cid);
 
 	if (n == 1)
@@ -1234,7 +1232,7 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 {
 	SMgrRelation srel;
 	bool		truncating;
-	int64		next_no = 1;
+	SpindleNumbers next_no = {1, 1};
 
 	/* the facade holds no tuples: no xid horizon of its own */
 	*freezeXid = InvalidTransactionId;
@@ -1244,17 +1242,17 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 	truncating = SearchSysCacheExists1(RELOID,
 									   ObjectIdGetDatum(RelationGetRelid(rel)));
 	if (truncating)
-		next_no = spindle_peek_spindle_no(rel);
+		spindle_peek_numbers(rel, &next_no);
 
 	srel = RelationCreateStorage(*newrnode, persistence, true);
 	spindle_slotmap_init_fork(srel, MAIN_FORKNUM,
 							  persistence == RELPERSISTENCE_PERMANENT &&
-							  XLogIsNeeded(), next_no);
+							  XLogIsNeeded(), &next_no);
 	if (persistence == RELPERSISTENCE_UNLOGGED)
 	{
 		smgrcreate(srel, INIT_FORKNUM, false);
 		log_smgrcreate(newrnode, INIT_FORKNUM);
-		spindle_slotmap_init_fork(srel, INIT_FORKNUM, true, next_no);
+		spindle_slotmap_init_fork(srel, INIT_FORKNUM, true, &next_no);
 	}
 	smgrclose(srel);
 
@@ -1271,20 +1269,21 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 static void
 facade_relation_nontransactional_truncate(Relation rel)
 {
-	int64		next_no = spindle_peek_spindle_no(rel);
+	SpindleNumbers next_no;
 
+	spindle_peek_numbers(rel, &next_no);
 	if (spindle_table_hooks.truncated)
 		spindle_table_hooks.truncated(rel, false);
 	RelationTruncate(rel, 0);
 	spindle_slotmap_forget_size(rel);
 	spindle_slotmap_init_fork(RelationGetSmgr(rel), MAIN_FORKNUM,
-							  RelationNeedsWAL(rel), next_no);
+							  RelationNeedsWAL(rel), &next_no);
 	if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
 	{
 		smgrtruncate(RelationGetSmgr(rel), (ForkNumber[]) {INIT_FORKNUM},
 					 1, (BlockNumber[]) {0});
 		spindle_slotmap_init_fork(RelationGetSmgr(rel), INIT_FORKNUM, true,
-								  next_no);
+								  &next_no);
 	}
 	forget_updates(rel);
 	spindle_drop_all_spindles(rel);

@@ -744,7 +744,8 @@ release_creation_locks(Oid segment)
 /*
  * Create the relation of one spindle (and its TOAST table) and record it,
  * with its range of virtual slots [vbase, vbase + vcount) recorded as
- * pending first.  The caller holds the creation lock and AccessShareLock
+ * pending first.  sp has its number, capacity, range and event numbers;
+ * its segment is filled in here.  The caller holds the creation lock and AccessShareLock
  * (at least) on the facade.
  *
  * Spindles belong to the bootstrap superuser, whoever owns the table: an
@@ -753,9 +754,9 @@ release_creation_locks(Oid segment)
  * Nobody but a superuser can read them directly.
  */
 static void
-create_one_spindle(Relation facade, int64 spindle_no, int64 capacity,
-				   int64 vbase, int64 vcount)
+create_one_spindle(Relation facade, SpindleEntry *sp)
 {
+	int64		spindle_no = sp->spindle_no;
 	char		relname[NAMEDATALEN];
 	TupleDesc	tupdesc;
 	Datum		reloptions;
@@ -775,8 +776,8 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity,
 	{
 		p.spindle_no = spindle_no;
 		p.fxid = GetCurrentFullTransactionId();
-		p.vbase = (uint32) vbase;
-		p.vcount = (uint32) vcount;
+		p.vbase = (uint32) sp->vbase;
+		p.vcount = (uint32) sp->vcount;
 		p.nspindles = 1;
 		spindle_pending_add(facade, &p);
 	}
@@ -818,8 +819,8 @@ create_one_spindle(Relation facade, int64 spindle_no, int64 capacity,
 										ExtensionRelationId,
 										DEPENDENCY_EXTENSION);
 
-	spindle_catalog_add_spindle(RelationGetRelid(facade), spindle_no, segment,
-								capacity, vbase, vcount);
+	sp->segment = segment;
+	spindle_catalog_add_spindle(RelationGetRelid(facade), sp);
 	release_creation_locks(segment);
 }
 
@@ -909,6 +910,7 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 	Allocator	alloc;
 	int64		capacity;
 	int64		floor;
+	int64		event_floor;
 	int			ncreate = count;
 	int			i;
 	bool		found;
@@ -936,18 +938,20 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 
 	forget_committed_pending(facade);
 	created_spindles = true;
-	floor = spindle_catalog_max_spindle_no(&cr, relid, snap) + 1;
+	floor = spindle_catalog_max_spindle_no(&cr, relid, snap, &event_floor) + 1;
 	/* a floor of the layers above (a queue name's high-water mark) */
-	if (spindle_table_hooks.spindle_floor)
-		floor = Max(floor, spindle_table_hooks.spindle_floor(facade));
+	if (spindle_table_hooks.event_floor)
+		event_floor = Max(event_floor, spindle_table_hooks.event_floor(facade));
 	allocator_begin(&alloc, facade, &cr, snap);
 	for (i = 0; i < ncreate; i++)
 	{
-		int64		spindle_no = spindle_next_spindle_no(facade, floor);
-		int64		vbase,
-					vcount;
+		SpindleEntry sp;
 
-		if (!allocator_take(&alloc, capacity, spindle_no, &vbase, &vcount))
+		memset(&sp, 0, sizeof(sp));
+		sp.spindle_no = spindle_next_spindle_no(facade, floor);
+		sp.capacity = capacity;
+		if (!allocator_take(&alloc, capacity, sp.spindle_no, &sp.vbase,
+							&sp.vcount))
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("spindle table \"%s\" has no room for another spindle of %lld events",
@@ -955,7 +959,9 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 					 errdetail("A spindle table holds at most %lld events in spindles that are not yet dropped; %lld are taken.",
 							   (long long) SPINDLE_VSLOTS, (long long) alloc.all.taken),
 					 errhint("Consume or purge events so that full spindles can be dropped, or use a smaller events_per_spindle.")));
-		create_one_spindle(facade, spindle_no, capacity, vbase, vcount);
+		/* after the slots: an unbounded spindle's count is its range's */
+		sp.first_no = spindle_take_event_nos(facade, event_floor, sp.vcount);
+		create_one_spindle(facade, &sp);
 	}
 	allocator_end(&alloc);
 	UnregisterSnapshot(snap);

@@ -28,12 +28,17 @@ extern SpindleDirectory *spindle_directory_acquire(Relation facade);
 extern SpindleDirectory *spindle_directory_acquire_tail(Relation facade);
 extern SpindleDirectory *spindle_directory_acquire_upto(Relation facade,
 														 int64 spindle_no);
+extern SpindleDirectory *spindle_directory_acquire_upto_event(Relation facade,
+															   int64 event_no);
 extern SpindleDirectory *spindle_directory_acquire_current(Relation facade);
 extern void spindle_directory_release(SpindleDirectory *dir);
 extern void spindle_directory_forget(Oid facade);
 extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot);
+extern SpindleEntry *spindle_find_by_event(SpindleDirectory *dir,
+										   int64 event_no);
+extern int	spindle_find_from_event(SpindleDirectory *dir, int64 event_no);
 extern bool spindle_created_here(Relation facade);
 
 /* ---- directory_catalog.c: spindle.spindle_catalog, spindle.table_catalog ---- */
@@ -63,10 +68,8 @@ extern struct SysScanDescData *spindle_catalog_scan_rows(SpindleCatalogRels *cr,
 														  Snapshot snap,
 														  struct ScanKeyData *keys);
 extern int64 spindle_catalog_max_spindle_no(SpindleCatalogRels *cr, Oid facade,
-											Snapshot snap);
-extern void spindle_catalog_add_spindle(Oid facade, int64 spindle_no,
-										Oid segment, int64 capacity,
-										int64 vbase, int64 vcount);
+											Snapshot snap, int64 *event_end);
+extern void spindle_catalog_add_spindle(Oid facade, const SpindleEntry *sp);
 extern void spindle_register_table(Oid facade);
 extern void spindle_forget_table(Oid facade);
 extern List *spindle_catalog_tables(void);
@@ -250,13 +253,15 @@ extern void spindle_disk_alarm_measure(void);
  */
 typedef struct SpindleTableHooks
 {
-	/* events are about to be formed: give them ids (queue layer's msg_id) */
+	/*
+	 * events numbered event_no .. event_no + n - 1 are about to be formed:
+	 * give them ids (the queue layer's msg_id is the event number)
+	 */
 	void		(*assign_ids) (Relation facade, TupleTableSlot **slots, int n,
-							   int64 spindle_no, int64 k0, CommandId cid);
-	/* events were placed at ptids of spindle segment (the event cache) */
-	void		(*placed) (Relation facade, Oid segment, int64 spindle_no,
-						   int64 capacity, int64 k0, int n,
-						   ItemPointer ptids, HeapTuple *tuples);
+							   int64 event_no, CommandId cid);
+	/* events numbered event_no.. were placed at ptids of segment (cache) */
+	void		(*placed) (Relation facade, Oid segment, int64 event_no,
+						   int n, ItemPointer ptids, HeapTuple *tuples);
 	/* an insert statement's events are all placed (wake consumers) */
 	void		(*inserted) (Relation facade);
 	/*
@@ -267,10 +272,10 @@ typedef struct SpindleTableHooks
 	/* work for the maintenance worker: a ready spindle was taken, ... */
 	void		(*wake_worker) (void);
 	/*
-	 * the lowest number a new spindle of the table may take, or 0 (the
-	 * queue layer: msg_ids are never given twice under one queue name)
+	 * the lowest event number a new spindle of the table may take, or 0
+	 * (the queue layer: msg_ids are never given twice under one queue name)
 	 */
-	int64		(*spindle_floor) (Relation facade);
+	int64		(*event_floor) (Relation facade);
 	/*
 	 * TTL: a timestamptz column (attribute number) that must also be at or
 	 * before the cutoff for an event to be purged, or 0 for none (the

@@ -124,11 +124,12 @@ SELECT bool_and(relation = ('spindle_q.' || queue_name)::regclass) FROM spindle.
 		is( $node->safe_psql(
 				$db, qq{
 SELECT count(*) FILTER (WHERE ((o.ctid::text::point)[0] * 291 + (o.ctid::text::point)[1] - 1)
-                              - c.vbase = o.msg_id & 67108863)
-       || ' ' || min(o.msg_id & 67108863)
+                              - c.vbase = o.msg_id - c.first_no)
+       || ' ' || min(o.msg_id - c.first_no)
   FROM spindle_q.$q o
   JOIN spindle.spindle_catalog c
-    ON c.relation = 'spindle_q.$q'::regclass AND c.spindle_no = o.msg_id >> 26}),
+    ON c.relation = 'spindle_q.$q'::regclass
+   AND o.msg_id >= c.first_no AND o.msg_id < c.first_no + c.vcount}),
 			$q eq 'work' ? '90 0' : '100 0',
 			"$how: $q: msg_ids are positions in the restored spindles");
 	}

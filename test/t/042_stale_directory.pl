@@ -72,7 +72,7 @@ sub in_window
 	is( $node->safe_psql(
 			'postgres', qq{
 SELECT count(*) FROM spindle.spindle_catalog
- WHERE spindle_no = ($b >> 26) AND xmin::text = '$xid'}),
+ WHERE relation = 'spindle_q.q'::regclass AND $b >= first_no AND $b < first_no + vcount AND xmin::text = '$xid'}),
 		'1',
 		'the second event is in a spindle its own transaction created');
 	$what->($a, $b);

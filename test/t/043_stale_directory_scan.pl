@@ -58,7 +58,7 @@ sub start_window
 		$n++;
 		my $own = $prod->query_safe(
 			qq{SELECT count(*) FROM spindle.spindle_catalog
-			    WHERE spindle_no = ($id >> 26) AND xmin::text = '$xid'});
+			    WHERE relation = 'spindle_q.q'::regclass AND $id >= first_no AND $id < first_no + vcount AND xmin::text = '$xid'});
 		push @ids, $id if $own eq '1';
 		last if @ids == 2;
 	}
@@ -149,7 +149,7 @@ my ($n4, $a4, $b4);
 	});
 # (the waiter may have taken them already: wait for the commit itself)
 $node->poll_query_until('postgres',
-	"SELECT count(*) = 1 FROM spindle.spindle_catalog WHERE spindle_no = ($b4 >> 26)")
+	"SELECT count(*) = 1 FROM spindle.spindle_catalog WHERE relation = 'spindle_q.q'::regclass AND $b4 >= first_no AND $b4 < first_no + vcount")
   or die 'the commit never became visible';
 $node->safe_psql('postgres',
 	q{BEGIN; SELECT count(*) FROM spindle.dequeue('q', 10); ROLLBACK;});
