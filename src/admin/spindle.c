@@ -146,7 +146,7 @@ _PG_init(void)
 								NULL, NULL, NULL);
 		DefineCustomIntVariable("spindle.max_queues",
 								"Number of queues whose consumer state shared memory holds at once.",
-								"A queue takes one when it is first consumed.",
+								"A queue takes one while it is consumed; the state of an idle queue without leases is evicted when another queue needs the room.",
 								&spindle_max_queues,
 								256, 1, 10000,
 								PGC_POSTMASTER, 0,

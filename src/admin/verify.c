@@ -1128,7 +1128,7 @@ cmp_item(const void *a, const void *b)
 static void
 check_queue(VerifyState *vs)
 {
-	QueueState *qs = spindle_queue_state(RelationGetRelid(vs->facade), false);
+	QueueState *qs = spindle_queue_state(RelationGetRelid(vs->facade));
 	LWLock	   *lock;
 	VItem	   *items;
 	int			nitems = 0;
@@ -1422,7 +1422,7 @@ spindle_verify_corrupt(PG_FUNCTION_ARGS)
 	}
 	else if (strcmp(what, "queue_item") == 0)
 	{
-		QueueState *qs = spindle_queue_state(relid, false);
+		QueueState *qs = spindle_queue_state(relid);
 		QueueItem  *item;
 
 		if (qs == NULL)

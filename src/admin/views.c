@@ -623,7 +623,7 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 					oldest = rows[i].sp.created_at;
 			}
 		}
-		qs = spindle_queue_state(relids[q], false);
+		qs = spindle_queue_state(relids[q]);
 		if (qs != NULL)
 		{
 			dlist_iter	iter;

@@ -362,7 +362,7 @@ wake_enqueued(void)
 
 	foreach(lc, enqueued_to)
 	{
-		QueueState *qs = spindle_queue_state(lfirst_oid(lc), false);
+		QueueState *qs = spindle_queue_state(lfirst_oid(lc));
 
 		if (qs != NULL)
 			ConditionVariableBroadcast(&qs->cv);
@@ -1924,7 +1924,11 @@ consumer_open(Consumer *cs)
 							 SPINDLE_QUEUE_SCHEMA, dlq.name,
 							 quote_identifier(GetUserNameFromId(GetUserId(), false)))));
 	}
-	cs->qs = spindle_queue_state(RelationGetRelid(cs->rel), true);
+	/* a long poll opens the queue again after each sleep: maybe another */
+	if (cs->qs != NULL)
+		spindle_queue_state_unpin(cs->qs);
+	cs->qs = NULL;
+	cs->qs = spindle_queue_state_pin(RelationGetRelid(cs->rel));
 }
 
 /*
@@ -2227,6 +2231,7 @@ spindle_dequeue(PG_FUNCTION_ARGS)
 	note_portal();
 	res = consume_live(&cs, want, wait_us);
 	emit_messages(fcinfo, cs.rel, &res);
+	spindle_queue_state_unpin(cs.qs);
 	table_close(cs.rel, NoLock);
 	return (Datum) 0;
 }
@@ -2271,6 +2276,7 @@ spindle_read(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	grant_leases(call, plus_usecs(GetCurrentTimestamp(), vt_us));
+	spindle_queue_state_unpin(cs.qs);
 	table_close(cs.rel, NoLock);
 	return (Datum) 0;
 }
@@ -2509,12 +2515,14 @@ spindle_ack(PG_FUNCTION_ARGS)
 	SpindleQueue q;
 	int64		msg_id = get_msg_id(fcinfo, 1);
 	Relation	rel;
+	QueueState *qs;
 	bool		done;
 
 	PreventCommandIfReadOnly("spindle.ack()");
 	rel = open_queue(fcinfo, RowExclusiveLock, &q);
-	done = ack_one(rel, spindle_queue_state(RelationGetRelid(rel), true),
-				   msg_id);
+	qs = spindle_queue_state_pin(RelationGetRelid(rel));
+	done = ack_one(rel, qs, msg_id);
+	spindle_queue_state_unpin(qs);
 	table_close(rel, NoLock);
 	PG_RETURN_BOOL(done);
 }
@@ -2555,7 +2563,7 @@ spindle_ack_many(PG_FUNCTION_ARGS)
 					 errmsg("msg_ids must not contain NULL (element %d)", i + 1)));
 	PreventCommandIfReadOnly("spindle.ack()");
 	rel = open_queue(fcinfo, RowExclusiveLock, &q);
-	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	qs = spindle_queue_state_pin(RelationGetRelid(rel));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (i = 0; i < n; i++)
 	{
@@ -2566,6 +2574,7 @@ spindle_ack_many(PG_FUNCTION_ARGS)
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 								 &out, &outnull);
 	}
+	spindle_queue_state_unpin(qs);
 	table_close(rel, NoLock);
 	return (Datum) 0;
 }
@@ -2591,7 +2600,7 @@ spindle_set_visibility(PG_FUNCTION_ARGS)
 
 	PreventCommandIfReadOnly("spindle.set_visibility()");
 	rel = open_queue(fcinfo, AccessShareLock, &q);
-	qs = spindle_queue_state(RelationGetRelid(rel), true);
+	qs = spindle_queue_state_pin(RelationGetRelid(rel));
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	item = find_item(qs, msg_id);
 	if (item != NULL && item->kind == QITEM_LEASED)
@@ -2608,6 +2617,7 @@ spindle_set_visibility(PG_FUNCTION_ARGS)
 	/* waiters may sleep until the lease's old end: let them look again */
 	if (found)
 		ConditionVariableBroadcast(&qs->cv);
+	spindle_queue_state_unpin(qs);
 	table_close(rel, NoLock);
 	PG_RETURN_BOOL(found);
 }

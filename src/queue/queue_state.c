@@ -20,21 +20,42 @@
  * The pool has spindle.max_leases items for leases plus
  * SPINDLE_ITEMS_PER_QUEUE for each of spindle.max_queues states; a state's
  * nleases counts its LEASED items and its claims to_lease (a read() that
- * has not returned yet: see queue.c), which become leases.  A state
- * is taken by the first consumer of a queue and kept until reset or
- * until its database is dropped.
+ * has not returned yet: see queue.c), which become leases.
  *
- * Locks: QueuesLock (exclusive) to take or free a state slot, shared to
- * look one up; each state has its own LWLock (tranche "spindle_queue"),
- * exclusive for every read or change of its head and items.  The pool's
- * free list has a spinlock, taken with a state lock held.  No LWLock is
- * ever held while a buffer lock is acquired; a state lock may be taken
- * while a buffer lock is held (queue.c).
+ * Which queues have a state.  spindle.max_queues states are held at once,
+ * whatever the number of queues: a consumer call pins the state of its
+ * queue (spindle_queue_state_pin), taking a free slot or, when none is
+ * free, evicting the state of another queue that nobody needs: no pin, no
+ * sleeping consumer, no lease, no read count and no claim of a read or an
+ * ack (what those say lives only here; everything else a state holds is
+ * rebuilt from disk, as after a restart: see evictable()).  Eviction is a
+ * clock sweep with a second chance (a pin sets the state's usage bit, the
+ * sweep clears it), so a queue in use keeps its state and one idle since
+ * the hand last passed gives it up; it writes nothing.  Only when every
+ * state is needed so does a call fail (53400).  A backend's pins are released when
+ * its call ends, and by its (sub)transaction's abort and its exit, so an
+ * error never leaves one behind.
+ *
+ * Locks: QueuesLock (exclusive) to take, evict or free a state slot,
+ * shared to look one up and pin it; each state has its own LWLock (tranche
+ * "spindle_queue"), exclusive for every read or change of its head and
+ * items.  The evictor holds QueuesLock exclusively and takes a state's
+ * lock only conditionally.  The pool's free list has a spinlock, taken
+ * with a state lock held.  No LWLock is ever held while a buffer lock is
+ * acquired; a state lock may be taken while a buffer lock is held
+ * (queue.c).
+ *
+ * Invariants: a pinned state keeps its queue (no eviction; a reset by
+ * TRUNCATE or DROP needs the table's AccessExclusiveLock, which no
+ * consumer holding the table lets happen, and a long poll that gave the
+ * table lock up re-checks after waking); a state with a lease, a read
+ * count, or a claim of a read or an ack is never evicted.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
@@ -55,6 +76,8 @@ typedef struct QueueShared
 {
 	LWLock	   *lock;			/* QueuesLock */
 	LWLockPadded *state_locks;	/* one per state */
+	int			clock_hand;		/* next state the eviction sweep looks at */
+	pg_atomic_uint64 evictions; /* states evicted since start */
 	slock_t		pool_mutex;
 	dlist_head	free_items;
 	int			nfree;
@@ -64,6 +87,8 @@ typedef struct QueueShared
 
 static QueueShared *qshared = NULL;
 static QueueItem *qitems = NULL;
+
+static void free_all_items(QueueState *qs);
 
 static int
 pool_size(void)
@@ -107,6 +132,8 @@ spindle_queue_shmem_startup(void)
 		return;
 	qshared->lock = &(GetNamedLWLockTranche("spindle_queues"))[0].lock;
 	qshared->state_locks = GetNamedLWLockTranche("spindle_queue");
+	qshared->clock_hand = 0;
+	pg_atomic_init_u64(&qshared->evictions, 0);
 	SpinLockInit(&qshared->pool_mutex);
 	dlist_init(&qshared->free_items);
 	qshared->nitems = pool_size();
@@ -129,6 +156,7 @@ spindle_queue_shmem_startup(void)
 		pg_atomic_init_u64(&qs->dequeued, 0);
 		pg_atomic_init_u64(&qs->dead_lettered, 0);
 		pg_atomic_init_u32(&qs->waiting, 0);
+		pg_atomic_init_u32(&qs->pins, 0);
 	}
 }
 
@@ -158,57 +186,249 @@ find_state(Oid relid)
 }
 
 /*
- * The state of the queue table relid in this database; with create, take
- * a free slot if it has none (an error if none is free).  The caller then
- * takes spindle_queue_lock(qs) and must check that the state still
- * belongs to relid: a reset may free it meanwhile.
+ * The state of the queue table relid in this database, or NULL.  Nothing
+ * keeps it: a caller that did not pin it takes spindle_queue_lock(qs) and
+ * checks that the state still belongs to relid.
  */
 QueueState *
-spindle_queue_state(Oid relid, bool create)
+spindle_queue_state(Oid relid)
 {
 	QueueState *qs;
-	int			i;
 
 	check_shmem();
 	LWLockAcquire(qshared->lock, LW_SHARED);
 	qs = find_state(relid);
 	LWLockRelease(qshared->lock);
-	if (qs != NULL || !create)
-		return qs;
+	return qs;
+}
 
-	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
-	qs = find_state(relid);
-	for (i = 0; qs == NULL && i < spindle_max_queues; i++)
+/* Make qs (whose slot QueuesLock keeps) the state of relid, empty. */
+static void
+take_slot(QueueState *qs, Oid relid)
+{
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	qs->dbid = MyDatabaseId;
+	qs->relid = relid;
+	qs->valid = false;
+	qs->head = 0;
+	qs->nitems = 0;
+	qs->nleases = 0;
+	qs->used = true;
+	dlist_init(&qs->items);
+	pg_atomic_write_u64(&qs->enqueued, 0);
+	pg_atomic_write_u64(&qs->dequeued, 0);
+	pg_atomic_write_u64(&qs->dead_lettered, 0);
+	/* waiting is left alone: sleepers take themselves off */
+	LWLockRelease(spindle_queue_lock(qs));
+}
+
+/*
+ * Whether the state of qs could be rebuilt from disk as it is: nobody
+ * pins it or sleeps on it, and it holds nothing that lives only here: no
+ * lease, no read count, no claim that would give a lease back (an ack's)
+ * or become one (a read's).  The claims of a dequeue can go: their events
+ * carry the claimer's xmax, which a rebuilt state finds (pending on it,
+ * then gone or deliverable), and the claimer's end finds its items
+ * replaced (their generation).  The caller holds QueuesLock exclusively
+ * (no new pin) and qs's lock.
+ */
+static bool
+evictable(QueueState *qs)
+{
+	dlist_iter	iter;
+
+	if (pg_atomic_read_u32(&qs->pins) > 0 ||
+		pg_atomic_read_u32(&qs->waiting) > 0 || qs->nleases > 0)
+		return false;
+	/* without leases, at most SPINDLE_ITEMS_PER_QUEUE items */
+	dlist_foreach(iter, &qs->items)
 	{
-		QueueState *free_qs = &qshared->states[i];
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
 
-		if (!OidIsValid(free_qs->relid))
+		if (item->kind == QITEM_LEASED || item->read_count > 0)
+			return false;
+		if (item->kind == QITEM_CLAIM &&
+			(item->to_lease || item->restore_kind == QITEM_LEASED))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A free state slot, evicting the state of another queue if none is free
+ * (clock sweep, second chance); NULL if every state is needed.  The caller
+ * holds QueuesLock exclusively.  Looks at each slot at most twice.
+ */
+static QueueState *
+free_or_evict(void)
+{
+	int			i;
+
+	for (i = 0; i < spindle_max_queues; i++)
+		if (!OidIsValid(qshared->states[i].relid))
+			return &qshared->states[i];
+	for (i = 0; i < 2 * spindle_max_queues; i++)
+	{
+		QueueState *qs = &qshared->states[qshared->clock_hand];
+		bool		gone = false;
+
+		qshared->clock_hand = (qshared->clock_hand + 1) % spindle_max_queues;
+		if (pg_atomic_read_u32(&qs->pins) > 0)
+			continue;
+		if (qs->used)
 		{
-			LWLockAcquire(spindle_queue_lock(free_qs), LW_EXCLUSIVE);
-			free_qs->dbid = MyDatabaseId;
-			free_qs->relid = relid;
-			free_qs->valid = false;
-			free_qs->head = 0;
-			free_qs->nitems = 0;
-			free_qs->nleases = 0;
-			dlist_init(&free_qs->items);
-			pg_atomic_write_u64(&free_qs->enqueued, 0);
-			pg_atomic_write_u64(&free_qs->dequeued, 0);
-			pg_atomic_write_u64(&free_qs->dead_lettered, 0);
-			/* waiting is left alone: sleepers take themselves off */
-			LWLockRelease(spindle_queue_lock(free_qs));
-			qs = free_qs;
+			qs->used = false;	/* a second chance */
+			continue;
+		}
+		if (!LWLockConditionalAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE))
+			continue;
+		if (evictable(qs))
+		{
+			free_all_items(qs);
+			qs->valid = false;
+			qs->dbid = InvalidOid;
+			qs->relid = InvalidOid;
+			gone = true;
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+		if (gone)
+		{
+			pg_atomic_fetch_add_u64(&qshared->evictions, 1);
+			return qs;
 		}
 	}
+	return NULL;
+}
+
+/* ----------------------------------------------------------------
+ * Pins of this backend
+ * ----------------------------------------------------------------
+ */
+
+typedef struct StatePin
+{
+	int			slot;
+	int			nestlevel;		/* GetCurrentTransactionNestLevel() */
+} StatePin;
+
+#define MAX_PINS 16				/* nested consumer calls (triggers) */
+static StatePin my_pins[MAX_PINS];
+static int	my_npins = 0;
+static bool pin_callbacks = false;
+
+static void
+release_pin(int i)
+{
+	pg_atomic_fetch_sub_u32(&qshared->states[my_pins[i].slot].pins, 1);
+	my_pins[i] = my_pins[--my_npins];
+}
+
+/* Release the pins taken at nesting level nestlevel or deeper. */
+static void
+release_pins_from(int nestlevel)
+{
+	int			i = my_npins;
+
+	while (i-- > 0)
+		if (my_pins[i].nestlevel >= nestlevel)
+			release_pin(i);
+}
+
+static void
+pins_xact_callback(XactEvent event, void *arg)
+{
+	/* a call ends with its pin released; an error leaves it to us */
+	if (my_npins > 0)
+		release_pins_from(0);
+}
+
+static void
+pins_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB && my_npins > 0)
+		release_pins_from(GetCurrentTransactionNestLevel());
+}
+
+static void
+pins_exit_callback(int code, Datum arg)
+{
+	if (qshared != NULL && my_npins > 0)
+		release_pins_from(0);
+}
+
+/*
+ * Pin the state of queue table relid in this database, taking a free slot
+ * or evicting an unneeded state if it has none (53400 if every state is
+ * needed).  A pinned state keeps its queue until
+ * spindle_queue_state_unpin, or until this (sub)transaction aborts.
+ */
+QueueState *
+spindle_queue_state_pin(Oid relid)
+{
+	QueueState *qs;
+
+	check_shmem();
+	if (!pin_callbacks)
+	{
+		RegisterXactCallback(pins_xact_callback, NULL);
+		RegisterSubXactCallback(pins_subxact_callback, NULL);
+		before_shmem_exit(pins_exit_callback, (Datum) 0);
+		pin_callbacks = true;
+	}
+	if (my_npins >= MAX_PINS)
+		ereport(ERROR,
+				(errcode(ERRCODE_STATEMENT_TOO_COMPLEX),
+				 errmsg("too many nested consumer calls")));
+	LWLockAcquire(qshared->lock, LW_SHARED);
+	qs = find_state(relid);
+	if (qs != NULL)
+		pg_atomic_fetch_add_u32(&qs->pins, 1);
 	LWLockRelease(qshared->lock);
+	if (qs == NULL)
+	{
+		LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
+		qs = find_state(relid);
+		if (qs == NULL && (qs = free_or_evict()) != NULL)
+			take_slot(qs, relid);
+		if (qs != NULL)
+			pg_atomic_fetch_add_u32(&qs->pins, 1);
+		LWLockRelease(qshared->lock);
+	}
 	if (qs == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many queues in use"),
-				 errdetail("Shared memory holds the state of %d queues.",
+				 errdetail("Shared memory holds the state of %d queues, and each of them has leased or read events, a running read or ack, or waiting consumers.",
 						   spindle_max_queues),
-				 errhint("Raise spindle.max_queues and restart the server.")));
+				 errhint("Acknowledge or release leased events, or raise spindle.max_queues and restart the server.")));
+	qs->used = true;
+	my_pins[my_npins].slot = qs->slot;
+	my_pins[my_npins].nestlevel = GetCurrentTransactionNestLevel();
+	my_npins++;
 	return qs;
+}
+
+/* Release a pin spindle_queue_state_pin took. */
+void
+spindle_queue_state_unpin(QueueState *qs)
+{
+	int			i = my_npins;
+
+	while (i-- > 0)
+		if (my_pins[i].slot == qs->slot)
+		{
+			release_pin(i);
+			return;
+		}
+	elog(ERROR, "queue state %d is not pinned", qs->slot);
+}
+
+/* States evicted since the server started (spindle.queue_states view). */
+uint64
+spindle_queue_evictions(void)
+{
+	return qshared == NULL ? 0 : pg_atomic_read_u64(&qshared->evictions);
 }
 
 QueueState *

@@ -146,6 +146,8 @@ typedef struct QueueState
 	/* for spindle.queues (views.c) */
 	pg_atomic_uint64 dead_lettered;	/* events moved to the dead-letter queue */
 	pg_atomic_uint32 waiting;	/* consumers sleeping on cv */
+	pg_atomic_uint32 pins;		/* calls using it: not evicted */
+	bool		used;			/* pinned since the sweep last passed */
 } QueueState;
 
 extern int	spindle_max_queues;
@@ -155,7 +157,10 @@ extern Size spindle_queue_shmem_size(void);
 extern void spindle_queue_shmem_request(void);
 extern void spindle_queue_shmem_startup(void);
 
-extern QueueState *spindle_queue_state(Oid relid, bool create);
+extern QueueState *spindle_queue_state(Oid relid);
+extern QueueState *spindle_queue_state_pin(Oid relid);
+extern void spindle_queue_state_unpin(QueueState *qs);
+extern uint64 spindle_queue_evictions(void);
 extern QueueState *spindle_queue_state_at(int slot);
 extern LWLock *spindle_queue_lock(QueueState *qs);
 extern void spindle_queue_state_reset(Oid relid);
