@@ -1129,12 +1129,6 @@ classify(Relation seg, Buffer buf, ItemPointer ptid, int64 k, TupleDesc td,
 }
 
 static int
-spindle_index(SpindleDirectory *dir, SpindleEntry *sp)
-{
-	return (int) (sp - dir->spindles);
-}
-
-static int
 cmp_candidate_location(const void *a, const void *b)
 {
 	const Candidate *x = a;
@@ -1263,7 +1257,6 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 	{
 		SpindleEntry *sp = spindle_find_by_event(dir, c[i].msg_id);
 		bool		inflight;
-		TimestampTz filled;
 		int64		k;
 
 		c[i].located = false;
@@ -1288,11 +1281,16 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 		if (!spindle_slotmap_get(facade, sp->vbase + k, &c[i].ptid))
 		{
 			/*
-			 * Reserved, not placed: soon, if a reservation is in flight or
-			 * the spindle still takes them; never, otherwise.
+			 * Reserved, not placed: soon, if a reservation is in flight;
+			 * never, otherwise.  The slot was handed out before this call
+			 * looked (it is below the head's count), and a producer
+			 * counts its reservation in flight before it takes slots and
+			 * until it placed and mapped them or ended (slots.c), so none
+			 * in flight now means the slot's producer is done: an error
+			 * (a full disk, say) cut its batch short, and the slot stays
+			 * empty for good (review finding 8).
 			 */
-			if (inflight ||
-				!spindle_slots_full(facade, dir, spindle_index(dir, sp), &filled))
+			if (inflight)
 				c[i].outcome = EV_RETRY;
 			continue;
 		}
