@@ -213,9 +213,9 @@ typedef struct GrantedLease
 static List *granted_leases = NIL;	/* GrantedLeases, TopTransactionContext */
 
 /*
- * The claim this backend's last ack made, so that the next ack of the
- * following event joins it instead of taking an item of its own (see
- * join_last_ack).
+ * The claim this backend's last ack or dequeue made, so that the next one
+ * of the following events joins it instead of taking an item of its own
+ * (see join_last_claim).
  */
 static struct
 {
@@ -224,7 +224,7 @@ static struct
 	uint32		generation;
 	SubTransactionId subid;
 	LocalTransactionId lxid;
-} last_ack = {-1, -1, 0, InvalidSubTransactionId, InvalidLocalTransactionId};
+} last_claim = {-1, -1, 0, InvalidSubTransactionId, InvalidLocalTransactionId};
 static List *enqueued_to = NIL; /* queue table OIDs, in TopTransactionContext */
 
 /*
@@ -246,6 +246,7 @@ static bool acked_unclaimed = false;
 
 static void no_room_for_item(void);
 static void join_last_ack(QueueState *qs, QueueItem *item, uint32 generation);
+static QueueItem *join_last_claim(QueueState *qs, QueueItem *item);
 static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
 static void fail_portals(SubTransactionId subid);
 static void undo_leases(SubTransactionId subid);
@@ -1610,6 +1611,9 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 				remember_claim(qs, run);
 			if (!last)
 				item->start = c[j + 1].msg_id;
+			/* a dequeue's claim joins the one just before it */
+			if (kind == QITEM_CLAIM && !leasing)
+				(void) join_last_claim(qs, run);
 			i = j + 1;
 		}
 	}
@@ -2350,48 +2354,62 @@ no_room_for_item(void)
 }
 
 /*
+ * Item (a claim of qs, whose lock the caller holds) was just made good by
+ * an ack or a dequeue.  Join it to the claim this backend's previous ack
+ * or dequeue made, if that one ends where it starts, in the same
+ * subtransaction and with the same state to go back to on an abort (so
+ * with the same lease due and read count): acks of a batch read in order,
+ * and the dequeues of one transaction taking an event at a time, then
+ * hold one item, not one per call, and four consumers acknowledging a
+ * hundred events each no longer run out of the queue's items.  Claims of
+ * a read() (to_lease) never join.  Returns the item now holding item's
+ * events.
+ */
+static QueueItem *
+join_last_claim(QueueState *qs, QueueItem *item)
+{
+	SubTransactionId subid = GetCurrentSubTransactionId();
+
+	Assert(item->kind == QITEM_CLAIM);
+	if (last_claim.slot == qs->slot && last_claim.lxid == MyProc->lxid &&
+		last_claim.subid == subid && !item->to_lease)
+	{
+		QueueItem  *prev = spindle_qitem_at(last_claim.index);
+
+		if (prev != item && prev->generation == last_claim.generation &&
+			prev->kind == QITEM_CLAIM && prev->end == item->start &&
+			!prev->to_lease &&
+			prev->owner == item->owner && prev->xid == item->xid &&
+			prev->restore_kind == item->restore_kind &&
+			prev->due == item->due &&
+			prev->read_count == item->read_count &&
+			prev->mixed == item->mixed)
+		{
+			/* item's ClaimRef goes stale with its generation */
+			prev->end = item->end;
+			spindle_qitem_free(qs, item);
+			item = prev;
+		}
+	}
+	last_claim.slot = qs->slot;
+	last_claim.index = item->index;
+	last_claim.generation = item->generation;
+	last_claim.subid = subid;
+	last_claim.lxid = MyProc->lxid;
+	return item;
+}
+
+/*
  * Item (of qs, generation as the caller made it) is the one-event claim an
- * ack just made good.  Join it to the claim this backend's previous ack
- * made, if that one ends where it starts, in the same spindle,
- * subtransaction and state to go back to on an abort (so with the same
- * lease due and read count): acks of a batch read in order then hold one
- * item, not one per event, and four consumers acknowledging a hundred
- * events each no longer run out of the queue's items.  Takes the queue's
- * lock.
+ * ack just made good: join it to the previous one (join_last_claim).
+ * Takes the queue's lock.
  */
 static void
 join_last_ack(QueueState *qs, QueueItem *item, uint32 generation)
 {
-	SubTransactionId subid = GetCurrentSubTransactionId();
-
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (item->generation == generation && item->kind == QITEM_CLAIM)
-	{
-		if (last_ack.slot == qs->slot && last_ack.lxid == MyProc->lxid &&
-			last_ack.subid == subid)
-		{
-			QueueItem  *prev = spindle_qitem_at(last_ack.index);
-
-			if (prev != item && prev->generation == last_ack.generation &&
-				prev->kind == QITEM_CLAIM && prev->end == item->start &&
-				prev->owner == item->owner && prev->xid == item->xid &&
-				prev->restore_kind == item->restore_kind &&
-				prev->due == item->due &&
-				prev->read_count == item->read_count &&
-				prev->mixed == item->mixed)
-			{
-				/* item's ClaimRef goes stale with its generation */
-				prev->end = item->end;
-				spindle_qitem_free(qs, item);
-				item = prev;
-			}
-		}
-		last_ack.slot = qs->slot;
-		last_ack.index = item->index;
-		last_ack.generation = item->generation;
-		last_ack.subid = subid;
-		last_ack.lxid = MyProc->lxid;
-	}
+		(void) join_last_claim(qs, item);
 	LWLockRelease(spindle_queue_lock(qs));
 }
 
