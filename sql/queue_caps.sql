@@ -34,4 +34,20 @@ SELECT count(*) FROM spindle_q.cap1;
 SELECT count(*) FROM spindle.dequeue('cap1', 1000);
 SELECT count(*) FROM spindle_q.cap1;
 SELECT * FROM spindle.verify('spindle_q.cap1');
+
+-- 400 events read together, acknowledged one by one in descending order
+-- in one transaction (review finding 1, second trigger), then a dequeue
+-- in the same transaction still finds room for its claim
+SELECT count(*) FROM spindle.enqueue_batch('cap1',
+  ARRAY(SELECT jsonb_build_object('r', g) FROM generate_series(1, 400) g));
+CREATE TEMP TABLE got AS SELECT msg_id FROM spindle.read('cap1', 400, '1 hour');
+SELECT count(*) FROM got;
+SELECT spindle.enqueue('cap1', '{"new": 1}') > 0 AS enqueued;
+BEGIN;
+SELECT count(*) FILTER (WHERE spindle.ack('cap1', msg_id)) AS acked
+  FROM (SELECT msg_id FROM got ORDER BY msg_id DESC) g;
+SELECT payload FROM spindle.dequeue('cap1', 1);
+COMMIT;
+SELECT count(*) FROM spindle_q.cap1;
+SELECT * FROM spindle.verify('spindle_q.cap1');
 SELECT spindle.drop_queue('cap1');

@@ -2356,14 +2356,14 @@ no_room_for_item(void)
 /*
  * Item (a claim of qs, whose lock the caller holds) was just made good by
  * an ack or a dequeue.  Join it to the claim this backend's previous ack
- * or dequeue made, if that one ends where it starts, in the same
+ * or dequeue made, if the two are adjacent (either way round), in the same
  * subtransaction and with the same state to go back to on an abort (so
- * with the same lease due and read count): acks of a batch read in order,
- * and the dequeues of one transaction taking an event at a time, then
- * hold one item, not one per call, and four consumers acknowledging a
- * hundred events each no longer run out of the queue's items.  Claims of
- * a read() (to_lease) never join.  Returns the item now holding item's
- * events.
+ * with the same lease due and read count): acks of a batch read, in
+ * ascending or descending order, and the dequeues of one transaction
+ * taking an event at a time, then hold one item, not one per call, and
+ * four consumers acknowledging a hundred events each no longer run out of
+ * the queue's items.  Claims of a read() (to_lease) never join.  Returns
+ * the item now holding item's events.
  */
 static QueueItem *
 join_last_claim(QueueState *qs, QueueItem *item)
@@ -2377,7 +2377,8 @@ join_last_claim(QueueState *qs, QueueItem *item)
 		QueueItem  *prev = spindle_qitem_at(last_claim.index);
 
 		if (prev != item && prev->generation == last_claim.generation &&
-			prev->kind == QITEM_CLAIM && prev->end == item->start &&
+			prev->kind == QITEM_CLAIM &&
+			(prev->end == item->start || item->end == prev->start) &&
 			!prev->to_lease &&
 			prev->owner == item->owner && prev->xid == item->xid &&
 			prev->restore_kind == item->restore_kind &&
@@ -2386,7 +2387,8 @@ join_last_claim(QueueState *qs, QueueItem *item)
 			prev->mixed == item->mixed)
 		{
 			/* item's ClaimRef goes stale with its generation */
-			prev->end = item->end;
+			prev->start = Min(prev->start, item->start);
+			prev->end = Max(prev->end, item->end);
 			spindle_qitem_free(qs, item);
 			item = prev;
 		}
