@@ -2639,3 +2639,66 @@ spindle_set_visibility(PG_FUNCTION_ARGS)
 	table_close(rel, NoLock);
 	PG_RETURN_BOOL(found);
 }
+
+/* ---------- what TTL must leave alone ---------- */
+
+static int
+cmp_range_start(const void *a, const void *b)
+{
+	int64		x = ((const int64 *) a)[0];
+	int64		y = ((const int64 *) b)[0];
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/*
+ * The table layer's ttl_held hook: the msg_ids in [lo, hi) of queue table
+ * facade that are leased and whose lease has not ended (or are being
+ * leased by a read() in progress), as *n sorted, disjoint [start, end)
+ * pairs; NULL if none.  A leased event is purged by TTL when its lease
+ * ends, not while a consumer works on it.  A state that is not loaded
+ * holds no lease (states with leases are never evicted).  Takes the
+ * state's lock shared; no buffer lock is held.
+ */
+int64 *
+spindle_queue_ttl_held(Relation facade, int64 lo, int64 hi, int *n)
+{
+	QueueState *qs;
+	TimestampTz now = GetCurrentTimestamp();
+	int64	   *ranges = NULL;
+	int			nalloc = 0;
+	dlist_iter	iter;
+
+	*n = 0;
+	if (!spindle_relation_is_queue(facade) ||
+		(qs = spindle_queue_state(RelationGetRelid(facade))) == NULL)
+		return NULL;
+	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+	if (qs->relid == RelationGetRelid(facade) && qs->dbid == MyDatabaseId &&
+		qs->nleases > 0)
+	{
+		dlist_foreach(iter, &qs->items)
+		{
+			QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+			if (!((item->kind == QITEM_LEASED && item->due > now) ||
+				  (item->kind == QITEM_CLAIM && item->to_lease)) ||
+				item->end <= lo || item->start >= hi)
+				continue;
+			if (*n == nalloc)
+			{
+				nalloc = Max(8, nalloc * 2);
+				ranges = ranges == NULL ? palloc(sizeof(int64) * 2 * nalloc) :
+					repalloc(ranges, sizeof(int64) * 2 * nalloc);
+			}
+			ranges[2 * *n] = item->start;
+			ranges[2 * *n + 1] = item->end;
+			(*n)++;
+		}
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+	/* items of a state never overlap: sorting makes them disjoint pairs */
+	if (*n > 1)
+		qsort(ranges, *n, sizeof(int64) * 2, cmp_range_start);
+	return ranges;
+}

@@ -747,4 +747,5 @@ spindle_queue_register_hooks(void)
 	spindle_table_hooks.truncated = queue_truncated;
 	spindle_table_hooks.event_floor = spindle_queue_event_floor;
 	spindle_table_hooks.ttl_not_before = spindle_queue_ttl_not_before;
+	spindle_table_hooks.ttl_held = spindle_queue_ttl_held;
 }

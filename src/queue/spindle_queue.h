@@ -220,6 +220,8 @@ extern bool spindle_queue_insert_direct(const SpindleQueue *q,
 /* ---- queue.c: consuming ---- */
 
 extern void spindle_queue_note_insert(Relation rel);
+extern int64 *spindle_queue_ttl_held(Relation facade, int64 lo, int64 hi,
+									 int *n);
 
 /* ---- queue_api.c: create, drop, enqueue ---- */
 

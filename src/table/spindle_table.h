@@ -283,6 +283,12 @@ typedef struct SpindleTableHooks
 	 * due time)
 	 */
 	AttrNumber	(*ttl_not_before) (Relation facade);
+	/*
+	 * TTL: the event numbers in [lo, hi) that must not be purged now, as
+	 * *n sorted, disjoint [start, end) pairs in a palloc'd array (the
+	 * queue layer: events under a lease that has not ended)
+	 */
+	int64	   *(*ttl_held) (Relation facade, int64 lo, int64 hi, int *n);
 } SpindleTableHooks;
 
 extern PGDLLIMPORT SpindleTableHooks spindle_table_hooks;

@@ -26,7 +26,9 @@
  * table an event must also have been due (visible_at) at or before the
  * cutoff, so a delayed event lives `ttl` from its due time, not from its
  * append; a spindle holding one is then not purged whole (nor remembered
- * as done) until it is.
+ * as done) until it is.  They may also hold events back for now (the
+ * ttl_held hook): a queue's leased events are purged when their lease
+ * ends, not while a consumer works on them.
  *
  * A table that a foreign key references is refused (ERROR, as TRUNCATE):
  * a purge fires no triggers, so it would not check those keys.
@@ -258,7 +260,32 @@ typedef struct TtlDue
 	TupleDesc	desc;
 	AttrNumber	due_att;
 	TimestampTz due_cutoff;
+	/* per spindle: event numbers held back (ttl_held hook) */
+	int64		first_no;		/* the spindle's event k is first_no + k */
+	int64	   *held;			/* sorted [start, end) pairs */
+	int			nheld;
 } TtlDue;
+
+/* Is event number no in one of due's held ranges? */
+static bool
+ttl_is_held(const TtlDue *due, int64 no)
+{
+	int			lo = 0,
+				hi = due->nheld - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (no < due->held[2 * mid])
+			hi = mid - 1;
+		else if (no >= due->held[2 * mid + 1])
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
+}
 
 /*
  * Delete the events of one page that our snapshot sees and whose append
@@ -311,6 +338,13 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 				*complete = false;
 				continue;
 			}
+		}
+		if (due->nheld > 0 &&
+			ttl_is_held(due, due->first_no +
+						spindle_event_k(tuple.t_data, tuple.t_len)))
+		{
+			*complete = false;	/* leased: purged when the lease ends */
+			continue;
 		}
 		if (HeapTupleSatisfiesVisibility(&tuple, snapshot, buf))
 			offsets[n++] = off;
@@ -474,6 +508,12 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 			{
 				full = spindle_slots_full(facade, dir, i, &filled_at);
 				whole = full && filled_at != 0 && filled_at <= cutoff;
+				due.first_no = sp->first_no;
+				due.nheld = 0;
+				due.held = spindle_table_hooks.ttl_held ?
+					spindle_table_hooks.ttl_held(facade, sp->first_no,
+												 sp->first_no + spindle_effective_capacity(sp),
+												 &due.nheld) : NULL;
 
 				nblocks = RelationGetNumberOfBlocks(seg);
 				/* once per spindle: computing it scans the proc array */
@@ -492,6 +532,8 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 					here += n;
 				}
 				relation_close(seg, NoLock);
+				if (due.held != NULL)
+					pfree(due.held);
 			}
 		}
 		PG_CATCH();
