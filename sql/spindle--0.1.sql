@@ -20,6 +20,13 @@ CREATE ACCESS METHOD spindle TYPE TABLE HANDLER spindle.spindle_handler;
 COMMENT ON ACCESS METHOD spindle IS 'append-only spindle queue tables';
 CREATE ACCESS METHOD spindle_segment TYPE TABLE HANDLER spindle.segment_handler;
 COMMENT ON ACCESS METHOD spindle_segment IS 'internal: storage of one spindle';
+-- "spindle_meta" is the access method of a queue's consumer relation
+-- pg_spindle.c<queue table oid>: no tuples, pages written by the queue
+-- calls; it exists so that VACUUM, ANALYZE and autovacuum reach it.
+CREATE FUNCTION spindle.meta_handler(internal) RETURNS table_am_handler
+    AS 'MODULE_PATHNAME', 'spindle_meta_handler' LANGUAGE C STRICT;
+CREATE ACCESS METHOD spindle_meta TYPE TABLE HANDLER spindle.meta_handler;
+COMMENT ON ACCESS METHOD spindle_meta IS 'internal: consumer state of one queue';
 
 -- Schema pg_spindle holds the spindles.  pg_dump skips pg_* schemas, so
 -- the spindles are never dumped (a restore fills new ones); the schema is

@@ -47,6 +47,7 @@ PG_MODULE_MAGIC;
 
 PG_FUNCTION_INFO_V1(spindle_handler);
 PG_FUNCTION_INFO_V1(spindle_segment_handler);
+PG_FUNCTION_INFO_V1(spindle_meta_handler);
 PG_FUNCTION_INFO_V1(spindle_require_preload);
 PG_FUNCTION_INFO_V1(spindle_create_storage_schema);
 PG_FUNCTION_INFO_V1(spindle_xid_is_current);
@@ -201,6 +202,13 @@ Datum
 spindle_segment_handler(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_POINTER(spindle_segment_routine());
+}
+
+/* The handler of access method spindle_meta (queues' consumer relations) */
+Datum
+spindle_meta_handler(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_POINTER(spindle_meta_routine());
 }
 
 /*

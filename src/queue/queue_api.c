@@ -722,6 +722,28 @@ queue_truncated(Relation rel, bool transactional)
 	spindle_cache_reset(RelationGetRelid(rel));
 	if (transactional)
 		spindle_queue_note_truncate(rel);
+	/* a new relfilenode for its consumer relation, counters kept */
+	spindle_consumer_rel_truncate(RelationGetRelid(rel));
+}
+
+/*
+ * A spindle table was just created by this transaction (the utility hook
+ * calls this after every CREATE TABLE [AS] of one, whoever runs it:
+ * create_queue, a restore, a user): if it is a queue table, give it its
+ * consumer relation, which depends on it INTERNALly and so goes with
+ * every drop of it.  The creating statement holds the table
+ * AccessExclusive.
+ */
+void
+spindle_queue_table_created(Oid relid)
+{
+	Relation	rel = try_relation_open(relid, AccessExclusiveLock);
+
+	if (rel == NULL)
+		return;
+	if (spindle_is_facade(rel) && spindle_relation_is_queue(rel))
+		(void) spindle_consumer_rel_create(rel);
+	relation_close(rel, NoLock);
 }
 
 /* Events placed in a spindle table: the cache keeps those of queues. */

@@ -259,5 +259,6 @@ extern void spindle_queue_note_insert(Relation rel);
 /* ---- queue_api.c: create, drop, enqueue ---- */
 
 extern void spindle_queue_api_init(void);
+extern void spindle_queue_table_created(Oid relid);
 
 #endif							/* SPINDLE_QUEUE_LAYER_H */

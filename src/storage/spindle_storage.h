@@ -319,6 +319,109 @@ extern void spindle_rangepurge_register(void);	/* from _PG_init, only while proc
  */
 extern void spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets, int n, CommandId cid);
 
+/* ---- consumer_rel.c, consumer_tree.c: the consumer relation of a queue ---- */
+
+/*
+ * A queue's consumer relation pg_spindle.c<queue table oid> (access method
+ * spindle_meta; docs/design.md, "Consumer state that scales with what
+ * stays", sections 3 and 4).  Every page has a standard header, its items
+ * between the header and pd_lower, pd_upper = pd_special, and a special
+ * space saying what structure the page belongs to.
+ */
+#define SPINDLE_CREL_METAPAGE	0
+#define SPINDLE_CREL_MAGIC		0x5350434D	/* "SPCM" */
+#define SPINDLE_CREL_VERSION	1
+#define SPINDLE_CPAGE_MAGIC		0xC0DE
+
+/* page kinds (SpindleCpageOpaque.kind) */
+#define SPINDLE_CPAGE_META		1	/* block 0 */
+#define SPINDLE_CPAGE_FREE		2	/* on the free list */
+#define SPINDLE_CPAGE_TREEMETA	3	/* a straggler tree's meta block */
+#define SPINDLE_CPAGE_LEAF		4	/* a straggler tree's leaf */
+#define SPINDLE_CPAGE_INNER		5	/* a straggler tree's inner page */
+
+/* page flags */
+#define SPINDLE_CPAGE_INCOMPLETE_SPLIT	0x0001	/* right half has no downlink */
+
+/*
+ * Special space of every page: its kind and subscription; for tree pages
+ * the level, right-link and high key (Lehman and Yao: every key of the
+ * page is below high_key; the rightmost page of a level has right =
+ * InvalidBlockNumber and no high key); for a free page the next free page
+ * (in right) and the full xid at which it was freed.
+ */
+typedef struct SpindleCpageOpaque
+{
+	FullTransactionId freed_xid;	/* when freed (FREE pages), else 0 */
+	int64		high_key;		/* tree pages with a right sibling */
+	BlockNumber right;			/* right sibling, or next free page */
+	uint32		sub;			/* subscription number */
+	uint16		kind;			/* SPINDLE_CPAGE_* */
+	uint16		flags;
+	uint16		level;			/* tree pages: 0 = leaf */
+	uint16		magic;			/* SPINDLE_CPAGE_MAGIC */
+} SpindleCpageOpaque;
+
+#define SpindleCpageGetOpaque(page) \
+	((SpindleCpageOpaque *) PageGetSpecialPointer(page))
+
+/* trees the metapage can name (subscription numbers 0 .. this - 1) */
+#define SPINDLE_CREL_MAX_TREES	64
+
+/* Contents of the metapage, after its header. */
+typedef struct SpindleCrelMeta
+{
+	uint32		magic;			/* SPINDLE_CREL_MAGIC */
+	uint32		version;		/* SPINDLE_CREL_VERSION */
+	BlockNumber free_head;		/* most recently freed page, or Invalid */
+	uint32		nfree;			/* pages on the free list */
+	int64		assigned_max;	/* counters: kept by TRUNCATE */
+	int64		consumed_floor;
+	BlockNumber trees[SPINDLE_CREL_MAX_TREES];	/* tree meta block per
+												 * subscription, or Invalid */
+} SpindleCrelMeta;
+
+#define SpindleCrelGetMeta(page) \
+	((SpindleCrelMeta *) PageGetContents(page))
+
+/* Initialise page (BLCKSZ bytes) as an empty page of a kind. */
+static inline void
+spindle_crel_init_page(Page page, uint16 kind, uint32 sub, uint16 level)
+{
+	SpindleCpageOpaque *op;
+
+	PageInit(page, BLCKSZ, sizeof(SpindleCpageOpaque));
+	op = SpindleCpageGetOpaque(page);
+	memset(op, 0, sizeof(SpindleCpageOpaque));
+	op->kind = kind;
+	op->sub = sub;
+	op->level = level;
+	op->right = InvalidBlockNumber;
+	op->magic = SPINDLE_CPAGE_MAGIC;
+}
+
+/* Is page a consumer-relation page of this kind and subscription? */
+static inline bool
+spindle_crel_page_is(Page page, uint16 kind, uint32 sub)
+{
+	SpindleCpageOpaque *op;
+
+	if (PageIsNew(page) ||
+		PageGetSpecialSize(page) != MAXALIGN(sizeof(SpindleCpageOpaque)))
+		return false;
+	op = SpindleCpageGetOpaque(page);
+	return op->magic == SPINDLE_CPAGE_MAGIC && op->kind == kind &&
+		op->sub == sub;
+}
+
+extern const TableAmRoutine *spindle_meta_routine(void);
+extern void spindle_crel_init_metapage(Page page, int64 assigned_max,
+									   int64 consumed_floor);
+extern SpindleCrelMeta *spindle_crel_check_meta(Relation crel, Buffer buf);
+extern Oid	spindle_consumer_rel_oid(Oid queue_relid);
+extern Oid	spindle_consumer_rel_create(Relation queue);
+extern void spindle_consumer_rel_truncate(Oid queue_relid);
+
 /* ---- touched.c: touched and settled spindles ---- */
 
 /*
