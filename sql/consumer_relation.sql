@@ -22,7 +22,9 @@ CREATE VIEW crels AS
     LEFT JOIN pg_depend d ON d.classid = 'pg_class'::regclass
          AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass
    WHERE c.relnamespace = 'pg_spindle'::regnamespace
-     AND a.amname = 'spindle_meta';
+     AND a.amname = 'spindle_meta'
+     AND (d.refobjid IS NULL
+          OR d.refobjid::regclass::text LIKE 'spindle\_q.cr\_%');
 
 -- made by create_queue, and by any CREATE TABLE of a queue table
 SELECT spindle.create_queue('cr_a');
