@@ -9,6 +9,7 @@ OBJS = \
 	src/storage/counters.o \
 	src/storage/rangepurge.o \
 	src/storage/consumer_rel.o \
+	src/storage/consumer_tree.o \
 	src/storage/touched.o \
 	src/storage/catalog_spi.o \
 	src/table/directory.o \

@@ -306,6 +306,13 @@ extern void spindle_counters_forget_database(Oid dboid);
 /* its record types (the high four bits of xl_info) */
 #define XLOG_SPINDLE_PURGE		0x10	/* rangepurge.c */
 #define XLOG_SPINDLE_MAP_SET	0x20	/* slotmap.c */
+/* consumer_tree.c: the consumer relation's pages (design section 4) */
+#define XLOG_SPINDLE_STRAGGLE	0x30	/* run upserts and removals on a leaf */
+#define XLOG_SPINDLE_SPLIT		0x40	/* left + new right, left flagged */
+#define XLOG_SPINDLE_INSERT_UPPER 0x50	/* parent's downlink, flag cleared */
+#define XLOG_SPINDLE_NEWROOT	0x60	/* new root (or new tree), tree meta */
+#define XLOG_SPINDLE_FREE		0x70	/* a page onto the free list */
+#define XLOG_SPINDLE_REUSE		0x80	/* a free page taken: conflict horizon */
 
 extern void spindle_rangepurge_register(void);	/* from _PG_init, only while process_shared_preload_libraries_in_progress */
 
@@ -413,6 +420,38 @@ spindle_crel_page_is(Page page, uint16 kind, uint32 sub)
 	return op->magic == SPINDLE_CPAGE_MAGIC && op->kind == kind &&
 		op->sub == sub;
 }
+
+/*
+ * A run of the straggler tree (a leaf item, 32 bytes): ids [first, first +
+ * len) of one subscription in one state.  Runs of a tree never overlap.
+ */
+typedef struct SpindleRun
+{
+	int64		first;			/* the key */
+	TimestampTz due;			/* DELAYED, LEASED, PENDING: when */
+	uint32		len;			/* ids in the run, > 0 */
+	int32		read_count;		/* deliveries, saturating */
+	uint32		awaited;		/* PENDING: the xid; GROUPED: the group */
+	uint16		kind;			/* SPINDLE_RUN_* */
+	uint16		flags;
+} SpindleRun;
+
+#define SPINDLE_RUN_READY		1
+#define SPINDLE_RUN_DELAYED		2
+#define SPINDLE_RUN_LEASED		3
+#define SPINDLE_RUN_PENDING		4
+#define SPINDLE_RUN_GROUPED		5
+#define SPINDLE_RUN_CONSUMED	6
+
+extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */
+extern bool spindle_test_split_crash;	/* GUC, test only: PANIC after SPLIT */
+extern void spindle_crel_define_gucs(void);
+
+/* the resource manager's part (rangepurge.c dispatches) */
+extern void spindle_crel_redo(struct XLogReaderState *record);
+extern void spindle_crel_desc(StringInfo buf, struct XLogReaderState *record);
+extern const char *spindle_crel_identify(uint8 info);
+extern bool spindle_crel_mask(char *pagedata, BlockNumber blkno);
 
 extern const TableAmRoutine *spindle_meta_routine(void);
 extern void spindle_crel_init_metapage(Page page, int64 assigned_max,
