@@ -77,6 +77,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -1624,7 +1625,8 @@ test_open(Oid queue, int32 sub, bool writer, Tree *t)
 	if (!OidIsValid(croid))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("relation with OID %u has no consumer relation", queue),
+				 errmsg("relation \"%s\" has no consumer relation",
+						get_rel_name(queue)),
 				 errhint("Only queue tables have one.")));
 	t->crel = relation_open(croid, writer ? RowExclusiveLock : AccessShareLock);
 	t->sub = (uint32) sub;
