@@ -1176,14 +1176,132 @@ tree_cut(Tree *t, int64 a, int64 b, int32 *maxrc)
 }
 
 /*
+ * Upsert run into one leaf with one STRAGGLE record, when everything it
+ * touches is there: the leaf holding its first id also holds the run
+ * before it (or no run can be before it), every run it overlaps, and room
+ * for what it adds.  Splits a full leaf and tries again.  Returns false
+ * (having written nothing) when the upsert spans leaves.
+ */
+static bool
+tree_upsert_one_leaf(Tree *t, const SpindleRun *run)
+{
+	int64		a = run->first;
+	int64		b = run_end(run);
+
+	for (;;)
+	{
+		int64		low;
+		Buffer		buf = tree_descend(t, a, 0, BUFFER_LOCK_EXCLUSIVE, &low);
+		Page		page;
+		SpindleCpageOpaque *op;
+		SpindleRun *items;
+		SpindleRun	r = *run;
+		SpindleRun	head;
+		SpindleRun	tail;
+		int			n;
+		int			p;
+		int			i0;
+		int			i1;
+		int			i;
+		int			added = 1;
+		bool		pred_cut = false;
+		bool		pred_tail = false;
+		StringInfoData ops;
+		int			nops = 0;
+
+		if (!BufferIsValid(buf))
+		{
+			tree_create(t);
+			continue;
+		}
+		page = BufferGetPage(buf);
+		op = SpindleCpageGetOpaque(page);
+		items = leaf_items(page);
+		n = page_nitems(page, sizeof(SpindleRun));
+		p = a == PG_INT64_MIN ? -1 : leaf_search_le(page, a - 1);
+		i0 = p + 1;
+		i1 = leaf_search_ge(page, b);
+		/*
+		 * A run before a may live in a leaf to the left; runs before b, or a
+		 * tail cut off at b, may belong to the next one.
+		 */
+		if ((p < 0 && low != PG_INT64_MIN) ||
+			(op->right != InvalidBlockNumber && b >= op->high_key))
+		{
+			UnlockReleaseBuffer(buf);
+			return false;
+		}
+		if (p >= 0 && run_end(&items[p]) > a)
+		{
+			pred_cut = true;
+			r.read_count = Max(r.read_count, items[p].read_count);
+			head = items[p];
+			head.len = (uint32) (a - head.first);
+			if (run_end(&items[p]) > b)
+			{
+				pred_tail = true;
+				tail = items[p];
+				tail.first = b;
+				tail.len = (uint32) (run_end(&items[p]) - b);
+				added++;
+			}
+		}
+		for (i = i0; i < i1; i++)
+		{
+			r.read_count = Max(r.read_count, items[i].read_count);
+			if (run_end(&items[i]) <= b)
+				added--;
+		}
+		if (n + added > page_capacity(sizeof(SpindleRun)))
+		{
+			BlockNumber blk = BufferGetBlockNumber(buf);
+
+			tree_split(t, buf, a);
+			tree_finish_split(t, blk, 0);
+			continue;
+		}
+
+		/* from the highest position down, so that each stays valid */
+		initStringInfo(&ops);
+		for (i = i1 - 1; i >= i0; i--)
+		{
+			if (run_end(&items[i]) > b)
+			{
+				SpindleRun	cut = items[i];
+
+				cut.first = b;
+				cut.len = (uint32) (run_end(&items[i]) - b);
+				straggle_add(&ops, &nops, SOP_REPLACE, i, &cut);
+			}
+			else
+				straggle_add(&ops, &nops, SOP_DELETE, i, NULL);
+		}
+		straggle_add(&ops, &nops, SOP_INSERT, i0, &r);
+		if (pred_tail)
+			straggle_add(&ops, &nops, SOP_INSERT, i0 + 1, &tail);
+		if (pred_cut)
+			straggle_add(&ops, &nops, SOP_REPLACE, p, &head);
+		straggle_log(t, buf, &ops, nops);
+		UnlockReleaseBuffer(buf);
+		pfree(ops.data);
+		return true;
+	}
+}
+
+/*
  * Upsert run into tree t: whatever the tree holds for its ids is replaced
- * (runs cut around it), its read_count the largest of it and theirs.
+ * (runs cut around it), its read_count the largest of it and theirs.  One
+ * STRAGGLE record when it stays within a leaf; across leaves, the cut
+ * (a record per leaf) and then the insert, which a crash may separate
+ * (docs/design.md, section 4, "Step 2 as built").
  */
 static void
 tree_upsert(Tree *t, const SpindleRun *run)
 {
 	SpindleRun	r = *run;
 
+	if (tree_upsert_one_leaf(t, run))
+		return;
 	(void) tree_cut(t, run->first, run_end(run), &r.read_count);
 	tree_insert(t, &r);
 }
