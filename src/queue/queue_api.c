@@ -9,7 +9,10 @@
  * owner; the utility hook of options.c takes WITH (events_per_spindle,
  * time_to_live)), then its registry row (queue_catalog.c).  drop_queue
  * needs the owner and runs DROP TABLE as the caller; the object access
- * hook removes the registry row.
+ * hook removes the registry row.  Any CREATE of a queue table (this one,
+ * a restore's) gives it a consumer relation (spindle_queue_table_created,
+ * called by the utility hook; storage/consumer_rel.c), which every drop
+ * of the table takes along and a TRUNCATE renews (queue_truncated).
  *
  * enqueue and enqueue_batch place their events without the executor when
  * the queue's table has nothing an INSERT must do besides (queue_insert.c).
