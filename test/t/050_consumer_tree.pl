@@ -5,7 +5,10 @@
 # the primary's image); a server stopped with -m immediate while a tree is
 # being built comes back with a tree that verifies and holds every upsert
 # whose transaction committed; a crash between a SPLIT and its
-# INSERT_UPPER leaves a flagged page that the next insert finishes; an
+# INSERT_UPPER leaves a flagged page that the next insert finishes; a
+# standby reader scanning while splits are replayed stays consistent; a
+# freed page taken again (REUSE) cancels a standby snapshot that could
+# still read it; an
 # unlogged queue's consumer relation comes back empty from its init fork;
 # pg_dump writes no consumer relation, and a restore makes a new one.
 use strict;
@@ -187,6 +190,86 @@ for my $sub (3, 4)
 	is(tree_of($standby, $sub), tree_of($primary, $sub),
 		"standby: tree $sub after the crashes has the primary's runs");
 }
+
+# a standby reader scanning a tree over and over while the primary splits
+# it: it neither hangs nor errors, never sees a run twice or runs
+# overlapping, and never loses a run it saw before
+my $build = IPC::Run::start(
+	[
+		'psql', '-X', '-h', $primary->host, '-p', $primary->port,
+		'-d', 'postgres', '-c', 'SET spindle.test_tree_fanout = 4', '-c',
+		q{DO $$
+BEGIN
+  FOR i IN 1..60000 LOOP
+    PERFORM spindle._run_upsert('spindle_q.q', 7, (i * 7919) % 1000003, 1);
+  END LOOP;
+END $$}
+	],
+	'<', \undef, '>', \$h{out}, '2>', \$h{err});
+$standby->poll_query_until('postgres',
+	q{SELECT (spindle._run_verify('spindle_q.q', 7)).height > 0})
+  or die 'tree 7 never reached the standby';
+my $loop = $standby->safe_psql(
+	'postgres', q{
+DO $$
+DECLARE
+  n bigint; prev bigint := 0; bad bigint; scans int := 0;
+BEGIN
+  FOR i IN 1..1000 LOOP
+    SELECT count(*), count(*) FILTER (WHERE first < prev_end) INTO n, bad
+      FROM (SELECT first, lag(first + len) OVER (ORDER BY first) AS prev_end
+              FROM spindle._run_scan('spindle_q.q', 7, 0, 2000000)) s;
+    IF bad > 0 OR n < prev THEN
+      RAISE EXCEPTION 'scan %: % runs (% before), % overlapping', i, n, prev, bad;
+    END IF;
+    prev := n;
+    scans := scans + 1;
+    EXIT WHEN n = 60000;
+  END LOOP;
+  RAISE NOTICE 'scans %, last %', scans, prev;
+END $$;
+SELECT 'done'}, timeout => $PostgreSQL::Test::Utils::timeout_default);
+is($loop, 'done', 'standby reader: scans across concurrent splits stay consistent');
+$build->finish;
+$primary->wait_for_catchup($standby);
+is(tree_of($standby, 7), tree_of($primary, 7),
+	'standby: tree 7 has the primary\'s runs');
+like(verify_of($standby, 7), qr/^\d+\|60000\|0\|\{\}$/,
+	'standby: tree 7 verifies');
+
+# a freed page is not taken again under a standby snapshot that could still
+# read it: the REUSE record cancels that standby transaction
+$standby->append_conf('postgresql.conf',
+	"max_standby_streaming_delay = 0\nhot_standby_feedback = off\n");
+$standby->reload;
+$primary->safe_psql('postgres',
+	q{SET spindle.test_tree_fanout = 4;
+	  SELECT spindle._run_upsert('spindle_q.q', 5, 1, 1, count => 40, stride => 2)});
+$primary->wait_for_catchup($standby);
+my $reader = $standby->background_psql('postgres', on_error_stop => 0);
+$reader->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+is( $reader->query_safe(
+		q{SELECT count(*) FROM spindle._run_scan('spindle_q.q', 5, 0, 100)}),
+	'40', 'standby reader: a snapshot that read tree 5');
+my $off = -s $standby->logfile;
+$primary->safe_psql('postgres', q{SELECT spindle._run_drop('spindle_q.q', 5)});
+$primary->safe_psql('postgres', 'SELECT txid_current()');
+$primary->wait_for_catchup($standby);
+is($reader->query_safe('SELECT 1'), '1',
+	'standby reader: freeing the pages (FREE) cancels nothing');
+my $size_sql = q{SELECT pg_relation_size(c.oid) FROM pg_class c
+  WHERE c.relnamespace = 'pg_spindle'::regnamespace
+    AND c.relname = 'c' || 'spindle_q.q'::regclass::oid};
+my $size = $primary->safe_psql('postgres', $size_sql);
+$primary->safe_psql('postgres',
+	q{SET spindle.test_tree_fanout = 4;
+	  SELECT spindle._run_upsert('spindle_q.q', 6, 1, 1, count => 10, stride => 2)});
+is($primary->safe_psql('postgres', $size_sql), $size,
+	'primary: the freed pages were reused (no snapshot there could see them)');
+$primary->wait_for_catchup($standby);
+ok( $standby->log_contains(qr/conflict with recovery/, $off),
+	'standby reader: cancelled by the REUSE record');
+eval { $reader->quit; };
 
 # an unlogged queue's consumer relation: empty again after a crash
 $primary->safe_psql('postgres',
