@@ -20,6 +20,13 @@ CREATE ACCESS METHOD spindle TYPE TABLE HANDLER spindle.spindle_handler;
 COMMENT ON ACCESS METHOD spindle IS 'append-only spindle queue tables';
 CREATE ACCESS METHOD spindle_segment TYPE TABLE HANDLER spindle.segment_handler;
 COMMENT ON ACCESS METHOD spindle_segment IS 'internal: storage of one spindle';
+-- "spindle_meta" is the access method of a queue's consumer relation
+-- pg_spindle.c<queue table oid>: no tuples, pages written by the queue
+-- calls; it exists so that VACUUM, ANALYZE and autovacuum reach it.
+CREATE FUNCTION spindle.meta_handler(internal) RETURNS table_am_handler
+    AS 'MODULE_PATHNAME', 'spindle_meta_handler' LANGUAGE C STRICT;
+CREATE ACCESS METHOD spindle_meta TYPE TABLE HANDLER spindle.meta_handler;
+COMMENT ON ACCESS METHOD spindle_meta IS 'internal: consumer state of one queue';
 
 -- Schema pg_spindle holds the spindles.  pg_dump skips pg_* schemas, so
 -- the spindles are never dumped (a restore fills new ones); the schema is
@@ -171,6 +178,43 @@ CREATE FUNCTION spindle._purge_events(rel regclass, tids tid[])
 COMMENT ON FUNCTION spindle._purge_events(regclass, tid[]) IS
     'internal, for tests: purge the events with these TIDs by the current transaction, one WAL record per spindle page; superuser only';
 REVOKE ALL ON FUNCTION spindle._purge_events(regclass, tid[]) FROM PUBLIC;
+
+-- Test only (superusers; docs/design.md, consumer state, step 2): drive the
+-- straggler tree of subscription `sub` in a queue's consumer relation.
+-- Runs are non-transactional page changes, as the consumer state's are.
+CREATE FUNCTION spindle._run_upsert(queue regclass, sub int, first bigint,
+    len bigint, kind int DEFAULT 1, due timestamptz DEFAULT NULL,
+    read_count int DEFAULT 0, awaited bigint DEFAULT 0,
+    count int DEFAULT 1, stride bigint DEFAULT 0)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'spindle_run_upsert' LANGUAGE C VOLATILE;
+CREATE FUNCTION spindle._run_remove(queue regclass, sub int, first bigint,
+    len bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'spindle_run_remove' LANGUAGE C STRICT VOLATILE;
+CREATE FUNCTION spindle._run_lookup(queue regclass, sub int, id bigint,
+    OUT first bigint, OUT len bigint, OUT kind int, OUT due timestamptz,
+    OUT read_count int, OUT awaited bigint)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'spindle_run_lookup' LANGUAGE C STRICT VOLATILE;
+CREATE FUNCTION spindle._run_scan(queue regclass, sub int, lo bigint,
+    hi bigint)
+    RETURNS TABLE (first bigint, len bigint, kind int, due timestamptz,
+                   read_count int, awaited bigint)
+    AS 'MODULE_PATHNAME', 'spindle_run_scan' LANGUAGE C STRICT VOLATILE;
+CREATE FUNCTION spindle._run_verify(queue regclass, sub int,
+    OUT height int, OUT pages int, OUT runs bigint, OUT ids bigint,
+    OUT incomplete_splits int, OUT problems text[])
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'spindle_run_verify' LANGUAGE C STRICT VOLATILE;
+CREATE FUNCTION spindle._run_drop(queue regclass, sub int) RETURNS int
+    AS 'MODULE_PATHNAME', 'spindle_run_drop' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION spindle._run_upsert(regclass, int, bigint, bigint, int,
+    timestamptz, int, bigint, int, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION spindle._run_remove(regclass, int, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION spindle._run_lookup(regclass, int, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION spindle._run_scan(regclass, int, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION spindle._run_verify(regclass, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION spindle._run_drop(regclass, int) FROM PUBLIC;
 
 -- ===================== Queues =====================
 -- A queue "orders" is the spindle table spindle_q.orders (owned by the role

@@ -47,6 +47,7 @@ PG_MODULE_MAGIC;
 
 PG_FUNCTION_INFO_V1(spindle_handler);
 PG_FUNCTION_INFO_V1(spindle_segment_handler);
+PG_FUNCTION_INFO_V1(spindle_meta_handler);
 PG_FUNCTION_INFO_V1(spindle_require_preload);
 PG_FUNCTION_INFO_V1(spindle_create_storage_schema);
 PG_FUNCTION_INFO_V1(spindle_xid_is_current);
@@ -167,6 +168,7 @@ _PG_init(void)
 		spindle_worker_register();
 		spindle_rangepurge_register();
 	}
+	spindle_crel_define_gucs();
 	/* before the prefix is reserved: it defines spindle.max_payload_size */
 	spindle_queue_catalog_init();
 	spindle_queue_api_init();
@@ -201,6 +203,13 @@ Datum
 spindle_segment_handler(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_POINTER(spindle_segment_routine());
+}
+
+/* The handler of access method spindle_meta (queues' consumer relations) */
+Datum
+spindle_meta_handler(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_POINTER(spindle_meta_routine());
 }
 
 /*

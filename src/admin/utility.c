@@ -12,7 +12,8 @@
  * others after it, in the same transaction):
  *
  *	CREATE TABLE [AS]	spindle's options taken out, the new table's
- *						capacity fixed and its first spindle made
+ *						capacity fixed and its first spindle made; a
+ *						queue table gets its consumer relation
  *	ALTER TABLE			spindle's options taken out and written back;
  *						what would rewrite a spindle table refused, also
  *						through a parent or a composite type
@@ -126,6 +127,7 @@ run_creating(UtilityCall *call, List *options)
 {
 	SpindleCreateState outer;
 	SpindleCreateState mine;
+	Oid			relid;
 
 	spindle_create_begin(options, &outer);
 	PG_TRY();
@@ -137,7 +139,11 @@ run_creating(UtilityCall *call, List *options)
 		spindle_create_end(&outer, &mine);
 	}
 	PG_END_TRY();
+	relid = mine.relid;
 	spindle_create_finish(&mine);
+	/* a queue table (create_queue, a restore, ...) gets its consumer relation */
+	if (OidIsValid(relid))
+		spindle_queue_table_created(relid);
 }
 
 /* CREATE TABLE (CREATE FOREIGN TABLE has a node of its own: never ours) */

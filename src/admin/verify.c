@@ -258,8 +258,8 @@ read_rows(Oid facade, VRow **out)
 
 /*
  * The relations of schema pg_spindle that belong to the table (named
- * s<oid>_<n>, or depending on it) and that no detached row (relation = 0)
- * claims.  Their OIDs into *oids, names into *names.
+ * s<oid>_<n>, or depending on it, but not its consumer relation c<oid>)
+ * and that no detached row (relation = 0) claims.  Their OIDs into *oids, names into *names.
  */
 static int
 read_storage(Oid facade, Oid **oids, char ***names)
@@ -280,6 +280,8 @@ read_storage(Oid facade, Oid **oids, char ***names)
 						 " JOIN pg_catalog.pg_namespace s ON s.oid = c.relnamespace"
 						 " WHERE s.nspname OPERATOR(pg_catalog.=) 'pg_spindle'"
 						 " AND c.relkind OPERATOR(pg_catalog.=) 'r'"
+						 " AND c.relam OPERATOR(pg_catalog.<>) (SELECT a.oid FROM pg_catalog.pg_am a"
+						 "       WHERE a.amname OPERATOR(pg_catalog.=) 'spindle_meta')"
 						 " AND (c.relname::pg_catalog.text OPERATOR(pg_catalog.~~) $2"
 						 "      OR EXISTS (SELECT FROM pg_catalog.pg_depend d"
 						 "       WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"

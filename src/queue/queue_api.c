@@ -9,7 +9,10 @@
  * owner; the utility hook of options.c takes WITH (events_per_spindle,
  * time_to_live)), then its registry row (queue_catalog.c).  drop_queue
  * needs the owner and runs DROP TABLE as the caller; the object access
- * hook removes the registry row.
+ * hook removes the registry row.  Any CREATE of a queue table (this one,
+ * a restore's) gives it a consumer relation (spindle_queue_table_created,
+ * called by the utility hook; storage/consumer_rel.c), which every drop
+ * of the table takes along and a TRUNCATE renews (queue_truncated).
  *
  * enqueue and enqueue_batch place their events without the executor when
  * the queue's table has nothing an INSERT must do besides (queue_insert.c).
@@ -722,6 +725,28 @@ queue_truncated(Relation rel, bool transactional)
 	spindle_cache_reset(RelationGetRelid(rel));
 	if (transactional)
 		spindle_queue_note_truncate(rel);
+	/* a new relfilenode for its consumer relation, counters kept */
+	spindle_consumer_rel_truncate(RelationGetRelid(rel));
+}
+
+/*
+ * A spindle table was just created by this transaction (the utility hook
+ * calls this after every CREATE TABLE [AS] of one, whoever runs it:
+ * create_queue, a restore, a user): if it is a queue table, give it its
+ * consumer relation, which depends on it INTERNALly and so goes with
+ * every drop of it.  The creating statement holds the table
+ * AccessExclusive.
+ */
+void
+spindle_queue_table_created(Oid relid)
+{
+	Relation	rel = try_relation_open(relid, AccessExclusiveLock);
+
+	if (rel == NULL)
+		return;
+	if (spindle_is_facade(rel) && spindle_relation_is_queue(rel))
+		(void) spindle_consumer_rel_create(rel);
+	relation_close(rel, NoLock);
 }
 
 /* Events placed in a spindle table: the cache keeps those of queues. */

@@ -226,5 +226,6 @@ extern int64 *spindle_queue_ttl_held(Relation facade, int64 lo, int64 hi,
 /* ---- queue_api.c: create, drop, enqueue ---- */
 
 extern void spindle_queue_api_init(void);
+extern void spindle_queue_table_created(Oid relid);
 
 #endif							/* SPINDLE_QUEUE_LAYER_H */

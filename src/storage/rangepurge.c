@@ -415,6 +415,14 @@ spindle_rmgr_redo(XLogReaderState *record)
 		case XLOG_SPINDLE_MAP_SET:
 			spindle_slotmap_redo_set(record);
 			break;
+		case XLOG_SPINDLE_STRAGGLE:
+		case XLOG_SPINDLE_SPLIT:
+		case XLOG_SPINDLE_INSERT_UPPER:
+		case XLOG_SPINDLE_NEWROOT:
+		case XLOG_SPINDLE_FREE:
+		case XLOG_SPINDLE_REUSE:
+			spindle_crel_redo(record);
+			break;
 		default:
 			elog(PANIC, "spindle_rmgr_redo: unknown op code %u", info);
 	}
@@ -428,6 +436,8 @@ spindle_rmgr_desc(StringInfo buf, XLogReaderState *record)
 
 	if (info == XLOG_SPINDLE_MAP_SET)
 		spindle_slotmap_desc_set(buf, record);
+	else if (spindle_crel_identify(info) != NULL)
+		spindle_crel_desc(buf, record);
 	else if (info == XLOG_SPINDLE_PURGE)
 	{
 		xl_spindle_purge *xlrec = (xl_spindle_purge *) XLogRecGetData(record);
@@ -470,14 +480,14 @@ spindle_rmgr_identify(uint8 info)
 		case XLOG_SPINDLE_MAP_SET:
 			return "MAP_SET";
 		default:
-			return NULL;
+			return spindle_crel_identify(info);
 	}
 }
 
 /*
- * Mask a page for wal_consistency_checking: a spindle's heap page (purge
- * records) as heap does, a slot map page (map records) as a page of no
- * tuples.  Map pages are made by PageInit(page, BLCKSZ, 0) and never get a
+ * Mask a page for wal_consistency_checking: a consumer relation's page as
+ * consumer_tree.c says, a spindle's heap page (purge records) as heap
+ * does, a slot map page (map records) as a page of no tuples.  Map pages are made by PageInit(page, BLCKSZ, 0) and never get a
  * tuple, so pd_upper stays at BLCKSZ; a heap page with pd_upper there has
  * no tuple storage either, and heap_mask would only mask what this masks
  * (its entries must not be read as line pointers: they are not).
@@ -487,6 +497,9 @@ spindle_rmgr_mask(char *pagedata, BlockNumber blkno)
 {
 	PageHeader	phdr = (PageHeader) pagedata;
 
+	/* a page of a consumer relation (consumer_tree.c) */
+	if (spindle_crel_mask(pagedata, blkno))
+		return;
 	if (PageIsNew(pagedata) || phdr->pd_upper < BLCKSZ)
 	{
 		heap_mask(pagedata, blkno);

@@ -319,6 +319,13 @@ extern void spindle_counters_forget_database(Oid dboid);
 /* its record types (the high four bits of xl_info) */
 #define XLOG_SPINDLE_PURGE		0x10	/* rangepurge.c */
 #define XLOG_SPINDLE_MAP_SET	0x20	/* slotmap.c */
+/* consumer_tree.c: the consumer relation's pages (design section 4) */
+#define XLOG_SPINDLE_STRAGGLE	0x30	/* run upserts and removals on a leaf */
+#define XLOG_SPINDLE_SPLIT		0x40	/* left + new right, left flagged */
+#define XLOG_SPINDLE_INSERT_UPPER 0x50	/* parent's downlink, flag cleared */
+#define XLOG_SPINDLE_NEWROOT	0x60	/* new root (or new tree), tree meta */
+#define XLOG_SPINDLE_FREE		0x70	/* a page onto the free list */
+#define XLOG_SPINDLE_REUSE		0x80	/* a free page taken: conflict horizon */
 
 extern void spindle_rangepurge_register(void);	/* from _PG_init, only while process_shared_preload_libraries_in_progress */
 
@@ -331,6 +338,141 @@ extern void spindle_rangepurge_register(void);	/* from _PG_init, only while proc
  * TOAST goes with the spindle when it is dropped).
  */
 extern void spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets, int n, CommandId cid);
+
+/* ---- consumer_rel.c, consumer_tree.c: the consumer relation of a queue ---- */
+
+/*
+ * A queue's consumer relation pg_spindle.c<queue table oid> (access method
+ * spindle_meta; docs/design.md, "Consumer state that scales with what
+ * stays", sections 3 and 4).  Every page has a standard header, its items
+ * between the header and pd_lower, pd_upper = pd_special, and a special
+ * space saying what structure the page belongs to.
+ */
+#define SPINDLE_CREL_METAPAGE	0
+#define SPINDLE_CREL_MAGIC		0x5350434D	/* "SPCM" */
+#define SPINDLE_CREL_VERSION	1
+#define SPINDLE_CPAGE_MAGIC		0xC0DE
+
+/* page kinds (SpindleCpageOpaque.kind) */
+#define SPINDLE_CPAGE_META		1	/* block 0 */
+#define SPINDLE_CPAGE_FREE		2	/* on the free list */
+#define SPINDLE_CPAGE_TREEMETA	3	/* a straggler tree's meta block */
+#define SPINDLE_CPAGE_LEAF		4	/* a straggler tree's leaf */
+#define SPINDLE_CPAGE_INNER		5	/* a straggler tree's inner page */
+
+/* page flags */
+#define SPINDLE_CPAGE_INCOMPLETE_SPLIT	0x0001	/* right half has no downlink */
+
+/*
+ * Special space of every page: its kind and subscription; for tree pages
+ * the level, right-link and high key (Lehman and Yao: every key of the
+ * page is below high_key; the rightmost page of a level has right =
+ * InvalidBlockNumber and no high key); for a free page the next free page
+ * (in right) and the full xid at which it was freed.
+ */
+typedef struct SpindleCpageOpaque
+{
+	FullTransactionId freed_xid;	/* when freed (FREE pages), else 0 */
+	int64		high_key;		/* tree pages with a right sibling */
+	BlockNumber right;			/* right sibling, or next free page */
+	uint32		sub;			/* subscription number */
+	uint16		kind;			/* SPINDLE_CPAGE_* */
+	uint16		flags;
+	uint16		level;			/* tree pages: 0 = leaf */
+	uint16		magic;			/* SPINDLE_CPAGE_MAGIC */
+} SpindleCpageOpaque;
+
+#define SpindleCpageGetOpaque(page) \
+	((SpindleCpageOpaque *) PageGetSpecialPointer(page))
+
+/* trees the metapage can name (subscription numbers 0 .. this - 1) */
+#define SPINDLE_CREL_MAX_TREES	64
+
+/* Contents of the metapage, after its header. */
+typedef struct SpindleCrelMeta
+{
+	uint32		magic;			/* SPINDLE_CREL_MAGIC */
+	uint32		version;		/* SPINDLE_CREL_VERSION */
+	BlockNumber free_head;		/* most recently freed page, or Invalid */
+	uint32		nfree;			/* pages on the free list */
+	int64		assigned_max;	/* counters: kept by TRUNCATE */
+	int64		consumed_floor;
+	BlockNumber trees[SPINDLE_CREL_MAX_TREES];	/* tree meta block per
+												 * subscription, or Invalid */
+} SpindleCrelMeta;
+
+#define SpindleCrelGetMeta(page) \
+	((SpindleCrelMeta *) PageGetContents(page))
+
+/* Initialise page (BLCKSZ bytes) as an empty page of a kind. */
+static inline void
+spindle_crel_init_page(Page page, uint16 kind, uint32 sub, uint16 level)
+{
+	SpindleCpageOpaque *op;
+
+	PageInit(page, BLCKSZ, sizeof(SpindleCpageOpaque));
+	op = SpindleCpageGetOpaque(page);
+	memset(op, 0, sizeof(SpindleCpageOpaque));
+	op->kind = kind;
+	op->sub = sub;
+	op->level = level;
+	op->right = InvalidBlockNumber;
+	op->magic = SPINDLE_CPAGE_MAGIC;
+}
+
+/* Is page a consumer-relation page of this kind and subscription? */
+static inline bool
+spindle_crel_page_is(Page page, uint16 kind, uint32 sub)
+{
+	SpindleCpageOpaque *op;
+
+	if (PageIsNew(page) ||
+		PageGetSpecialSize(page) != MAXALIGN(sizeof(SpindleCpageOpaque)))
+		return false;
+	op = SpindleCpageGetOpaque(page);
+	return op->magic == SPINDLE_CPAGE_MAGIC && op->kind == kind &&
+		op->sub == sub;
+}
+
+/*
+ * A run of the straggler tree (a leaf item, 32 bytes): ids [first, first +
+ * len) of one subscription in one state.  Runs of a tree never overlap.
+ */
+typedef struct SpindleRun
+{
+	int64		first;			/* the key */
+	TimestampTz due;			/* DELAYED, LEASED, PENDING: when */
+	uint32		len;			/* ids in the run, > 0 */
+	int32		read_count;		/* deliveries, saturating */
+	uint32		awaited;		/* PENDING: the xid; GROUPED: the group */
+	uint16		kind;			/* SPINDLE_RUN_* */
+	uint16		flags;
+} SpindleRun;
+
+#define SPINDLE_RUN_READY		1
+#define SPINDLE_RUN_DELAYED		2
+#define SPINDLE_RUN_LEASED		3
+#define SPINDLE_RUN_PENDING		4
+#define SPINDLE_RUN_GROUPED		5
+#define SPINDLE_RUN_CONSUMED	6
+
+extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */
+extern bool spindle_test_split_crash;	/* GUC, test only: PANIC after SPLIT */
+extern void spindle_crel_define_gucs(void);
+
+/* the resource manager's part (rangepurge.c dispatches) */
+extern void spindle_crel_redo(struct XLogReaderState *record);
+extern void spindle_crel_desc(StringInfo buf, struct XLogReaderState *record);
+extern const char *spindle_crel_identify(uint8 info);
+extern bool spindle_crel_mask(char *pagedata, BlockNumber blkno);
+
+extern const TableAmRoutine *spindle_meta_routine(void);
+extern void spindle_crel_init_metapage(Page page, int64 assigned_max,
+									   int64 consumed_floor);
+extern SpindleCrelMeta *spindle_crel_check_meta(Relation crel, Buffer buf);
+extern Oid	spindle_consumer_rel_oid(Oid queue_relid);
+extern Oid	spindle_consumer_rel_create(Relation queue);
+extern void spindle_consumer_rel_truncate(Oid queue_relid);
 
 /* ---- touched.c: touched and settled spindles ---- */
 

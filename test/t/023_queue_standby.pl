@@ -133,6 +133,7 @@ is( $standby->safe_psql(
 		'postgres', q{
 SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'pg_spindle' AND c.relkind = 'r'
+   AND c.relam <> (SELECT oid FROM pg_am WHERE amname = 'spindle_meta')
    AND c.oid NOT IN (SELECT segment FROM spindle.spindle_catalog)}),
 	'0',
 	'no orphan segment on the standby');
