@@ -166,6 +166,8 @@ typedef struct ClaimRef
 	uint32		generation;
 	SubTransactionId subid;
 	uint64		lease_call;		/* the read() call that made it, or 0 */
+	bool		purge;			/* it purged events (dequeue, ack, a move to
+								 * the dead-letter queue): PREPARE refused */
 } ClaimRef;
 
 static dlist_head my_claims = DLIST_STATIC_INIT(my_claims);	/* ClaimRefs */
@@ -383,6 +385,9 @@ holds_claims(void)
 		QueueItem  *item = spindle_qitem_at(ref->index);
 		bool		held;
 
+		/* an evicted state no longer shows it */
+		if (ref->purge)
+			return true;
 		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 		held = item->generation == ref->generation &&
 			item->kind == QITEM_CLAIM && item->owner == MyProc->pgprocno;
@@ -621,7 +626,7 @@ fail_portals(SubTransactionId subid)
  * (out of memory), the claim still ends: consumers take a claim whose
  * owner's transaction is over as one to examine again (item_ready).
  */
-static void
+static ClaimRef *
 remember_claim(QueueState *qs, QueueItem *item)
 {
 	ClaimRef   *ref;
@@ -635,7 +640,33 @@ remember_claim(QueueState *qs, QueueItem *item)
 	ref->generation = item->generation;
 	ref->subid = GetCurrentSubTransactionId();
 	ref->lease_call = current_lease_call;
+	ref->purge = false;
 	dlist_push_tail(&my_claims, &ref->node);
+	return ref;
+}
+
+/*
+ * Claim item (of qs, as of generation) purged events: PREPARE is refused
+ * for this transaction while its subtransaction lives, even once the
+ * queue's state was evicted and the item reused (holds_claims).  Looks
+ * from the newest claim back: the one sought is among the last few.
+ */
+static void
+mark_purge(QueueState *qs, QueueItem *item, uint32 generation)
+{
+	dlist_iter	iter;
+
+	dlist_reverse_foreach(iter, &my_claims)
+	{
+		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
+
+		if (ref->slot == qs->slot && ref->index == item->index &&
+			ref->generation == generation)
+		{
+			ref->purge = true;
+			return;
+		}
+	}
 }
 
 /* ---------- opening a queue ---------- */
@@ -1596,6 +1627,8 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 			if (run == NULL)
 			{
 				i = keep_rest(item, c, n, i, s, lease, xid);
+				if (item->kind == QITEM_CLAIM && item->mixed)
+					mark_purge(qs, item, item->generation);
 				break;
 			}
 			run->kind = kind;
@@ -1611,9 +1644,12 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 				remember_claim(qs, run);
 			if (!last)
 				item->start = c[j + 1].msg_id;
-			/* a dequeue's claim joins the one just before it */
 			if (kind == QITEM_CLAIM && !leasing)
+			{
+				/* a purge; it joins the claim just before it */
+				mark_purge(qs, run, run->generation);
 				(void) join_last_claim(qs, run);
+			}
 			i = j + 1;
 		}
 	}
@@ -2488,7 +2524,10 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	cache_done(facade, cache_slot, &c, 1, true);
 
 	if (item != NULL && purged)
+	{
+		mark_purge(qs, item, generation);
 		join_last_ack(qs, item, generation);
+	}
 	if (item == NULL && purged)
 	{
 		register_callbacks();
