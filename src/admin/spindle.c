@@ -176,6 +176,7 @@ _PG_init(void)
 	spindle_queue_register_hooks();
 	spindle_table_hooks.wake_worker = spindle_worker_nudge;
 
+	spindle_bitmap_no_prefetch();
 	spindle_utility_init();
 	spindle_options_init();
 	spindle_directory_init();

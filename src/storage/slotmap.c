@@ -31,7 +31,12 @@
  * entry pointing into the range has been removed and before the range can
  * be given to another spindle (maintenance.c), so a TID never comes to mean
  * a different event while any index still holds it.  pd_lower of a map
- * page covers every non-zero entry; entries past it are zero.
+ * page covers every non-zero entry; entries past it are zero.  An all-zero
+ * page is an empty map page, so the fork is extended straight to the map
+ * page a write needs (a hole in the file, read as zeroes), never page by
+ * page: the map of a range costs its own pages, wherever it lies, plus the
+ * fork's apparent size up to it (allocation is lowest first, so the holes
+ * stay small; spindle.test_vslot_base makes big ones on purpose).
  *
  * The metapage also lists the ranges of spindles whose creating
  * (sub)transaction is not yet known to have committed ("pending"): range
@@ -209,9 +214,40 @@ read_meta(Relation facade, int mode)
 }
 
 /*
+ * Make map block blk exist: extend the fork straight to it, leaving a hole
+ * (zero pages, which are empty map pages) in between.  Takes the relation
+ * extension lock.
+ *
+ * The new page stays all zero: map_put initialises it under the buffer
+ * lock of its first writer, so no one can wipe entries another backend
+ * wrote (a writer that sees the block, map_block_exists, takes no
+ * extension lock).  Where the facade needs WAL, the extension is logged
+ * first, as a full image of that zero page: replay (crash recovery, a
+ * standby) extends the fork the same way -- PostgreSQL's redo writes the
+ * pages up to it, so there the hole costs real zero pages -- and no
+ * later record of the page can be replayed before it and wiped by it.
+ */
+static void
+map_extend_to(Relation facade, BlockNumber blk)
+{
+	LockRelationForExtension(facade, ExclusiveLock);
+	if (fork_nblocks(facade) <= blk)
+	{
+		PGAlignedBlock zero;
+
+		memset(zero.data, 0, BLCKSZ);
+		if (RelationNeedsWAL(facade))
+			log_newpage(&facade->rd_node, MAIN_FORKNUM, blk, zero.data, true);
+		smgrextend(RelationGetSmgr(facade), MAIN_FORKNUM, blk, zero.data,
+				   false);
+	}
+	UnlockRelationForExtension(facade, ExclusiveLock);
+}
+
+/*
  * The buffer of map block blk, locked in the given mode; InvalidBuffer if
  * the block does not exist and extend is false.  With extend, the fork is
- * extended up to blk with initialised, WAL-logged map pages.
+ * first extended to blk (map_extend_to).
  */
 static Buffer
 map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
@@ -222,30 +258,7 @@ map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
 	{
 		if (!extend)
 			return InvalidBuffer;
-		LockRelationForExtension(facade, ExclusiveLock);
-		while (fork_nblocks(facade) <= blk)
-		{
-			GenericXLogState *state;
-
-			/*
-			 * Locked before anyone can see it: once the fork is extended,
-			 * a writer that finds block blk (map_block_exists) does not
-			 * take the extension lock, so with ReadBuffer + LockBuffer it
-			 * could init the zeroed page and write its entries before we
-			 * lock it, and our PageInit below would wipe them (events whose
-			 * slots resolve to nothing: never delivered, invisible to index
-			 * and TID fetches).
-			 */
-			buf = ReadBufferExtended(facade, MAIN_FORKNUM, P_NEW,
-									 RBM_ZERO_AND_LOCK, NULL);
-			state = GenericXLogStart(facade);
-			PageInit(GenericXLogRegisterBuffer(state, buf,
-											   GENERIC_XLOG_FULL_IMAGE),
-					 BLCKSZ, 0);
-			GenericXLogFinish(state);
-			UnlockReleaseBuffer(buf);
-		}
-		UnlockRelationForExtension(facade, ExclusiveLock);
+		map_extend_to(facade, blk);
 	}
 	buf = ReadBuffer(facade, blk);
 	LockBuffer(buf, mode);
@@ -504,10 +517,11 @@ spindle_slotmap_last_used(Relation facade, int64 first, int64 n)
 }
 
 /*
- * Copy the whole main fork (metapage and map) of one facade into another
+ * Copy the main fork (metapage and map) of one facade into another
  * facade's new storage: VACUUM FULL and CLUSTER give the facade new storage
- * but keep its spindles, so every TID must keep its meaning.  The caller
- * holds AccessExclusiveLock on both.
+ * but keep its spindles, so every TID must keep its meaning.  All-zero map
+ * pages (empty ones, holes) are not copied: a missing block is an empty
+ * page.  The caller holds AccessExclusiveLock on both.
  */
 void
 spindle_slotmap_copy(Relation from, Relation to)
@@ -521,15 +535,16 @@ spindle_slotmap_copy(Relation from, Relation to)
 		Buffer		dst;
 		GenericXLogState *state;
 
+		CHECK_FOR_INTERRUPTS();
 		LockBuffer(src, BUFFER_LOCK_SHARE);
-		if (blk < fork_nblocks(to))
-			dst = ReadBuffer(to, blk);
-		else
+		if (blk > 0 && map_used(BufferGetPage(src)) == 0)
 		{
-			LockRelationForExtension(to, ExclusiveLock);
-			dst = ReadBuffer(to, P_NEW);
-			UnlockRelationForExtension(to, ExclusiveLock);
+			UnlockReleaseBuffer(src);
+			continue;
 		}
+		if (blk >= fork_nblocks(to))
+			map_extend_to(to, blk);
+		dst = ReadBuffer(to, blk);
 		LockBuffer(dst, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(to);
 		memcpy(GenericXLogRegisterBuffer(state, dst, GENERIC_XLOG_FULL_IMAGE),

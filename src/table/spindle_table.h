@@ -96,6 +96,8 @@ extern int	spindle_segment_is_empty(Oid segment);
 extern const TableAmRoutine *spindle_facade_routine(void);
 extern const TableAmRoutine *spindle_heap_methods(void);
 extern void spindle_scan_routines(TableAmRoutine *r);
+extern void spindle_bitmap_no_prefetch(void);
+extern BlockNumber spindle_analyze_nblocks(SpindleDirectory *dir);
 extern void spindle_slot_set_identity(TupleTableSlot *slot, Relation facade,
 									  ItemPointer vtid);
 typedef enum TidResolution
