@@ -99,7 +99,7 @@
 
 
 /* every k of the largest spindle fits in the k bits of a msg_id */
-StaticAssertDecl(SPINDLE_VSLOTS <= (((int64) 1) << SPINDLE_MSGID_K_BITS),
+StaticAssertDecl(SPINDLE_MAX_CAPACITY <= (((int64) 1) << SPINDLE_MSGID_K_BITS),
 				 "a spindle holds more events than a msg_id can number");
 
 int			spindle_max_payload_size = 64 * 1024 * 1024;

@@ -4,20 +4,25 @@
  *	  Virtual slots of a spindle table: the TIDs it hands out, and the slot
  *	  map that turns them into the physical TIDs of its spindles.
  *
- * Why virtual TIDs.  PostgreSQL 15 reads the facade relation's own files
- * with the block numbers of the TIDs it holds: bitmap heap scans and
- * ANALYZE call PrefetchBuffer(facade, block), and md.c raises an error for
- * any block past the first 1 GB segment ("previous segment is only N
- * blocks").  So every TID a spindle table hands out (to indexes, ctid, the
- * executor) must have a block number below RELSEG_SIZE.  A TID bitmap also
- * accepts at most MaxHeapTuplesPerPage offsets per block.  That leaves
- * SPINDLE_VSLOTS = 131072 * 291 = 38 141 952 distinct TIDs per table.
+ * Why virtual TIDs.  A TID bitmap accepts at most MaxHeapTuplesPerPage
+ * offsets per block, so a TID is a virtual slot v = block * 291 + offset
+ * - 1, block from 0 to MaxBlockNumber: SPINDLE_VSLOTS, about 1.25 * 10^12
+ * distinct TIDs per table.  PostgreSQL 15 would read the facade's own
+ * files at those block numbers in two places, and md.c raises an error
+ * for a block past a missing 1 GB segment ("previous segment is only N
+ * blocks"): bitmap heap scans PrefetchBuffer() the blocks of their bitmap
+ * (facade_scan.c turns that off for facades: spindle_bitmap_no_prefetch),
+ * and ANALYZE prefetches the blocks it samples, below relation_size
+ * (facade_am.c keeps that below RELSEG_SIZE blocks: each sampled block
+ * stands for a stretch of virtual blocks).  Nothing else does (index-only
+ * and bitmap scans ask the visibility map, which a facade never has: "not
+ * all visible").
  *
  * How they are used.  Each spindle owns a contiguous range of virtual
  * slots, [vbase, vbase + vcount), given to it when it is created; vcount is
  * its capacity.  The k-th event appended to a spindle (k counted by the
  * slot counters, slots.c) is virtual slot vbase + k, whatever page heap put
- * it on, so TIDs are dense: the limit is counted in events (38 million
+ * it on, so TIDs are dense: the limit is counted in events (1.25 * 10^12
  * undropped events per table), never in spindles or pages, and does not
  * depend on events_per_spindle.  Each event carries k in a hidden column
  * (layout.c), which gives the physical-to-virtual direction for free.
@@ -79,7 +84,7 @@
 
 
 #define SPINDLE_META_MAGIC		0x53504E32	/* "SPN2" */
-#define SPINDLE_META_VERSION	3
+#define SPINDLE_META_VERSION	4	/* 4: 64-bit pending ranges */
 
 typedef struct SpindleMetaPageData
 {
@@ -102,8 +107,8 @@ typedef struct SpindleMetaPageData
 
 StaticAssertDecl(MAXALIGN(SizeOfPageHeaderData) + sizeof(SpindleMetaPageData) <= BLCKSZ,
 				 "metapage must fit in one page");
-StaticAssertDecl(1 + (SPINDLE_VSLOTS / MAP_ENTRIES_PER_PAGE) < RELSEG_SIZE,
-				 "slot map must fit in the first segment");
+StaticAssertDecl(1 + ((SPINDLE_VSLOTS - 1) / MAP_ENTRIES_PER_PAGE) < MaxBlockNumber,
+				 "slot map must fit in a fork");
 
 /*
  * Blocks in the facade's main fork.  Not RelationGetNumberOfBlocks(): for a

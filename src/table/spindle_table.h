@@ -90,6 +90,7 @@ extern void spindle_lock_creation(Oid facade);
 extern bool spindle_creation_locked_by_me(Oid facade);
 extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
 extern int	spindle_segment_is_empty(Oid segment);
+extern int	spindle_test_vslot_base;	/* GUC, tests only */
 
 /* ---- facade_am.c, facade_scan.c: the spindle table AM ---- */
 
