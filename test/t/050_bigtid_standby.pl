@@ -155,6 +155,12 @@ is( $standby->safe_psql(
 $standby->restart;
 compare_all('after the standby restarted');
 
+# a crashed primary replays the extension of its slot map and the far
+# entries (its own hole becomes written zero pages, as on the standby)
+$primary->stop('immediate');
+$primary->start;
+compare_all('after a crash of the primary');
+
 # the slot map below the range is a hole on the primary, not 230 MB of data
 my $path = $primary->safe_psql('postgres', q{SELECT pg_relation_filepath('far')});
 my @st = stat($primary->data_dir . "/$path");
@@ -162,5 +168,36 @@ cmp_ok($st[12] * 512, '<', 10 * 1024 * 1024,
 	'the slot map of the primary is sparse: a few pages on disk');
 cmp_ok($st[7], '>', 200 * 1024 * 1024,
 	'... for an apparent size past 200 MB');
+
+# ANALYZE of a table whose ranges hold more than 131072 x 291 slots: each
+# block it asks for stands for two (the spindles' ranges take 2 x 20 M
+# slots, the second made ahead by the worker), and none is prefetched past
+# the first segment.  Before, ANALYZE prefetched block 131072 and up.
+$primary->safe_psql(
+	'postgres', q{
+CREATE TABLE wide (id int) USING spindle WITH (events_per_spindle = 20000000);
+INSERT INTO wide SELECT generate_series(1, 200000);
+ALTER SYSTEM SET spindle.enable_worker = on;
+SELECT pg_reload_conf();
+});
+ok( $primary->poll_query_until(
+		'postgres',
+		q{SELECT count(*) = 2 FROM spindle.spindle_catalog
+		   WHERE relation = 'wide'::regclass}),
+	'the worker made a ready spindle for the wide table');
+$primary->safe_psql(
+	'postgres', q{
+ALTER SYSTEM RESET spindle.enable_worker;
+SELECT pg_reload_conf();
+});
+$primary->safe_psql('postgres', 'ANALYZE wide');
+is( $primary->safe_psql(
+		'postgres', q{SELECT relpages FROM pg_class WHERE relname = 'wide'}),
+	'68729',
+	'ANALYZE of 40 M slots samples 68729 blocks of two');
+my $est = $primary->safe_psql('postgres',
+	q{SELECT reltuples FROM pg_class WHERE relname = 'wide'});
+ok($est > 100000 && $est < 300000,
+	"ANALYZE's weighted estimate is near the 200000 rows ($est)");
 
 done_testing();
