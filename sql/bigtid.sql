@@ -158,6 +158,21 @@ CREATE TABLE near (id int) USING spindle WITH (events_per_spindle = 10);
 INSERT INTO near SELECT generate_series(1, 15);
 SELECT spindle_no, vbase, vcount FROM spindle.spindle_catalog
  WHERE relation = 'near'::regclass AND vcount > 0 ORDER BY spindle_no;
+-- past the (now far) limit, a new spindle still fails with 54000: a
+-- catalog row made to take every slot from the newest range on
+CREATE TABLE lim (id int) USING spindle WITH (events_per_spindle = 5);
+INSERT INTO lim SELECT generate_series(1, 5);
+BEGIN;
+LOCK TABLE lim IN ACCESS EXCLUSIVE MODE;	-- spindles are made here, not by a helper
+UPDATE spindle.spindle_catalog SET vcount = 1249835482845 - vbase
+ WHERE relation = 'lim'::regclass
+   AND vbase = (SELECT max(vbase) FROM spindle.spindle_catalog
+                 WHERE relation = 'lim'::regclass);
+INSERT INTO lim SELECT generate_series(1, 20);
+ROLLBACK;
+INSERT INTO lim SELECT generate_series(1, 20);
+SELECT count(*) FROM lim;
+DROP TABLE lim;
 -- only a superuser sets it
 CREATE ROLE bigtid_user;
 SET ROLE bigtid_user;

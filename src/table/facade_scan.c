@@ -406,13 +406,14 @@ facade_scan_bitmap_next_tuple(TableScanDesc sscan, TBMIterateResult *tbmres,
  * of its bitmap ahead of the one it reads (effective_io_concurrency > 0),
  * and md.c raises "could not open file ... previous segment is only N
  * blocks" for a block past a 1 GB segment the facade's main fork (the
- * slot map) does not have: any TID from slot 131072 x 291 on.  Those
- * blocks are virtual: there is nothing to prefetch in the facade.  So once
- * core has set up a plan's nodes, every bitmap heap scan of a facade gets
- * prefetch_maximum = 0, which is what effective_io_concurrency = 0 gives
- * it: no prefetch iterator, serial or parallel (the hook runs in parallel
- * workers too, which set up their own nodes through ExecutorStart).  The
- * spindle pages are not prefetched either, as an index scan does not.
+ * slot map) does not have: while the map is under 1 GB, any TID at block
+ * 131072 or past.  Those blocks are virtual: there is nothing to prefetch
+ * in the facade.  So once core has set up a plan's nodes, every bitmap
+ * heap scan of a facade gets prefetch_maximum = 0, which is what
+ * effective_io_concurrency = 0 gives it: no prefetch iterator, serial or
+ * parallel (the hook runs in parallel workers too, which set up their own
+ * nodes through ExecutorStart).  The spindle pages are not prefetched
+ * either, as an index scan does not.
  * Not covered: nodes that core sets up without ExecutorStart, namely the
  * SubPlans of an EvalPlanQual recheck (a correlated subquery run again
  * for a row updated concurrently); see docs/design.md.
