@@ -64,7 +64,8 @@ typedef struct FacadeScanDescData
 
 	/* bitmap and ANALYZE scans: the virtual slots of the current block */
 	IndexFetchTableData *fetch;
-	int64		vfirst;			/* first virtual slot of the block */
+	int64		vfirst;			/* first virtual slot of the block (ANALYZE:
+								 * first sample slot) */
 	int			nv;
 	int			pos;
 	OffsetNumber *offsets;		/* NULL: every offset of the block */
@@ -421,6 +422,7 @@ facade_scan_bitmap_next_tuple(TableScanDesc sscan, TBMIterateResult *tbmres,
  */
 static ExecutorStart_hook_type prev_executor_start = NULL;
 
+/* Turn prefetching off in every bitmap heap scan of a facade under ps. */
 static bool
 no_prefetch_walker(PlanState *ps, void *context)
 {
@@ -437,6 +439,12 @@ no_prefetch_walker(PlanState *ps, void *context)
 	return planstate_tree_walker(ps, no_prefetch_walker, context);
 }
 
+/*
+ * ExecutorStart hook: core's (or the previous hook's) set-up, then no
+ * prefetching in the bitmap heap scans of facades.  Nothing has run yet:
+ * the prefetch iterators are made at the first tuple (and a parallel
+ * scan's shared state when its Gather starts).
+ */
 static void
 spindle_executor_start(QueryDesc *queryDesc, int eflags)
 {
@@ -510,7 +518,7 @@ analyze_stretch(int64 total)
 
 /*
  * The number of blocks ANALYZE samples (the facade's relation_size, in
- * blocks): always below RELSEG_SIZE.
+ * blocks): at most RELSEG_SIZE, so every block number is in segment 0.
  */
 BlockNumber
 spindle_analyze_nblocks(SpindleDirectory *dir)
