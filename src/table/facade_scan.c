@@ -39,7 +39,9 @@
 #include "executor/executor.h"
 #include "nodes/execnodes.h"
 #include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
 #include "nodes/tidbitmap.h"
+#include "optimizer/plancat.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
@@ -415,12 +417,21 @@ facade_scan_bitmap_next_tuple(TableScanDesc sscan, TBMIterateResult *tbmres,
  * parallel (the hook runs in parallel workers too, which set up their own
  * nodes through ExecutorStart).  The spindle pages are not prefetched
  * either, as an index scan does not.
- * Not covered: nodes that core sets up without ExecutorStart, namely the
- * SubPlans of an EvalPlanQual recheck (a correlated subquery run again
- * for a row updated concurrently); see docs/design.md.
+ *
+ * Core sets up one kind of node without ExecutorStart: an EvalPlanQual
+ * recheck (a row that a concurrent transaction updated, under UPDATE,
+ * DELETE, MERGE or SELECT FOR UPDATE/SHARE) starts the statement's
+ * SubPlans again in an EState of its own and may run them.  So the
+ * planner gives no bitmap heap scan of a facade to a subquery level of
+ * such a statement (get_relation_info hook: its indexes are marked as
+ * giving no bitmaps there): an index or sequential scan does the same
+ * work without prefetching.  The statement's own
+ * level keeps its bitmap scans: a recheck never runs them again (it
+ * substitutes the rows of every relation of that level).
  * ----------------------------------------------------------------
  */
 static ExecutorStart_hook_type prev_executor_start = NULL;
+static get_relation_info_hook_type prev_get_relation_info = NULL;
 
 /* Turn prefetching off in every bitmap heap scan of a facade under ps. */
 static bool
@@ -463,12 +474,63 @@ spindle_executor_start(QueryDesc *queryDesc, int eflags)
 		(void) no_prefetch_walker((PlanState *) lfirst(lc), NULL);
 }
 
+/*
+ * Could an EvalPlanQual recheck run the plans of this query level again?
+ * Those of a subquery level of a statement that modifies rows or locks
+ * them (at this level or one above it).
+ */
+static bool
+level_may_be_rechecked(PlannerInfo *root)
+{
+	PlannerInfo *r;
+
+	if (root->parent_root == NULL)
+		return false;
+	for (r = root; r != NULL; r = r->parent_root)
+		if (r->parse->commandType != CMD_SELECT ||
+			r->parse->rowMarks != NIL || r->parse->hasModifyingCTE)
+			return true;
+	return false;
+}
+
+/*
+ * get_relation_info hook: in a query level that a recheck may run again,
+ * the indexes of a facade give no bitmaps, so the planner makes no bitmap
+ * heap scan of it there (see above).
+ */
+static void
+spindle_get_relation_info(PlannerInfo *root, Oid relid, bool inhparent,
+						  RelOptInfo *rel)
+{
+	if (prev_get_relation_info)
+		prev_get_relation_info(root, relid, inhparent, rel);
+
+	if (rel->indexlist != NIL && level_may_be_rechecked(root))
+	{
+		Relation	r = RelationIdGetRelation(relid);
+
+		if (RelationIsValid(r))
+		{
+			if (spindle_is_facade(r))
+			{
+				ListCell   *lc;
+
+				foreach(lc, rel->indexlist)
+					((IndexOptInfo *) lfirst(lc))->amhasgetbitmap = false;
+			}
+			RelationClose(r);
+		}
+	}
+}
+
 /* From _PG_init. */
 void
 spindle_bitmap_no_prefetch(void)
 {
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = spindle_executor_start;
+	prev_get_relation_info = get_relation_info_hook;
+	get_relation_info_hook = spindle_get_relation_info;
 }
 
 /* ----------------------------------------------------------------
