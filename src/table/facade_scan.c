@@ -17,7 +17,10 @@
  * bitmap callbacks, but core would PrefetchBuffer() the facade's own file
  * at the TIDs' block numbers, which md.c refuses for a block past a
  * missing 1 GB segment; an ExecutorStart hook turns that prefetching off
- * for every bitmap heap scan of a facade (spindle_bitmap_no_prefetch).
+ * for every bitmap heap scan of a facade, and a get_relation_info hook
+ * keeps bitmap scans of facades out of the subqueries an EvalPlanQual
+ * recheck may start again outside ExecutorStart
+ * (spindle_bitmap_no_prefetch).
  * ANALYZE samples blocks in a numbering of its own (analyze_next_block).
  *
  * Locks: a serial scan holds AccessShareLock on the spindle it reads and
