@@ -119,7 +119,7 @@ BEGIN;
 UPDATE spindle.spindle_catalog SET vbase = vbase - 3
  WHERE relation = 'c'::regclass AND spindle_no = 2;
 SELECT * FROM verify_masked('c') v WHERE v LIKE 'ranges%';
-UPDATE spindle.spindle_catalog SET vbase = 38141950
+UPDATE spindle.spindle_catalog SET vbase = 1249835482840
  WHERE relation = 'c'::regclass AND spindle_no = 2;
 SELECT * FROM verify_masked('c') v WHERE v LIKE 'ranges%';
 ROLLBACK;

@@ -93,10 +93,17 @@ _PG_init(void)
 {
 	DefineCustomIntVariable("spindle.events_per_spindle",
 							"Capacity of the spindles of tables created without events_per_spindle.",
-							"0 means one single spindle that is never dropped.",
+							"0 means spindles that are never dropped, each as large as a spindle gets (38141952 events).",
 							&spindle_events_per_spindle,
-							50000, 0, (int) SPINDLE_VSLOTS,
+							50000, 0, (int) SPINDLE_MAX_CAPACITY,
 							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("spindle.test_vslot_base",
+							"For tests only: new spindles get TID ranges that start at or after this virtual slot.",
+							"Lets a test place a table's TIDs far out (block numbers past 131072) without inserting that many events. The slot map then has a hole below them (a sparse file). 0, the default, is the normal lowest-first placement.",
+							&spindle_test_vslot_base,
+							0, 0, INT_MAX,
+							PGC_SUSET, GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("spindle.naptime",
@@ -178,6 +185,7 @@ _PG_init(void)
 	spindle_queue_register_hooks();
 	spindle_table_hooks.wake_worker = spindle_worker_nudge;
 
+	spindle_bitmap_no_prefetch();
 	spindle_utility_init();
 	spindle_options_init();
 	spindle_directory_init();

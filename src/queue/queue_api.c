@@ -509,13 +509,13 @@ spindle_create_queue(PG_FUNCTION_ARGS)
 
 	/* the arguments */
 	if (!PG_ARGISNULL(1) &&
-		(PG_GETARG_INT32(1) < 0 || PG_GETARG_INT32(1) > SPINDLE_VSLOTS))
+		(PG_GETARG_INT32(1) < 0 || PG_GETARG_INT32(1) > SPINDLE_MAX_CAPACITY))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid events_per_spindle for queue \"%s\": %d",
 						name, PG_GETARG_INT32(1)),
-				 errdetail("Valid values are integers between 0 and %lld, the most events a spindle table holds.",
-						   (long long) SPINDLE_VSLOTS)));
+				 errdetail("Valid values are integers between 0 and %lld, the most events one spindle holds.",
+						   (long long) SPINDLE_MAX_CAPACITY)));
 	if (!PG_ARGISNULL(2))
 	{
 		Interval	zero;

@@ -4,20 +4,25 @@
  *	  Virtual slots of a spindle table: the TIDs it hands out, and the slot
  *	  map that turns them into the physical TIDs of its spindles.
  *
- * Why virtual TIDs.  PostgreSQL 15 reads the facade relation's own files
- * with the block numbers of the TIDs it holds: bitmap heap scans and
- * ANALYZE call PrefetchBuffer(facade, block), and md.c raises an error for
- * any block past the first 1 GB segment ("previous segment is only N
- * blocks").  So every TID a spindle table hands out (to indexes, ctid, the
- * executor) must have a block number below RELSEG_SIZE.  A TID bitmap also
- * accepts at most MaxHeapTuplesPerPage offsets per block.  That leaves
- * SPINDLE_VSLOTS = 131072 * 291 = 38 141 952 distinct TIDs per table.
+ * Why virtual TIDs.  A TID bitmap accepts at most MaxHeapTuplesPerPage
+ * offsets per block, so a TID is a virtual slot v = block * 291 + offset
+ * - 1, block from 0 to MaxBlockNumber: SPINDLE_VSLOTS, about 1.25 * 10^12
+ * distinct TIDs per table.  PostgreSQL 15 would read the facade's own
+ * files at those block numbers in two places, and md.c raises an error
+ * for a block past a missing 1 GB segment ("previous segment is only N
+ * blocks"): bitmap heap scans PrefetchBuffer() the blocks of their bitmap
+ * (facade_scan.c turns that off for facades: spindle_bitmap_no_prefetch),
+ * and ANALYZE prefetches the blocks it samples, below relation_size
+ * (facade_am.c keeps that below RELSEG_SIZE blocks: each sampled block
+ * stands for a stretch of virtual blocks).  Nothing else does (index-only
+ * and bitmap scans ask the visibility map, which a facade never has: "not
+ * all visible").
  *
  * How they are used.  Each spindle owns a contiguous range of virtual
  * slots, [vbase, vbase + vcount), given to it when it is created; vcount is
  * its capacity.  The k-th event appended to a spindle (k counted by the
  * slot counters, slots.c) is virtual slot vbase + k, whatever page heap put
- * it on, so TIDs are dense: the limit is counted in events (38 million
+ * it on, so TIDs are dense: the limit is counted in events (1.25 * 10^12
  * undropped events per table), never in spindles or pages, and does not
  * depend on events_per_spindle.  Each event carries k in a hidden column
  * (layout.c), which gives the physical-to-virtual direction for free.
@@ -31,7 +36,12 @@
  * entry pointing into the range has been removed and before the range can
  * be given to another spindle (maintenance.c), so a TID never comes to mean
  * a different event while any index still holds it.  pd_lower of a map
- * page covers every non-zero entry; entries past it are zero.
+ * page covers every non-zero entry; entries past it are zero.  An all-zero
+ * page is an empty map page, so the fork is extended straight to the map
+ * page a write needs (a hole in the file, read as zeroes), never page by
+ * page: the map of a range costs its own pages, wherever it lies, plus the
+ * fork's apparent size up to it (allocation is lowest first, so the holes
+ * stay small; spindle.test_vslot_base makes big ones on purpose).
  *
  * The metapage also lists the ranges of spindles whose creating
  * (sub)transaction is not yet known to have committed ("pending"): range
@@ -74,7 +84,7 @@
 
 
 #define SPINDLE_META_MAGIC		0x53504E32	/* "SPN2" */
-#define SPINDLE_META_VERSION	4
+#define SPINDLE_META_VERSION	4	/* 4: 64-bit pending ranges, event numbers */
 
 typedef struct SpindleMetaPageData
 {
@@ -98,8 +108,8 @@ typedef struct SpindleMetaPageData
 
 StaticAssertDecl(MAXALIGN(SizeOfPageHeaderData) + sizeof(SpindleMetaPageData) <= BLCKSZ,
 				 "metapage must fit in one page");
-StaticAssertDecl(1 + (SPINDLE_VSLOTS / MAP_ENTRIES_PER_PAGE) < RELSEG_SIZE,
-				 "slot map must fit in the first segment");
+StaticAssertDecl(1 + ((SPINDLE_VSLOTS - 1) / MAP_ENTRIES_PER_PAGE) < MaxBlockNumber,
+				 "slot map must fit in a fork");
 
 /*
  * Blocks in the facade's main fork.  Not RelationGetNumberOfBlocks(): for a
@@ -211,9 +221,40 @@ read_meta(Relation facade, int mode)
 }
 
 /*
+ * Make map block blk exist: extend the fork straight to it, leaving a hole
+ * (zero pages, which are empty map pages) in between.  Takes the relation
+ * extension lock.
+ *
+ * The new page stays all zero: map_put initialises it under the buffer
+ * lock of its first writer, so no one can wipe entries another backend
+ * wrote (a writer that sees the block, map_block_exists, takes no
+ * extension lock).  Where the facade needs WAL, the extension is logged
+ * first, as a full image of that zero page: replay (crash recovery, a
+ * standby) extends the fork the same way -- PostgreSQL's redo writes the
+ * pages up to it, so there the hole costs real zero pages -- and no
+ * later record of the page can be replayed before it and wiped by it.
+ */
+static void
+map_extend_to(Relation facade, BlockNumber blk)
+{
+	LockRelationForExtension(facade, ExclusiveLock);
+	if (fork_nblocks(facade) <= blk)
+	{
+		PGAlignedBlock zero;
+
+		memset(zero.data, 0, BLCKSZ);
+		if (RelationNeedsWAL(facade))
+			log_newpage(&facade->rd_node, MAIN_FORKNUM, blk, zero.data, true);
+		smgrextend(RelationGetSmgr(facade), MAIN_FORKNUM, blk, zero.data,
+				   false);
+	}
+	UnlockRelationForExtension(facade, ExclusiveLock);
+}
+
+/*
  * The buffer of map block blk, locked in the given mode; InvalidBuffer if
  * the block does not exist and extend is false.  With extend, the fork is
- * extended up to blk with initialised, WAL-logged map pages.
+ * first extended to blk (map_extend_to).
  */
 static Buffer
 map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
@@ -224,30 +265,7 @@ map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
 	{
 		if (!extend)
 			return InvalidBuffer;
-		LockRelationForExtension(facade, ExclusiveLock);
-		while (fork_nblocks(facade) <= blk)
-		{
-			GenericXLogState *state;
-
-			/*
-			 * Locked before anyone can see it: once the fork is extended,
-			 * a writer that finds block blk (map_block_exists) does not
-			 * take the extension lock, so with ReadBuffer + LockBuffer it
-			 * could init the zeroed page and write its entries before we
-			 * lock it, and our PageInit below would wipe them (events whose
-			 * slots resolve to nothing: never delivered, invisible to index
-			 * and TID fetches).
-			 */
-			buf = ReadBufferExtended(facade, MAIN_FORKNUM, P_NEW,
-									 RBM_ZERO_AND_LOCK, NULL);
-			state = GenericXLogStart(facade);
-			PageInit(GenericXLogRegisterBuffer(state, buf,
-											   GENERIC_XLOG_FULL_IMAGE),
-					 BLCKSZ, 0);
-			GenericXLogFinish(state);
-			UnlockReleaseBuffer(buf);
-		}
-		UnlockRelationForExtension(facade, ExclusiveLock);
+		map_extend_to(facade, blk);
 	}
 	buf = ReadBuffer(facade, blk);
 	LockBuffer(buf, mode);
@@ -506,10 +524,11 @@ spindle_slotmap_last_used(Relation facade, int64 first, int64 n)
 }
 
 /*
- * Copy the whole main fork (metapage and map) of one facade into another
+ * Copy the main fork (metapage and map) of one facade into another
  * facade's new storage: VACUUM FULL and CLUSTER give the facade new storage
- * but keep its spindles, so every TID must keep its meaning.  The caller
- * holds AccessExclusiveLock on both.
+ * but keep its spindles, so every TID must keep its meaning.  All-zero map
+ * pages (empty ones, holes) are not copied: a missing block is an empty
+ * page.  The caller holds AccessExclusiveLock on both.
  */
 void
 spindle_slotmap_copy(Relation from, Relation to)
@@ -523,15 +542,16 @@ spindle_slotmap_copy(Relation from, Relation to)
 		Buffer		dst;
 		GenericXLogState *state;
 
+		CHECK_FOR_INTERRUPTS();
 		LockBuffer(src, BUFFER_LOCK_SHARE);
-		if (blk < fork_nblocks(to))
-			dst = ReadBuffer(to, blk);
-		else
+		if (blk > 0 && map_used(BufferGetPage(src)) == 0)
 		{
-			LockRelationForExtension(to, ExclusiveLock);
-			dst = ReadBuffer(to, P_NEW);
-			UnlockRelationForExtension(to, ExclusiveLock);
+			UnlockReleaseBuffer(src);
+			continue;
 		}
+		if (blk >= fork_nblocks(to))
+			map_extend_to(to, blk);
+		dst = ReadBuffer(to, blk);
 		LockBuffer(dst, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(to);
 		memcpy(GenericXLogRegisterBuffer(state, dst, GENERIC_XLOG_FULL_IMAGE),

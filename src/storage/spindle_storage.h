@@ -167,20 +167,30 @@ spindle_event_time(HeapTupleHeader tup, uint32 len)
 /*
  * The virtual slot space of one spindle table.  Slot v is the TID
  * (v / SPINDLE_SLOTS_PER_VBLOCK, v % SPINDLE_SLOTS_PER_VBLOCK + 1): every
- * block number stays below RELSEG_SIZE (see slotmap.c for why) and every
- * offset within what a TID bitmap accepts.
+ * offset within what a TID bitmap accepts, every block number a valid one
+ * (0 .. MaxBlockNumber; InvalidBlockNumber, which also marks a tuple moved
+ * to another partition, is never used).  Core never reads the facade's
+ * files at those block numbers (slotmap.c says why, and how).
  */
 #define SPINDLE_SLOTS_PER_VBLOCK	MaxHeapTuplesPerPage
-#define SPINDLE_VBLOCKS				((int64) RELSEG_SIZE)
+#define SPINDLE_VBLOCKS				(((int64) MaxBlockNumber) + 1)
 #define SPINDLE_VSLOTS				(SPINDLE_VBLOCKS * SPINDLE_SLOTS_PER_VBLOCK)
+
+/*
+ * The most events one spindle holds (events_per_spindle, and the range a
+ * spindle of capacity 0 takes): its k must fit in the int4 hidden column.
+ * The value of the old whole-table limit (131072 x 291), so that options
+ * keep their range.
+ */
+#define SPINDLE_MAX_CAPACITY		((int64) 131072 * SPINDLE_SLOTS_PER_VBLOCK)
 
 /* A range of virtual slots allocated to a spindle not yet known committed. */
 typedef struct SpindlePending
 {
 	int64		spindle_no;		/* the first of nspindles consecutive ones */
 	FullTransactionId fxid;		/* (sub)transaction that created them */
-	uint32		vbase;			/* their ranges, one after the other */
-	uint32		vcount;
+	int64		vbase;			/* their ranges, one after the other */
+	int64		vcount;
 	int32		nspindles;
 } SpindlePending;
 

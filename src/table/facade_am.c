@@ -1347,26 +1347,25 @@ facade_relation_vacuum(Relation rel, struct VacuumParams *params,
 }
 
 /*
- * Size of the main fork as the facade's block numbers see it: the virtual
- * blocks up to the end of the highest range in use (ANALYZE samples these
- * blocks; facade_scan.c reads the events of each).  Other forks are empty.
- * No spindle is opened.
+ * Size of the main fork as ANALYZE sees it: the blocks it samples, which
+ * are not the TIDs' virtual blocks (facade_scan.c: spindle_analyze_nblocks;
+ * always below RELSEG_SIZE, so that ANALYZE's prefetching stays in the
+ * first segment).  Nothing else in core asks a facade for its size (BRIN's
+ * block-range builds are refused).  Other forks are empty.  No spindle is
+ * opened.
  */
 static uint64
 facade_relation_size(Relation rel, ForkNumber forkNumber)
 {
 	SpindleDirectory *dir;
-	int64		end = 0;
-	int			i;
+	BlockNumber nblocks;
 
 	if (forkNumber != MAIN_FORKNUM && forkNumber != InvalidForkNumber)
 		return 0;
 	dir = spindle_directory_acquire(rel);
-	for (i = 0; i < dir->nspindles; i++)
-		end = Max(end, dir->spindles[i].vbase + dir->spindles[i].vcount);
+	nblocks = spindle_analyze_nblocks(dir);
 	spindle_directory_release(dir);
-	return (uint64) ((end + SPINDLE_SLOTS_PER_VBLOCK - 1) /
-					 SPINDLE_SLOTS_PER_VBLOCK) * BLCKSZ;
+	return (uint64) nblocks * BLCKSZ;
 }
 
 static bool

@@ -13,6 +13,16 @@
  * its snapshot can see (an event is inserted only into a spindle whose
  * creation committed first, or was made by the inserting transaction).
  *
+ * Bitmap heap scans are core's (nodeBitmapHeapscan.c) over this AM's
+ * bitmap callbacks, but core would PrefetchBuffer() the facade's own file
+ * at the TIDs' block numbers, which md.c refuses for a block past a
+ * missing 1 GB segment; an ExecutorStart hook turns that prefetching off
+ * for every bitmap heap scan of a facade, and a get_relation_info hook
+ * keeps bitmap scans of facades out of the subqueries an EvalPlanQual
+ * recheck may start again outside ExecutorStart
+ * (spindle_bitmap_no_prefetch).
+ * ANALYZE samples blocks in a numbering of its own (analyze_next_block).
+ *
  * Locks: a serial scan holds AccessShareLock on the spindle it reads and
  * releases it when it moves on (its slot no longer pins that spindle's
  * pages then); bitmap and ANALYZE scans fetch event by event through
@@ -28,7 +38,13 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "common/pg_prng.h"
+#include "executor/executor.h"
+#include "nodes/execnodes.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
 #include "nodes/tidbitmap.h"
+#include "optimizer/plancat.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
@@ -53,12 +69,18 @@ typedef struct FacadeScanDescData
 
 	/* bitmap and ANALYZE scans: the virtual slots of the current block */
 	IndexFetchTableData *fetch;
-	int64		vfirst;			/* first virtual slot of the block */
+	int64		vfirst;			/* first virtual slot of the block (ANALYZE:
+								 * first sample slot) */
 	int			nv;
 	int			pos;
 	OffsetNumber *offsets;		/* NULL: every offset of the block */
 
-	/* ANALYZE: the spindle being sampled */
+	/* ANALYZE: its numbering of the slots (see analyze_next_block) ... */
+	int64	   *astart;			/* per spindle: its first sample slot */
+	int64		atotal;			/* sample slots in all */
+	int64		astretch;		/* sample blocks per analyzed block */
+	double		aweight;		/* rows each sampled row stands for */
+	/* ... and the spindle being sampled */
 	SpindleEntry *asp;
 	Relation	aseg;
 	BlockNumber anblocks;		/* its size, as last seen */
@@ -170,6 +192,8 @@ facade_scan_end(TableScanDesc sscan)
 		spindle_fetch_end(s->fetch);
 	if (s->aseg != NULL)
 		relation_close(s->aseg, NoLock);
+	if (s->astart != NULL)
+		pfree(s->astart);
 	spindle_directory_release(s->dir);
 	if (s->base.rs_flags & SO_TEMP_SNAPSHOT)
 		UnregisterSnapshot(s->base.rs_snapshot);
@@ -382,21 +406,240 @@ facade_scan_bitmap_next_tuple(TableScanDesc sscan, TBMIterateResult *tbmres,
 }
 
 /* ----------------------------------------------------------------
- * ANALYZE: block b is virtual block b; its events are sampled one by one
- * with heap's rules for live and dead rows
+ * Bitmap heap scans: no prefetching of facade blocks
+ *
+ * Core's bitmap heap scan calls PrefetchBuffer(facade, block) for blocks
+ * of its bitmap ahead of the one it reads (effective_io_concurrency > 0),
+ * and md.c raises "could not open file ... previous segment is only N
+ * blocks" for a block past a 1 GB segment the facade's main fork (the
+ * slot map) does not have: while the map is under 1 GB, any TID at block
+ * 131072 or past.  Those blocks are virtual: there is nothing to prefetch
+ * in the facade.  So once core has set up a plan's nodes, every bitmap
+ * heap scan of a facade gets prefetch_maximum = 0, which is what
+ * effective_io_concurrency = 0 gives it: no prefetch iterator, serial or
+ * parallel (the hook runs in parallel workers too, which set up their own
+ * nodes through ExecutorStart).  The spindle pages are not prefetched
+ * either, as an index scan does not.
+ *
+ * Core sets up one kind of node without ExecutorStart: an EvalPlanQual
+ * recheck (a row that a concurrent transaction updated, under UPDATE,
+ * DELETE, MERGE or SELECT FOR UPDATE/SHARE) starts the statement's
+ * SubPlans again in an EState of its own and may run them.  So the
+ * planner gives no bitmap heap scan of a facade to a subquery level of
+ * such a statement (get_relation_info hook: its indexes are marked as
+ * giving no bitmaps there): an index or sequential scan does the same
+ * work without prefetching.  The statement's own
+ * level keeps its bitmap scans: a recheck never runs them again (it
+ * substitutes the rows of every relation of that level).
  * ----------------------------------------------------------------
  */
+static ExecutorStart_hook_type prev_executor_start = NULL;
+static get_relation_info_hook_type prev_get_relation_info = NULL;
+
+/* Turn prefetching off in every bitmap heap scan of a facade under ps. */
+static bool
+no_prefetch_walker(PlanState *ps, void *context)
+{
+	if (ps == NULL)
+		return false;
+	if (IsA(ps, BitmapHeapScanState))
+	{
+		BitmapHeapScanState *bhs = (BitmapHeapScanState *) ps;
+
+		if (bhs->ss.ss_currentRelation != NULL &&
+			spindle_is_facade(bhs->ss.ss_currentRelation))
+			bhs->prefetch_maximum = 0;
+	}
+	return planstate_tree_walker(ps, no_prefetch_walker, context);
+}
+
+/*
+ * ExecutorStart hook: core's (or the previous hook's) set-up, then no
+ * prefetching in the bitmap heap scans of facades.  Nothing has run yet:
+ * the prefetch iterators are made at the first tuple (and a parallel
+ * scan's shared state when its Gather starts).
+ */
+static void
+spindle_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	EState	   *estate;
+	ListCell   *lc;
+
+	if (prev_executor_start)
+		prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+
+	/* the plan's tree, and every subplan's, used or not */
+	estate = queryDesc->estate;
+	(void) no_prefetch_walker(queryDesc->planstate, NULL);
+	foreach(lc, estate->es_subplanstates)
+		(void) no_prefetch_walker((PlanState *) lfirst(lc), NULL);
+}
+
+/*
+ * Could an EvalPlanQual recheck run the plans of this query level again?
+ * Those of a subquery level of a statement that modifies rows or locks
+ * them (at this level or one above it).
+ */
+static bool
+level_may_be_rechecked(PlannerInfo *root)
+{
+	PlannerInfo *r;
+
+	if (root->parent_root == NULL)
+		return false;
+	for (r = root; r != NULL; r = r->parent_root)
+		if (r->parse->commandType != CMD_SELECT ||
+			r->parse->rowMarks != NIL || r->parse->hasModifyingCTE)
+			return true;
+	return false;
+}
+
+/*
+ * get_relation_info hook: in a query level that a recheck may run again,
+ * the indexes of a facade give no bitmaps, so the planner makes no bitmap
+ * heap scan of it there (see above).
+ */
+static void
+spindle_get_relation_info(PlannerInfo *root, Oid relid, bool inhparent,
+						  RelOptInfo *rel)
+{
+	if (prev_get_relation_info)
+		prev_get_relation_info(root, relid, inhparent, rel);
+
+	if (rel->indexlist != NIL && level_may_be_rechecked(root))
+	{
+		Relation	r = RelationIdGetRelation(relid);
+
+		if (RelationIsValid(r))
+		{
+			if (spindle_is_facade(r))
+			{
+				ListCell   *lc;
+
+				foreach(lc, rel->indexlist)
+					((IndexOptInfo *) lfirst(lc))->amhasgetbitmap = false;
+			}
+			RelationClose(r);
+		}
+	}
+}
+
+/* From _PG_init. */
+void
+spindle_bitmap_no_prefetch(void)
+{
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = spindle_executor_start;
+	prev_get_relation_info = get_relation_info_hook;
+	get_relation_info_hook = spindle_get_relation_info;
+}
+
+/* ----------------------------------------------------------------
+ * ANALYZE: sample blocks of its own
+ *
+ * ANALYZE samples block numbers below RelationGetNumberOfBlocks(facade)
+ * and PrefetchBuffer()s them (maintenance_io_concurrency > 0), which md.c
+ * refuses past a missing 1 GB segment (see above).  So its blocks are not
+ * the TIDs' virtual blocks: the slots of the directory's spindles, one
+ * range after the other (gaps between ranges left out), are cut into
+ * sample blocks of 291, and when there are more of those than RELSEG_SIZE,
+ * each block ANALYZE asks for stands for `stretch` consecutive ones, of
+ * which one, chosen at random, is read and its rows weighted by stretch:
+ * the row counts ANALYZE derives stay unbiased, and every block number it
+ * prefetches lies in the first segment, which always exists.
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The slots ANALYZE samples: per spindle of dir (in directory order) the
+ * first sample slot into start[] (if not NULL), the total as result.
+ */
+static int64
+analyze_slots(SpindleDirectory *dir, int64 *start)
+{
+	int64		total = 0;
+	int			i;
+
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		if (start != NULL)
+			start[i] = total;
+		total += spindle_effective_capacity(&dir->spindles[i]);
+	}
+	return total;
+}
+
+/* How many sample blocks each block ANALYZE asks for stands for. */
+static int64
+analyze_stretch(int64 total)
+{
+	int64		blocks = (total + SPINDLE_SLOTS_PER_VBLOCK - 1) /
+		SPINDLE_SLOTS_PER_VBLOCK;
+
+	return Max((blocks + RELSEG_SIZE - 1) / RELSEG_SIZE, 1);
+}
+
+/*
+ * The number of blocks ANALYZE samples (the facade's relation_size, in
+ * blocks): at most RELSEG_SIZE, so every block number is in segment 0.
+ */
+BlockNumber
+spindle_analyze_nblocks(SpindleDirectory *dir)
+{
+	int64		total = analyze_slots(dir, NULL);
+	int64		blocks = (total + SPINDLE_SLOTS_PER_VBLOCK - 1) /
+		SPINDLE_SLOTS_PER_VBLOCK;
+	int64		stretch = analyze_stretch(total);
+
+	return (BlockNumber) ((blocks + stretch - 1) / stretch);
+}
+
+/* The virtual slot of sample slot c (< s->atotal). */
+static int64
+analyze_vslot(FacadeScanDesc s, int64 c, SpindleEntry **sp)
+{
+	int			lo = 0,
+				hi = s->dir->nspindles - 1;
+
+	/* the last spindle whose first sample slot is <= c */
+	while (lo < hi)
+	{
+		int			mid = (lo + hi + 1) / 2;
+
+		if (s->astart[mid] <= c)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	*sp = &s->dir->spindles[lo];
+	return (*sp)->vbase + (c - s->astart[lo]);
+}
+
 static bool
 facade_scan_analyze_next_block(TableScanDesc sscan, BlockNumber blockno,
 							   BufferAccessStrategy bstrategy)
 {
 	FacadeScanDesc s = (FacadeScanDesc) sscan;
+	int64		block;
 
-	if ((int64) blockno >= SPINDLE_VBLOCKS)
+	if (s->astart == NULL)
+	{
+		s->astart = palloc(sizeof(int64) * Max(s->dir->nspindles, 1));
+		s->atotal = analyze_slots(s->dir, s->astart);
+		s->astretch = analyze_stretch(s->atotal);
+	}
+	block = (int64) blockno * s->astretch;
+	if (s->astretch > 1)
+		block += (int64) pg_prng_uint64_range(&pg_global_prng_state, 0,
+											  s->astretch - 1);
+	s->vfirst = block * SPINDLE_SLOTS_PER_VBLOCK;	/* a sample slot here */
+	if (s->vfirst >= s->atotal)
 		return false;
-	s->vfirst = (int64) blockno * SPINDLE_SLOTS_PER_VBLOCK;
-	s->nv = SPINDLE_SLOTS_PER_VBLOCK;
+	s->nv = (int) Min(SPINDLE_SLOTS_PER_VBLOCK, s->atotal - s->vfirst);
 	s->pos = 0;
+	s->aweight = (double) s->astretch;
 	s->astrategy = bstrategy;
 	return true;
 }
@@ -427,8 +670,8 @@ facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
 
 	while (s->pos < s->nv)
 	{
-		int64		v = s->vfirst + s->pos++;
 		SpindleEntry *sp;
+		int64		v = analyze_vslot(s, s->vfirst + s->pos++, &sp);
 		ItemPointerData ptid;
 		Buffer		buf;
 		Page		page;
@@ -459,7 +702,7 @@ facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
 		{
 			/* pruned: dead, as heap counts it */
 			if (ItemIdIsDead(itemid))
-				*deadrows += 1;
+				*deadrows += s->aweight;
 			UnlockReleaseBuffer(buf);
 			continue;
 		}
@@ -471,26 +714,26 @@ facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
 		{
 			case HEAPTUPLE_LIVE:
 				sample = true;
-				*liverows += 1;
+				*liverows += s->aweight;
 				break;
 			case HEAPTUPLE_DEAD:
 			case HEAPTUPLE_RECENTLY_DEAD:
-				*deadrows += 1;
+				*deadrows += s->aweight;
 				break;
 			case HEAPTUPLE_INSERT_IN_PROGRESS:
 				if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
 				{
 					sample = true;
-					*liverows += 1;
+					*liverows += s->aweight;
 				}
 				break;
 			case HEAPTUPLE_DELETE_IN_PROGRESS:
 				if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetUpdateXid(tuple->t_data)))
-					*deadrows += 1;
+					*deadrows += s->aweight;
 				else
 				{
 					sample = true;
-					*liverows += 1;
+					*liverows += s->aweight;
 				}
 				break;
 		}

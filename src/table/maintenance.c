@@ -1100,6 +1100,7 @@ typedef struct CreatorArgs
 {
 	Oid			facade;
 	int			count;
+	int			test_vslot_base;	/* the requester's, for tests */
 } CreatorArgs;
 
 /*
@@ -1126,6 +1127,7 @@ spindle_request_spindles(Relation facade, int count)
 	bgw.bgw_notify_pid = MyProcPid;
 	args.facade = RelationGetRelid(facade);
 	args.count = count;
+	args.test_vslot_base = spindle_test_vslot_base;
 	memcpy(bgw.bgw_extra, &args, sizeof(args));
 
 	if (!RegisterDynamicBackgroundWorker(&bgw, &handle))
@@ -1151,6 +1153,8 @@ spindle_creator_main(Datum main_arg)
 	StartTransactionCommand();
 	/* never hang behind a lock a producer holds: it would wait for us */
 	SetConfigOption("lock_timeout", "10s", PGC_SUSET, PGC_S_OVERRIDE);
+	/* the spindles are the requester's: placed as its session says */
+	spindle_test_vslot_base = args.test_vslot_base;
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "creating spindles");
 

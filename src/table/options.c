@@ -246,7 +246,7 @@ spindle_parse_capacity(const char *value, int64 *result)
 		return false;
 	errno = 0;
 	v = strtol(value, &end, 10);
-	if (errno != 0 || *end != '\0' || v < 0 || v > SPINDLE_VSLOTS)
+	if (errno != 0 || *end != '\0' || v < 0 || v > SPINDLE_MAX_CAPACITY)
 		return false;
 	*result = v;
 	return true;
@@ -315,8 +315,8 @@ check_option(DefElem *def, bool is_reset)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid value for option \"%s\": \"%s\"",
 							OPT_CAPACITY, value ? value : ""),
-					 errdetail("Valid values are integers between 0 and %lld, the most events a spindle table holds.",
-							   (long long) SPINDLE_VSLOTS)));
+					 errdetail("Valid values are integers between 0 and %lld, the most events one spindle holds.",
+							   (long long) SPINDLE_MAX_CAPACITY)));
 		value = psprintf(INT64_FORMAT, cap);
 	}
 	else

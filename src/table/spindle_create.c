@@ -66,6 +66,12 @@
 #include "table/spindle_table.h"
 
 
+/*
+ * GUC spindle.test_vslot_base, for tests only: the allocator treats the
+ * slots below it as taken, so new ranges start at or after it.
+ */
+int			spindle_test_vslot_base = 0;
+
 /* this transaction created spindles (and holds a creation lock) */
 static bool created_spindles = false;
 
@@ -312,8 +318,9 @@ walk_end(RangeWalk *w)
 
 /*
  * First fit in memory: find room for `capacity` events (0: as many as the
- * largest gap holds) among the gaps of rs, lowest slots first, and take
- * it.  Calls with the same capacity resume where the last one stopped: no
+ * largest gap holds, up to SPINDLE_MAX_CAPACITY: the lowest gap that holds
+ * that many, else the largest) among the gaps of rs, lowest slots first,
+ * and take it.  Calls with the same capacity resume where the last one stopped: no
  * gap before it holds that many.
  */
 static bool
@@ -347,8 +354,10 @@ take_range(RangeSet *rs, int64 capacity, int64 *vbase, int64 *vcount)
 			if (capacity == 0 && gap > best_len)
 			{
 				best_base = pos;
-				best_len = gap;
+				best_len = Min(gap, SPINDLE_MAX_CAPACITY);
 				at = i;
+				if (best_len == SPINDLE_MAX_CAPACITY)
+					break;
 			}
 		}
 		if (i < rs->n)
@@ -441,8 +450,14 @@ allocator_begin(Allocator *a, Relation facade, SpindleCatalogRels *cr,
 		if (pending[i].spindle_no + pending[i].nspindles - 1 > newest_no)
 		{
 			newest_no = pending[i].spindle_no + pending[i].nspindles - 1;
-			a->rover = (int64) pending[i].vbase + pending[i].vcount;
+			a->rover = pending[i].vbase + pending[i].vcount;
 		}
+	}
+	/* tests only: the slots below spindle.test_vslot_base count as taken */
+	if (spindle_test_vslot_base > 0)
+	{
+		rangeset_add_sorted(&a->extra, 0, spindle_test_vslot_base);
+		a->rover = Max(a->rover, (int64) spindle_test_vslot_base);
 	}
 }
 
@@ -776,8 +791,8 @@ create_one_spindle(Relation facade, SpindleEntry *sp)
 	{
 		p.spindle_no = spindle_no;
 		p.fxid = GetCurrentFullTransactionId();
-		p.vbase = (uint32) sp->vbase;
-		p.vcount = (uint32) sp->vcount;
+		p.vbase = sp->vbase;
+		p.vcount = sp->vcount;
 		p.nspindles = 1;
 		spindle_pending_add(facade, &p);
 	}

@@ -93,12 +93,15 @@ extern void spindle_lock_creation(Oid facade);
 extern bool spindle_creation_locked_by_me(Oid facade);
 extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
 extern int	spindle_segment_is_empty(Oid segment);
+extern int	spindle_test_vslot_base;	/* GUC, tests only */
 
 /* ---- facade_am.c, facade_scan.c: the spindle table AM ---- */
 
 extern const TableAmRoutine *spindle_facade_routine(void);
 extern const TableAmRoutine *spindle_heap_methods(void);
 extern void spindle_scan_routines(TableAmRoutine *r);
+extern void spindle_bitmap_no_prefetch(void);
+extern BlockNumber spindle_analyze_nblocks(SpindleDirectory *dir);
 extern void spindle_slot_set_identity(TupleTableSlot *slot, Relation facade,
 									  ItemPointer vtid);
 typedef enum TidResolution
