@@ -52,7 +52,7 @@ REGRESS = am_basic cache options dml indexes drop_spindles views ddl_refusals to
 	review_t_segment review_t_input \
 	review_u_ddl review_u_ddl_view review_u_verify review_u_truncate \
 	review_w_direct core_review core_review2 disk_alarm queue_review_registry queue_review_consume \
-	capacity_rollback msgid queue_caps ttl_lease consumer_relation consumer_tree bigtid
+	capacity_rollback msgid msgid_rollback queue_caps ttl_lease consumer_relation consumer_tree bigtid
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \

@@ -926,33 +926,16 @@ spindle_queue_event_floor(Relation facade)
 	return floor;
 }
 
-/*
- * Queue table relid is being dropped (its AccessExclusiveLock is held):
- * raise its name's floor to the number its next event would have had.
- */
+/* Raise the floor of queue name to at least floor (GREATEST). */
 static void
-record_msg_id_floor(Oid relid)
+raise_floor(const char *name, int64 floor)
 {
-	Relation	rel;
 	SpindleSpi	spi;
 	Oid			types[2] = {TEXTOID, INT8OID};
 	Datum		values[2];
-	SpindleNumbers next;
 
-	if (!catalog_table_exists("queue_msg_id_floor"))
-		return;
-	rel = try_relation_open(relid, NoLock);
-	if (rel == NULL)
-		return;
-	if (!spindle_is_facade(rel) || !spindle_relation_is_queue(rel))
-	{
-		relation_close(rel, NoLock);
-		return;
-	}
-	spindle_peek_numbers(rel, &next);
-	values[0] = CStringGetTextDatum(RelationGetRelationName(rel));
-	values[1] = Int64GetDatum(next.event_no);
-	relation_close(rel, NoLock);
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum(floor);
 	spindle_spi_begin(&spi);
 	spindle_spi_exec("INSERT INTO spindle.queue_msg_id_floor AS f"
 					 " (queue_name, msg_id_floor) VALUES ($1, $2)"
@@ -961,6 +944,42 @@ record_msg_id_floor(Oid relid)
 					 " excluded.msg_id_floor)",
 					 2, types, values, NULL, false);
 	spindle_spi_end(&spi);
+}
+
+/*
+ * Queue table relid is being dropped (its AccessExclusiveLock is held):
+ * raise its name's floor to the number its next event would have had.
+ * VACUUM FULL and CLUSTER drop a transient copy (pg_temp_<oid>), which
+ * names no queue.
+ */
+static void
+record_msg_id_floor(Oid relid)
+{
+	Relation	rel;
+	int64		next;
+	char		name[NAMEDATALEN];
+
+	if (!catalog_table_exists("queue_msg_id_floor"))
+		return;
+	rel = try_relation_open(relid, NoLock);
+	if (rel == NULL)
+		return;
+	if (!spindle_is_facade(rel) || !spindle_relation_is_queue(rel) ||
+		strncmp(RelationGetRelationName(rel), "pg_temp_", 8) == 0)
+	{
+		relation_close(rel, NoLock);
+		return;
+	}
+
+	/*
+	 * A later table of the name numbers from here; should this drop roll
+	 * back, the table goes on past what the dropping transaction can give
+	 * such a table (SPINDLE_EVENT_NOS_RESERVED).
+	 */
+	next = spindle_take_event_nos(rel, 0, SPINDLE_EVENT_NOS_RESERVED);
+	strlcpy(name, RelationGetRelationName(rel), NAMEDATALEN);
+	relation_close(rel, NoLock);
+	raise_floor(name, next);
 }
 
 /*

@@ -251,6 +251,13 @@ extern int64 spindle_peek_spindle_no(Relation facade);
 extern void spindle_peek_numbers(Relation facade, SpindleNumbers *next);
 extern int64 spindle_take_event_nos(Relation facade, int64 floor,
 									int64 count);
+
+/*
+ * Event numbers a TRUNCATE or a drop takes from the storage it replaces,
+ * for the transaction doing it to use in the new storage or table: should
+ * it roll back, the old storage goes on past them (slotmap.c).
+ */
+#define SPINDLE_EVENT_NOS_RESERVED	(((int64) 1) << 32)
 extern void spindle_pending_add(Relation facade, const SpindlePending *p);
 extern void spindle_pending_remove(Relation facade, const int64 *spindle_nos,
 								   int n);

@@ -1238,11 +1238,22 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 	*freezeXid = InvalidTransactionId;
 	*minmulti = InvalidMultiXactId;
 
-	/* TRUNCATE of an existing table: spindle numbers go on increasing */
+	/*
+	 * TRUNCATE of an existing table: spindle and event numbers go on
+	 * increasing.  The new storage numbers its events from where the old
+	 * one was, and the old one jumps past what this transaction can use
+	 * (SPINDLE_EVENT_NOS_RESERVED): if the TRUNCATE rolls back, the old
+	 * storage is the table's again and never hands out a number given in
+	 * the new one.  A TRUNCATE that commits costs no numbers.
+	 */
 	truncating = SearchSysCacheExists1(RELOID,
 									   ObjectIdGetDatum(RelationGetRelid(rel)));
 	if (truncating)
+	{
 		spindle_peek_numbers(rel, &next_no);
+		next_no.event_no = spindle_take_event_nos(rel, 0,
+												  SPINDLE_EVENT_NOS_RESERVED);
+	}
 
 	srel = RelationCreateStorage(*newrnode, persistence, true);
 	spindle_slotmap_init_fork(srel, MAIN_FORKNUM,
