@@ -32,7 +32,12 @@
  * clock sweep with a second chance (a pin sets the state's usage bit, the
  * sweep clears it), so a queue in use keeps its state and one idle since
  * the hand last passed gives it up; it writes nothing.  Only when every
- * state is needed so does a call fail (53400).  A backend's pins are released when
+ * state is needed so does a call fail (53400).  An evicted state with at
+ * most SAVED_RANGES items leaves its head and their ranges behind (a
+ * small ring of saved heads, SAVED_HEADS_PER_STATE per state): below the
+ * head, only those ranges are not consumed or gone for good, so its next
+ * consumer starts at the head with the ranges to examine again (RETURNED)
+ * instead of examining the queue's whole history again.  A backend's pins are released when
  * its call ends, and by its (sub)transaction's abort and its exit, so an
  * error never leaves one behind.
  *
@@ -72,11 +77,30 @@
 int			spindle_max_queues = 256;
 int			spindle_max_leases = 10000;
 
+/*
+ * What an evicted state left: its head, and the ranges of its items, all
+ * else below the head being settled (consumed, or gone for good).
+ */
+#define SAVED_RANGES 4
+
+typedef struct SavedHead
+{
+	Oid			dbid;			/* invalid: unused */
+	Oid			relid;
+	int64		head;
+	int			nranges;
+	int64		ranges[SAVED_RANGES][2];	/* [start, end) to examine again */
+} SavedHead;
+
+#define SAVED_HEADS_PER_STATE 4
+
 typedef struct QueueShared
 {
 	LWLock	   *lock;			/* QueuesLock */
 	LWLockPadded *state_locks;	/* one per state */
 	int			clock_hand;		/* next state the eviction sweep looks at */
+	int			saved_hand;		/* next saved head to overwrite */
+	SavedHead  *saved;			/* SAVED_HEADS_PER_STATE x max_queues */
 	pg_atomic_uint64 evictions; /* states evicted since start */
 	slock_t		pool_mutex;
 	dlist_head	free_items;
@@ -89,6 +113,12 @@ static QueueShared *qshared = NULL;
 static QueueItem *qitems = NULL;
 
 static void free_all_items(QueueState *qs);
+
+static int
+nsaved(void)
+{
+	return spindle_max_queues * SAVED_HEADS_PER_STATE;
+}
 
 static int
 pool_size(void)
@@ -104,6 +134,9 @@ spindle_queue_shmem_size(void)
 	size = add_size(offsetof(QueueShared, states),
 					mul_size(spindle_max_queues, sizeof(QueueState)));
 	size = add_size(size, mul_size(pool_size(), sizeof(QueueItem)));
+	size = add_size(size, mul_size(nsaved(), sizeof(SavedHead)));
+	/* the items start MAXALIGNed (spindle_queue_shmem_startup) */
+	size = add_size(size, MAXIMUM_ALIGNOF);
 	return size;
 }
 
@@ -133,6 +166,9 @@ spindle_queue_shmem_startup(void)
 	qshared->lock = &(GetNamedLWLockTranche("spindle_queues"))[0].lock;
 	qshared->state_locks = GetNamedLWLockTranche("spindle_queue");
 	qshared->clock_hand = 0;
+	qshared->saved_hand = 0;
+	qshared->saved = (SavedHead *) (qitems + pool_size());
+	memset(qshared->saved, 0, sizeof(SavedHead) * nsaved());
 	pg_atomic_init_u64(&qshared->evictions, 0);
 	SpinLockInit(&qshared->pool_mutex);
 	dlist_init(&qshared->free_items);
@@ -202,6 +238,91 @@ spindle_queue_state(Oid relid)
 	return qs;
 }
 
+/*
+ * The saved heads: what evicted states without items left (see the
+ * header comment).  The caller holds QueuesLock exclusively.
+ */
+static SavedHead *
+find_saved(Oid dbid, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < nsaved(); i++)
+		if (qshared->saved[i].relid == relid && qshared->saved[i].dbid == dbid)
+			return &qshared->saved[i];
+	return NULL;
+}
+
+/*
+ * Remember the head of qs (locked, about to be evicted) and the ranges of
+ * its items, if it has few enough.
+ */
+static void
+save_head(QueueState *qs)
+{
+	SavedHead  *e;
+	dlist_iter	iter;
+	int			n = 0;
+
+	if (!qs->valid || qs->nitems > SAVED_RANGES)
+		return;
+	if ((e = find_saved(qs->dbid, qs->relid)) == NULL)
+	{
+		e = &qshared->saved[qshared->saved_hand];
+		qshared->saved_hand = (qshared->saved_hand + 1) % nsaved();
+	}
+	e->dbid = qs->dbid;
+	e->relid = qs->relid;
+	e->head = qs->head;
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		e->ranges[n][0] = item->start;
+		e->ranges[n][1] = item->end;
+		n++;
+	}
+	e->nranges = n;
+}
+
+/* A new state qs (locked) takes up where its queue's last one left off. */
+static void
+take_saved_head(QueueState *qs)
+{
+	SavedHead  *e = find_saved(qs->dbid, qs->relid);
+	int			i;
+
+	if (e == NULL)
+		return;
+	e->dbid = InvalidOid;
+	e->relid = InvalidOid;
+	for (i = 0; i < e->nranges; i++)
+		if (spindle_qitem_alloc(qs, QITEM_RETURNED, e->ranges[i][0],
+								e->ranges[i][1]) == NULL)
+		{
+			/* no room: examine the whole queue again */
+			free_all_items(qs);
+			return;
+		}
+	qs->head = e->head;
+	qs->valid = true;
+}
+
+/* Forget the saved heads of relid (or of every table) of database dbid. */
+static void
+forget_saved(Oid dbid, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < nsaved(); i++)
+		if (qshared->saved[i].dbid == dbid &&
+			(!OidIsValid(relid) || qshared->saved[i].relid == relid))
+		{
+			qshared->saved[i].dbid = InvalidOid;
+			qshared->saved[i].relid = InvalidOid;
+		}
+}
+
 /* Make qs (whose slot QueuesLock keeps) the state of relid, empty. */
 static void
 take_slot(QueueState *qs, Oid relid)
@@ -218,6 +339,7 @@ take_slot(QueueState *qs, Oid relid)
 	pg_atomic_write_u64(&qs->enqueued, 0);
 	pg_atomic_write_u64(&qs->dequeued, 0);
 	pg_atomic_write_u64(&qs->dead_lettered, 0);
+	take_saved_head(qs);
 	/* waiting is left alone: sleepers take themselves off */
 	LWLockRelease(spindle_queue_lock(qs));
 }
@@ -284,6 +406,7 @@ free_or_evict(void)
 			continue;
 		if (evictable(qs))
 		{
+			save_head(qs);
 			free_all_items(qs);
 			qs->valid = false;
 			qs->dbid = InvalidOid;
@@ -470,6 +593,7 @@ spindle_queue_state_reset(Oid relid)
 	if (qshared == NULL)
 		return;
 	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
+	forget_saved(MyDatabaseId, relid);
 	qs = find_state(relid);
 	if (qs != NULL)
 	{
@@ -493,6 +617,7 @@ spindle_queue_forget_database(Oid dbid)
 	if (qshared == NULL)
 		return;
 	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
+	forget_saved(dbid, InvalidOid);
 	for (i = 0; i < spindle_max_queues; i++)
 	{
 		QueueState *qs = &qshared->states[i];
