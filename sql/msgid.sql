@@ -74,7 +74,7 @@ SELECT payload, msg_id > :mq_max AS renumbered FROM spindle_q.mq
  WHERE payload ? 'dead' ORDER BY msg_id;
 SELECT count(*) = count(DISTINCT msg_id) AS unique_ids FROM spindle_q.mq;
 
--- ===================== a changed capacity: ids stay dense =================
+-- ===================== a changed capacity: every id resolves ==============
 ALTER TABLE spindle_q.mq SET (events_per_spindle = 7);
 SELECT count(*) FROM spindle.enqueue_batch('mq',
   ARRAY(SELECT jsonb_build_object('c', g) FROM generate_series(1, 20) g));
