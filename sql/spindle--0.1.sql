@@ -250,6 +250,12 @@ CREATE TABLE spindle.queue_msg_id_floor (
     msg_id_floor    bigint NOT NULL CHECK (msg_id_floor > 0)
 );
 SELECT pg_catalog.pg_extension_config_dump('spindle.queue_msg_id_floor', '');
+-- a row for a name that has one raises it: a restore loads the floors
+-- after its CREATE TABLEs wrote theirs (and renumbers a queue not yet used)
+CREATE FUNCTION spindle._msg_id_floor_merge() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'spindle_msg_id_floor_merge' LANGUAGE C;
+CREATE TRIGGER merge_floor BEFORE INSERT ON spindle.queue_msg_id_floor
+    FOR EACH ROW EXECUTE FUNCTION spindle._msg_id_floor_merge();
 REVOKE ALL ON spindle.queue_msg_id_floor FROM PUBLIC;
 
 -- What consumers receive.

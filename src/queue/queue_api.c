@@ -771,6 +771,7 @@ spindle_queue_register_hooks(void)
 	spindle_table_hooks.inserted = spindle_queue_note_insert;
 	spindle_table_hooks.truncated = queue_truncated;
 	spindle_table_hooks.event_floor = spindle_queue_event_floor;
+	spindle_table_hooks.events_numbered = spindle_queue_events_numbered;
 	spindle_table_hooks.ttl_not_before = spindle_queue_ttl_not_before;
 	spindle_table_hooks.ttl_held = spindle_queue_ttl_held;
 }

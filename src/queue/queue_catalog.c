@@ -80,6 +80,7 @@
 #include "catalog/pg_rewrite.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type_d.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "queue/spindle_queue.h"
 #include "miscadmin.h"
@@ -926,6 +927,9 @@ spindle_queue_event_floor(Relation facade)
 	return floor;
 }
 
+/* raise_floor is writing: the merge trigger leaves the table alone */
+static bool raising_floor = false;
+
 /* Raise the floor of queue name to at least floor (GREATEST). */
 static void
 raise_floor(const char *name, int64 floor)
@@ -937,13 +941,114 @@ raise_floor(const char *name, int64 floor)
 	values[0] = CStringGetTextDatum(name);
 	values[1] = Int64GetDatum(floor);
 	spindle_spi_begin(&spi);
-	spindle_spi_exec("INSERT INTO spindle.queue_msg_id_floor AS f"
-					 " (queue_name, msg_id_floor) VALUES ($1, $2)"
-					 " ON CONFLICT (queue_name) DO UPDATE"
-					 " SET msg_id_floor = GREATEST(f.msg_id_floor,"
-					 " excluded.msg_id_floor)",
-					 2, types, values, NULL, false);
+	raising_floor = true;
+	PG_TRY();
+	{
+		spindle_spi_exec("INSERT INTO spindle.queue_msg_id_floor AS f"
+						 " (queue_name, msg_id_floor) VALUES ($1, $2)"
+						 " ON CONFLICT (queue_name) DO UPDATE"
+						 " SET msg_id_floor = GREATEST(f.msg_id_floor,"
+						 " excluded.msg_id_floor)",
+						 2, types, values, NULL, false);
+	}
+	PG_FINALLY();
+	{
+		raising_floor = false;
+	}
+	PG_END_TRY();
 	spindle_spi_end(&spi);
+}
+
+/*
+ * The table layer's events_numbered hook: spindles of facade were just
+ * created, and its events will be numbered below next.  For a queue
+ * table, raise its name's floor there, so that pg_dump carries it: a
+ * restore numbers the restored events above every id the dumped queue
+ * gave (see spindle_msg_id_floor_merge).
+ */
+void
+spindle_queue_events_numbered(Relation facade, int64 next)
+{
+	if (!spindle_relation_is_queue(facade) ||
+		strncmp(RelationGetRelationName(facade), "pg_temp_", 8) == 0 ||
+		!catalog_table_exists("queue_msg_id_floor"))
+		return;
+	raise_floor(RelationGetRelationName(facade), next);
+}
+
+/*
+ * A floor loaded from outside (a restore's COPY, a superuser's INSERT)
+ * for queue name: if the queue's table exists and none of its events was
+ * numbered yet, number them from the floor.  A restore makes the table,
+ * and its first spindles numbered from 1, before it loads the floors.
+ * Skipped if the table's lock is not free at once (the floor then applies
+ * to the spindles made later).
+ */
+static void
+apply_loaded_floor(const char *name, int64 floor)
+{
+	Oid			nsp = spindle_queue_namespace(true);
+	Oid			relid;
+	Relation	rel;
+
+	if (!OidIsValid(nsp) ||
+		!OidIsValid(relid = get_relname_relid(name, nsp)) ||
+		!ConditionalLockRelationOid(relid, ShareRowExclusiveLock))
+		return;
+	rel = try_relation_open(relid, NoLock);
+	if (rel == NULL)
+		return;
+	if (spindle_is_facade(rel) && spindle_relation_is_queue(rel))
+		(void) spindle_catalog_renumber_empty(rel, floor);
+	relation_close(rel, NoLock);
+}
+
+/*
+ * spindle._msg_id_floor_merge(): BEFORE INSERT trigger on
+ * spindle.queue_msg_id_floor.  A row for a name that has one raises it
+ * (GREATEST) instead of failing on the key, so a restore that loads the
+ * floors after its CREATE TABLEs wrote some merges them; a floor loaded
+ * from outside also renumbers the named queue if it has no event yet.
+ */
+PG_FUNCTION_INFO_V1(spindle_msg_id_floor_merge);
+Datum
+spindle_msg_id_floor_merge(PG_FUNCTION_ARGS)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+	TupleDesc	desc;
+	HeapTuple	tup;
+	bool		isnull[2];
+	Datum		values[2];
+	Oid			types[2] = {TEXTOID, INT8OID};
+	char	   *name;
+	uint64		merged = 0;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(td->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(td->tg_event) ||
+		!TRIGGER_FIRED_BY_INSERT(td->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("spindle._msg_id_floor_merge() must be a BEFORE INSERT row trigger")));
+	tup = td->tg_trigtuple;
+	desc = RelationGetDescr(td->tg_relation);
+	values[0] = heap_getattr(tup, 1, desc, &isnull[0]);
+	values[1] = heap_getattr(tup, 2, desc, &isnull[1]);
+	if (isnull[0] || isnull[1])
+		return PointerGetDatum(tup);	/* the constraints say no */
+	name = TextDatumGetCString(values[0]);
+	if (!raising_floor)
+	{
+		SpindleSpi	spi;
+
+		spindle_spi_begin(&spi);
+		merged = spindle_spi_exec("UPDATE spindle.queue_msg_id_floor"
+								  " SET msg_id_floor = GREATEST(msg_id_floor, $2)"
+								  " WHERE queue_name OPERATOR(pg_catalog.=) $1",
+								  2, types, values, NULL, false);
+		spindle_spi_end(&spi);
+		apply_loaded_floor(name, DatumGetInt64(values[1]));
+	}
+	return merged > 0 ? PointerGetDatum(NULL) : PointerGetDatum(tup);
 }
 
 /*

@@ -27,7 +27,8 @@
  * spindle_catalog_set_capacity_of_empty ShareRowExclusiveLock (at least).
  *
  * Invariants kept here: a live spindle's row changes only in filled_at
- * and capacity, and every such change invalidates the spindle's relation
+ * and capacity, and in first_no while no event of the table was numbered
+ * (spindle_catalog_renumber_empty), and every such change invalidates the spindle's relation
  * (so that cached directories re-read the row: directory.c); a dropped
  * spindle's row stays, with dropped_at set, until maintenance has removed
  * the index entries pointing into its range (so the range stays taken);
@@ -842,5 +843,56 @@ spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 	}
 	spindle_directory_release(dir);
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
+}
+
+/*
+ * Number the events of the facade from at least floor, if none of its
+ * spindles was given an event yet: a restore made the table (and its first
+ * spindles, numbered from 1) before the floor of its queue name, loaded
+ * later, said where its numbers must start.  Returns whether it did.  The
+ * counter is raised first (it never goes back, so a rollback of the
+ * catalog rows leaves only a gap); then each spindle's first_no, in order.
+ * The caller holds ShareRowExclusiveLock on the facade: no insert is
+ * under way or can start until this transaction ends.
+ */
+bool
+spindle_catalog_renumber_empty(Relation facade, int64 floor)
+{
+	SpindleDirectory *dir = spindle_directory_acquire_current(facade);
+	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
+	Datum		values[3];
+	int64		total = 0;
+	int64		next;
+	int			i;
+
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		if (spindle_segment_is_empty(dir->spindles[i].segment) != 1)
+			break;
+		total += dir->spindles[i].vcount;
+	}
+	if (dir->nspindles == 0 || i < dir->nspindles ||
+		dir->spindles[0].first_no >= floor)
+	{
+		spindle_directory_release(dir);
+		return false;
+	}
+	next = spindle_take_event_nos(facade, floor, total);
+	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
+		values[2] = Int64GetDatum(next);
+		catalog_write("UPDATE spindle.spindle_catalog SET first_no = $3"
+					  " WHERE relation OPERATOR(pg_catalog.=) $1"
+					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
+					  3, types, values);
+		next += dir->spindles[i].vcount;
+		/* cached directories re-read its row */
+		CacheInvalidateRelcacheByRelid(dir->spindles[i].segment);
+	}
+	spindle_directory_release(dir);
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
+	return true;
 }
 

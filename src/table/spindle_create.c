@@ -981,6 +981,13 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 	allocator_end(&alloc);
 	UnregisterSnapshot(snap);
 	spindle_catalog_close(&cr);
+	if (spindle_table_hooks.events_numbered)
+	{
+		SpindleNumbers next;
+
+		spindle_peek_numbers(facade, &next);
+		spindle_table_hooks.events_numbered(facade, next.event_no);
+	}
 
 	CacheInvalidateRelcacheByRelid(relid);
 	CommandCounterIncrement();

@@ -70,6 +70,7 @@ extern struct SysScanDescData *spindle_catalog_scan_rows(SpindleCatalogRels *cr,
 extern int64 spindle_catalog_max_spindle_no(SpindleCatalogRels *cr, Oid facade,
 											Snapshot snap, int64 *event_end);
 extern void spindle_catalog_add_spindle(Oid facade, const SpindleEntry *sp);
+extern bool spindle_catalog_renumber_empty(Relation facade, int64 floor);
 extern void spindle_register_table(Oid facade);
 extern void spindle_forget_table(Oid facade);
 extern List *spindle_catalog_tables(void);
@@ -279,6 +280,8 @@ typedef struct SpindleTableHooks
 	 * (the queue layer: msg_ids are never given twice under one queue name)
 	 */
 	int64		(*event_floor) (Relation facade);
+	/* spindles were created: the table's events are numbered below next */
+	void		(*events_numbered) (Relation facade, int64 next);
 	/*
 	 * TTL: a timestamptz column (attribute number) that must also be at or
 	 * before the cutoff for an event to be purged, or 0 for none (the
