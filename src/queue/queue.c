@@ -1545,11 +1545,12 @@ keep_rest(QueueItem *item, Candidate *c, int n, int i, int s, bool lease,
  * dead-letter queue), or, for read's others, claims to_lease, which
  * grant_leases makes leases when the read() returns (and which an abort
  * hands back unread, so that a read() that fails leases nothing); gone
- * ones become nothing.  Where the pool has no item left, see keep_rest.
+ * ones become nothing.  Where the pool has no item left, see keep_rest,
+ * and *pool_full is set.
  */
 static void
 record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
-	   bool lease, TransactionId xid)
+	   bool lease, TransactionId xid, bool *pool_full)
 {
 	int			i = 0;
 	int			s;
@@ -1626,6 +1627,8 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 										  c[i].msg_id, c[j].msg_id + 1);
 			if (run == NULL)
 			{
+				/* a read() that can lease nothing says so (53400) */
+				*pool_full = true;
 				i = keep_rest(item, c, n, i, s, lease, xid);
 				if (item->kind == QITEM_CLAIM && item->mixed)
 					mark_purge(qs, item, item->generation);
@@ -1825,7 +1828,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
 	/* what was purged assigned the transaction id */
 	record(qs, sources, nsources, res.c, res.n, !cs->purge,
-		   GetCurrentTransactionIdIfAny());
+		   GetCurrentTransactionIdIfAny(), pool_full);
 	spindle_directory_release(dir);
 	cache_done(facade, cache_slot, res.c, res.n, cs->purge);
 	return res;
@@ -2340,8 +2343,9 @@ find_item(QueueState *qs, int64 msg_id)
 static QueueItem *
 copy_item(QueueState *qs, QueueItem *from, int64 start, int64 end)
 {
-	QueueItem  *to = spindle_qitem_alloc(qs, (QueueItemKind) from->kind,
-										 start, end);
+	/* a lease split in two leases no more events: no lease room needed */
+	QueueItem  *to = spindle_qitem_alloc_split(qs, (QueueItemKind) from->kind,
+											   start, end);
 
 	if (to != NULL)
 	{

@@ -642,16 +642,28 @@ spindle_queue_forget_database(Oid dbid)
 QueueItem *
 spindle_qitem_alloc(QueueState *qs, QueueItemKind kind, int64 start, int64 end)
 {
+	if (kind == QITEM_LEASED && !spindle_qitem_lease_room())
+		return NULL;
+	return spindle_qitem_alloc_split(qs, kind, start, end);
+}
+
+/*
+ * The same for a piece split off an item of the same kind (an ack or
+ * set_visibility of one event of a lease): a lease split in two leases no
+ * more events, so it needs no room under spindle.max_leases; a lease
+ * then being acknowledged never fails for want of lease room.
+ */
+QueueItem *
+spindle_qitem_alloc_split(QueueState *qs, QueueItemKind kind, int64 start,
+						  int64 end)
+{
 	QueueItem  *item = NULL;
 
-	if (kind == QITEM_LEASED)
-	{
-		if (!spindle_qitem_lease_room())
-			return NULL;
-	}
-	else if (qs->nitems - qs->nleases >=
-			 (kind == QITEM_CLAIM ? SPINDLE_ITEMS_PER_QUEUE :
-			  SPINDLE_ITEMS_PER_QUEUE - SPINDLE_ITEMS_FOR_CLAIMS))
+	/* leases are counted in nleases, the rest against the queue's budget */
+	if (kind != QITEM_LEASED &&
+		qs->nitems - qs->nleases >=
+		(kind == QITEM_CLAIM ? SPINDLE_ITEMS_PER_QUEUE :
+		 SPINDLE_ITEMS_PER_QUEUE - SPINDLE_ITEMS_FOR_CLAIMS))
 		return NULL;			/* the last ones are kept for claims */
 
 	SpinLockAcquire(&qshared->pool_mutex);

@@ -169,6 +169,8 @@ extern void spindle_queue_forget_database(Oid dbid);
 
 extern QueueItem *spindle_qitem_alloc(QueueState *qs, QueueItemKind kind,
 									  int64 start, int64 end);
+extern QueueItem *spindle_qitem_alloc_split(QueueState *qs, QueueItemKind kind,
+											int64 start, int64 end);
 extern bool spindle_qitem_lease_room(void);
 extern void spindle_qitem_free(QueueState *qs, QueueItem *item);
 extern QueueItem *spindle_qitem_at(int index);
