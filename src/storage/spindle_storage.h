@@ -223,6 +223,7 @@ extern void spindle_slotmap_desc_set(StringInfo buf,
 extern int64 spindle_slotmap_last_used(Relation facade, int64 first, int64 n);
 extern void spindle_slotmap_copy(Relation from, Relation to);
 extern void spindle_slotmap_forget_size(Relation facade);
+extern BlockNumber spindle_slotmap_truncate(Relation facade);
 
 extern int	spindle_pending_read(Relation facade, SpindlePending *out);
 extern bool spindle_pending_in_progress(const SpindlePending *p);
