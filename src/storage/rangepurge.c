@@ -405,7 +405,7 @@ spindle_redo_purge(XLogReaderState *record)
 static void
 spindle_rmgr_redo(XLogReaderState *record)
 {
-	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	uint8		info = XLogRecGetInfo(record) & XLOG_SPINDLE_OPMASK;
 
 	switch (info)
 	{
@@ -414,6 +414,9 @@ spindle_rmgr_redo(XLogReaderState *record)
 			break;
 		case XLOG_SPINDLE_MAP_SET:
 			spindle_slotmap_redo_set(record);
+			break;
+		case XLOG_SPINDLE_INSERT:
+			spindle_insert_redo(record);
 			break;
 		default:
 			elog(PANIC, "spindle_rmgr_redo: unknown op code %u", info);
@@ -424,10 +427,12 @@ spindle_rmgr_redo(XLogReaderState *record)
 static void
 spindle_rmgr_desc(StringInfo buf, XLogReaderState *record)
 {
-	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	uint8		info = XLogRecGetInfo(record) & XLOG_SPINDLE_OPMASK;
 
 	if (info == XLOG_SPINDLE_MAP_SET)
 		spindle_slotmap_desc_set(buf, record);
+	else if (info == XLOG_SPINDLE_INSERT)
+		spindle_insert_desc(buf, record);
 	else if (info == XLOG_SPINDLE_PURGE)
 	{
 		xl_spindle_purge *xlrec = (xl_spindle_purge *) XLogRecGetData(record);
@@ -469,6 +474,10 @@ spindle_rmgr_identify(uint8 info)
 			return "PURGE";
 		case XLOG_SPINDLE_MAP_SET:
 			return "MAP_SET";
+		case XLOG_SPINDLE_INSERT:
+			return "INSERT";
+		case XLOG_SPINDLE_INSERT | XLOG_SPINDLE_INIT_PAGE:
+			return "INSERT+INIT";
 		default:
 			return NULL;
 	}

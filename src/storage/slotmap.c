@@ -214,12 +214,12 @@ read_meta(Relation facade, int mode)
 }
 
 /*
- * The buffer of map block blk, locked in the given mode; InvalidBuffer if
- * the block does not exist and extend is false.  With extend, the fork is
+ * The buffer of map block blk, pinned but not locked; InvalidBuffer if the
+ * block does not exist and extend is false.  With extend, the fork is
  * extended up to blk with initialised, WAL-logged map pages.
  */
 static Buffer
-map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
+map_pin(Relation facade, BlockNumber blk, bool extend)
 {
 	Buffer		buf;
 
@@ -252,8 +252,17 @@ map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
 		}
 		UnlockRelationForExtension(facade, ExclusiveLock);
 	}
-	buf = ReadBuffer(facade, blk);
-	LockBuffer(buf, mode);
+	return ReadBuffer(facade, blk);
+}
+
+/* map_pin, then the buffer locked in the given mode. */
+static Buffer
+map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
+{
+	Buffer		buf = map_pin(facade, blk, extend);
+
+	if (BufferIsValid(buf))
+		LockBuffer(buf, mode);
 	return buf;
 }
 
@@ -422,6 +431,33 @@ spindle_slotmap_desc_set(StringInfo buf, XLogReaderState *record)
 
 	appendStringInfo(buf, "entries %u..%u", xlrec->first,
 					 xlrec->first + xlrec->nentries - 1);
+}
+
+/*
+ * For the insert record (eventinsert.c), which sets one entry in the same
+ * record as the heap insert: the map page of vslot, pinned (extended if
+ * needed) but not locked; the caller locks it exclusively after its heap
+ * page (heap page, then map page: nobody locks them in the other order).
+ */
+Buffer
+spindle_slotmap_pin(Relation facade, int64 vslot)
+{
+	Assert(vslot >= 0 && vslot < SPINDLE_VSLOTS);
+	return map_pin(facade, MAP_BLOCK(vslot), true);
+}
+
+/* The map block that holds vslot's entry. */
+BlockNumber
+spindle_slotmap_block(int64 vslot)
+{
+	return MAP_BLOCK(vslot);
+}
+
+/* Put vslot's entry into its map page (exclusively locked, or in redo). */
+void
+spindle_slotmap_put_entry(Page page, int64 vslot, ItemPointer ptid)
+{
+	map_put(page, MAP_INDEX(vslot), 1, ptid);
 }
 
 /*

@@ -224,6 +224,9 @@ extern int64 spindle_slotmap_last_used(Relation facade, int64 first, int64 n);
 extern void spindle_slotmap_copy(Relation from, Relation to);
 extern void spindle_slotmap_forget_size(Relation facade);
 extern BlockNumber spindle_slotmap_truncate(Relation facade);
+extern Buffer spindle_slotmap_pin(Relation facade, int64 vslot);
+extern BlockNumber spindle_slotmap_block(int64 vslot);
+extern void spindle_slotmap_put_entry(Page page, int64 vslot, ItemPointer ptid);
 
 extern int	spindle_pending_read(Relation facade, SpindlePending *out);
 extern bool spindle_pending_in_progress(const SpindlePending *p);
@@ -307,6 +310,17 @@ extern void spindle_counters_forget_database(Oid dboid);
 /* its record types (the high four bits of xl_info) */
 #define XLOG_SPINDLE_PURGE		0x10	/* rangepurge.c */
 #define XLOG_SPINDLE_MAP_SET	0x20	/* slotmap.c */
+#define XLOG_SPINDLE_INSERT		0x30	/* eventinsert.c */
+#define XLOG_SPINDLE_OPMASK		0x70
+#define XLOG_SPINDLE_INIT_PAGE	0x80	/* INSERT: as XLOG_HEAP_INIT_PAGE */
+
+/* ---- eventinsert.c: one event and its slot map entry, one record ---- */
+extern bool spindle_insert_event(Relation facade, Relation seg, HeapTuple tup,
+								 CommandId cid, int options,
+								 struct BulkInsertStateData *bistate,
+								 int64 vslot);
+extern void spindle_insert_redo(struct XLogReaderState *record);
+extern void spindle_insert_desc(StringInfo buf, struct XLogReaderState *record);
 
 extern void spindle_rangepurge_register(void);	/* from _PG_init, only while process_shared_preload_libraries_in_progress */
 
