@@ -44,11 +44,14 @@
  * cleaned like the range of a dropped spindle, then forgotten.
  *
  * Setting entries -- once per insert, the hot path -- is WAL-logged with a
- * record of the spindle resource manager (XLOG_SPINDLE_MAP_SET: the map
- * page, the first entry's index and the new entries, about 60 bytes for
- * one event), written only where RelationNeedsWAL says so (not for
- * unlogged tables, nor under wal_level = minimal for a table created in
- * the same transaction, which is synced at commit).  Everything else here
+ * record of the spindle resource manager: a single event's entry in the
+ * same record as its tuple (XLOG_SPINDLE_INSERT, eventinsert.c, which uses
+ * the spindle_slotmap_pin/put_entry helpers here), others with
+ * XLOG_SPINDLE_MAP_SET (the map page, the first entry's index and the new
+ * entries, 56 bytes for one event), written only where RelationNeedsWAL
+ * says so (not for unlogged tables, nor under wal_level = minimal for a
+ * table created in the same transaction, which is synced at commit).
+ * Shrinking the fork is XLOG_SMGR_TRUNCATE.  Everything else here
  * (new map pages, clearing, the metapage, copies) is rare and uses generic
  * WAL: it computes a delta of the whole page, which cost a quarter of an
  * enqueue's time when every set went that way.  Locks: map pages and the
