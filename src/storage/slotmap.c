@@ -571,10 +571,10 @@ map_page_empty(Relation facade, BlockNumber blk)
  * number of pages given back.
  *
  * As VACUUM truncates a heap: the fork is truncated under
- * AccessExclusiveLock on the facade, taken only if it can be at once (no
- * producer or reader ever waits for us to get it), given up as soon as
- * anybody queues behind it while the pages are checked, and released as
- * soon as the truncation is done.  RelationTruncate WAL-logs it
+ * AccessExclusiveLock on the facade, taken only if it can be at once (we
+ * never wait for a producer or reader), the check given up as soon as
+ * anybody queues behind it, and released as soon as the truncation is
+ * done (who comes meanwhile waits milliseconds, as behind VACUUM's).  RelationTruncate WAL-logs it
  * (XLOG_SMGR_TRUNCATE, replayed by every standby and by crash recovery)
  * and drops the pages' buffers.  Under the lock no writer can set an
  * entry (writers hold RowExclusiveLock), so a page seen empty stays
