@@ -875,7 +875,7 @@ def write(R, outdir):
                 for k, n, rec, fpi in sorted(kinds, key=lambda x: -(x[2] or 0)):
                     if (n or 0) < 0.001:
                         continue
-                    rows.append([LABEL[name], k, "%.3f" % n, fmt(rec), fmt(fpi)])
+                    rows.append([ENQ_LABEL[name], k, "%.3f" % n, fmt(rec), fmt(fpi)])
             sec.append(table(["system", "record", "records per event", "record bytes per event",
                               "page image bytes per event"], rows))
             mine = [(k, rec) for k, n, rec, fpi in recs.get("spindle", []) if (n or 0) >= 0.01]
