@@ -116,7 +116,12 @@ insert_record_applies(Relation facade, Relation seg, HeapTuple tup,
 		HeapTupleHasExternal(tup) || tup->t_len > TOAST_TUPLE_THRESHOLD)
 		return false;
 	if (HeapTupleHasNulls(tup))
-		return true;			/* logged from t_bits, as heap does */
+	{
+		/* logged from t_bits, as heap does; redo derives t_hoff */
+		return th->t_hoff ==
+			MAXALIGN(SizeofHeapTupleHeader +
+					 BITMAPLEN(HeapTupleHeaderGetNatts(th)));
+	}
 	if (th->t_hoff != HOFF_NO_NULLS)
 		return false;
 	for (i = SizeofHeapTupleHeader; i < HOFF_NO_NULLS; i++)
