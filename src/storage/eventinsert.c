@@ -37,8 +37,9 @@
  * its own copy of the redo pointer of the insertion for
  * GetFullPageWriteInfo to read).  So crash recovery never applies an entry
  * to a torn page without restoring its image next (redo reads the page with
- * RBM_ZERO_ON_ERROR for that case), and tools that collect the blocks
- * changed since a checkpoint (pg_rewind) see every map page changed.
+ * RBM_ZERO_ON_ERROR for that case), and replay from any checkpoint
+ * restores the page's image before applying an entry that names it (which
+ * also keeps pg_rewind right: docs/design.md, "Inserts (WAL)").
  * wal_consistency_checking compares the heap page, and the map page when
  * it is registered.
  *
