@@ -19,6 +19,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
+use IPC::Run;
 
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
@@ -179,6 +181,62 @@ $primary->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', $checks[0]),
 	$primary->safe_psql('postgres', $checks[0]),
 	'the standby follows the primary after its crash');
+
+# ---- a crash in the middle of enqueues and checkpoints ----------------------
+# two producers enqueue one event per transaction, logging each msg_id in
+# the same transaction, while checkpoints come every 100 ms (some begin
+# between an insert's look at the map page and its record: then the record
+# is followed by the page's image); the server is killed under the load
+$primary->safe_psql('postgres', q{
+SELECT spindle.create_queue('s', events_per_spindle => 2000);
+CREATE TABLE produced (msg_id bigint);});
+my $script = $primary->basedir . '/enqueue.sql';
+open(my $fh, '>', $script) or die "cannot write $script: $!";
+print $fh "INSERT INTO produced SELECT spindle.enqueue('s', '$payload');\n";
+close $fh;
+my ($pb_out, $pb_err) = ('', '');
+my $pgbench = IPC::Run::start(
+	[
+		'pgbench', '-n', '-c', '2', '-T', '60', '-f', $script,
+		'-h', $primary->host, '-p', $primary->port, 'postgres'
+	],
+	'>', \$pb_out, '2>', \$pb_err);
+my $checkpoints = $primary->background_psql('postgres', on_error_stop => 0);
+for (1 .. 40)
+{
+	$checkpoints->query_until(qr/go/, "\\echo go\nCHECKPOINT;\n");
+	usleep(100_000);
+}
+$primary->stop('immediate');
+eval { $checkpoints->quit; };
+eval { $pgbench->finish; };
+$primary->start;
+my $logged = $primary->safe_psql('postgres', 'SELECT count(*) FROM produced');
+cmp_ok($logged, '>', 100, "the producers committed events before the crash ($logged)");
+is( $primary->safe_psql(
+		'postgres', q{
+SELECT count(*) FROM produced p
+ WHERE NOT EXISTS (SELECT FROM spindle_q.s q WHERE q.msg_id = p.msg_id)}),
+	'0',
+	'every committed enqueue is in the queue after crash recovery');
+is( $primary->safe_psql(
+		'postgres', q{
+SELECT count(*) FROM spindle_q.s
+ WHERE ctid = ANY (ARRAY(SELECT ctid FROM spindle_q.s))}),
+	$primary->safe_psql('postgres', 'SELECT count(*) FROM spindle_q.s'),
+	'and each is found through its slot map entry');
+verify_ok($primary, 'postgres', 'spindle_q.s');
+is( $primary->safe_psql(
+		'postgres', "SELECT count(*) FROM spindle.dequeue('s', 100000)"),
+	$primary->safe_psql('postgres', 'SELECT count(*) FROM produced'),
+	'a consumer takes every one of them');
+ok(!$primary->log_contains(qr/inconsistent page found/),
+	'crash recovery found no page replayed differently');
+$primary->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', 'SELECT count(*) FROM spindle_q.s'),
+	'0', 'the standby replayed it all');
+ok(!$standby->log_contains(qr/inconsistent page found/),
+	'neither did the standby');
 
 $standby->stop;
 $primary->stop;
