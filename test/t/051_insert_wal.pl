@@ -12,7 +12,10 @@
 # then return the primary's rows by sequential, index and TID scans
 # (TID and index fetches go through the slot map), with checkpoints
 # between and during the inserts, and spindle.verify() finds every map
-# entry pointing at its event.
+# entry pointing at its event.  Last, a crash under two producers and a
+# checkpoint every 100 ms (which makes some inserts write the map page's
+# image in an XLOG_FPI right after their record): every committed event is
+# there, through its map entry, once.
 use strict;
 use warnings;
 
