@@ -265,6 +265,25 @@ class Cluster:
     def wal_bytes(self, a, b, db="bench"):
         return self.num("SELECT pg_wal_lsn_diff('%s', '%s')" % (b, a), db)
 
+    def wal_records(self, a, b, events, db="bench"):
+        """The WAL from a to b by record type (pg_walinspect), per event:
+        {"rmgr/type": [records, record bytes, page image bytes]}, or None
+        without pg_walinspect.  Reads up to what is flushed (pgbench's
+        commits flushed the run's WAL)."""
+        try:
+            rows = self.psql(
+                "SELECT \"resource_manager/record_type\", count, record_size, fpi_size "
+                "FROM pg_get_wal_stats('%s', least('%s'::pg_lsn, pg_current_wal_flush_lsn()), true) "
+                "WHERE count > 0" % (a, b), db)
+        except Exception as ex:
+            log("WAL records not measured: %s" % str(ex).splitlines()[0])
+            return None
+        out = {}
+        for line in rows.splitlines():
+            kind, n, rec, fpi = line.split("|")
+            out[kind] = [int(n) / events, int(rec) / events, int(fpi) / events]
+        return out
+
 
 def parse_pgbench(out):
     res = {}
@@ -469,6 +488,10 @@ class Spindle(System):
         its database: they are all its own)."""
         return self.queue_size() + self.num("SELECT " + SPINDLE_BOOKKEEPING)
 
+    def map_size(self):
+        """The facade's main fork: its metapage and slot map."""
+        return self.num("SELECT pg_relation_size('spindle_q.q')")
+
     def vacuums(self):
         return self.num("SELECT coalesce(sum(autovacuum_count + vacuum_count), 0) "
                         "FROM pg_stat_user_tables WHERE relid = 'spindle_q.q'::regclass "
@@ -637,6 +660,11 @@ def make_db(c, db):
     c.psql("CREATE DATABASE %s" % db, "postgres")
     c.psql("CREATE EXTENSION spindle; CREATE EXTENSION pgq; CREATE SCHEMA partman; "
            "CREATE EXTENSION pg_partman SCHEMA partman;", db)
+    try:
+        # the WAL of a run by record type (c.wal_records), where contrib has it
+        c.psql("CREATE EXTENSION pg_walinspect", db)
+    except Exception as ex:
+        log("no pg_walinspect in %s: %s" % (db, str(ex).splitlines()[0]))
 
 
 class Background:
@@ -728,6 +756,8 @@ def enqueue_once(c, name, clients, batch, e):
     events = r["xacts"] * batch
     e["rate"].append(r["tps"] * batch)
     e["wal"].append(c.wal_bytes(l0, l1) / events if events else None)
+    if clients == 1 and events:
+        e.setdefault("records", []).append(c.wal_records(l0, l1, events))
     e["lat"].append(r["lat_ms"])
     if name == "partman":
         e.setdefault("in_default", []).append(s.in_default())
@@ -943,6 +973,8 @@ def sample(c, s, db, t0):
         smp["queue_size"] = s.queue_size()
     if hasattr(s, "spindles"):
         smp["spindles"] = s.spindles()
+    if hasattr(s, "map_size"):
+        smp["map_size"] = s.map_size()
     return smp
 
 

@@ -727,6 +727,21 @@ def write(R, outdir):
                           "vs heap's (informational)", "%s vs %s: %.2fx" % (fmt(rd), fmt(hr), rd / hr),
                           "none (not a target)", None)
 
+            # the slot map (facade's main fork): it grows with the backlog
+            # and is truncated once the drained spindles' ranges are retired
+            ms = [x for x in hd["spindle"].get("samples") or [] if x.get("map_size") is not None]
+            if ms:
+                mb = [x["map_size"] for x in ms if x["t"] <= h0]
+                md = [x["map_size"] for x in ms if h0 < x["t"] <= h1]
+                back = next((x["t"] - h1 for x in ms
+                             if x["t"] >= h1 and x["map_size"] <= max(mb or [0])), None)
+                T.add("held_back:map", "held snapshot: spindle's slot map (the facade's main fork) "
+                      "before the hold, at most during it, at the end",
+                      "%s, %s, %s (back to its size before the hold %s)" % (
+                          mib(max(mb or [0])), mib(max(md or [0])), mib(ms[-1]["map_size"]),
+                          "%s s after the hold" % fmt(back) if back is not None else "not within the run"),
+                      "none (not a target)", None)
+
             # back within the steady bound within 2 naptimes after the hold
             what = what_of["held_back"]
             w, why = back_within(hd["spindle"], eps, h1)
@@ -840,6 +855,35 @@ def write(R, outdir):
             else:
                 T.add(key, "WAL per enqueued event ≤ 250 B, %s" % what, fmt(w, " B"), "≤ 250 B",
                       w <= 250)
+        # the same runs by record type (pg_walinspect): what each event costs
+        recs = {}
+        for name in ["spindle", "spindle_sql", "heap", "bare_heap"]:
+            per_round = [x for x in enq.get("%s|1|1" % name, {}).get("records") or [] if x]
+            kinds = sorted({k for x in per_round for k in x})
+            for k in kinds:
+                vals = [x.get(k, [0, 0, 0]) for x in per_round]
+                recs.setdefault(name, []).append(
+                    (k, med([v[0] for v in vals]), med([v[1] for v in vals]),
+                     med([v[2] for v in vals])))
+        if recs:
+            sec.append("\nThe enqueue runs of one event per transaction (1 client) by WAL record type "
+                       "(`pg_walinspect`'s `pg_get_wal_stats` over the measured run, per event enqueued, "
+                       "medians over the rounds; record bytes without the WAL's 8-byte alignment and "
+                       "page headers, which the figures above include):\n")
+            rows = []
+            for name, kinds in recs.items():
+                for k, n, rec, fpi in sorted(kinds, key=lambda x: -(x[2] or 0)):
+                    if (n or 0) < 0.001:
+                        continue
+                    rows.append([ENQ_LABEL[name], k, "%.3f" % n, fmt(rec), fmt(fpi)])
+            sec.append(table(["system", "record", "records per event", "record bytes per event",
+                              "page image bytes per event"], rows))
+            mine = [(k, rec) for k, n, rec, fpi in recs.get("spindle", []) if (n or 0) >= 0.01]
+            if mine:
+                T.add("wal_enq|1:records", "WAL per enqueued event, one event per transaction, by "
+                      "record type (spindle)", ", ".join("%s %s B" % (k, fmt(rec)) for k, rec in
+                                                          sorted(mine, key=lambda x: -(x[1] or 0))),
+                      "none (not a target)", None)
         w = dwal("spindle", 100)
         if w is None:
             T.unmeasured("wal_deq|100", what_of["wal_deq|100"], "not measured: no WAL figure for "

@@ -143,6 +143,7 @@ typedef struct Backoff
 #define STEP_PURGE	0
 #define STEP_DROP	1
 #define STEP_READY	2
+#define STEP_RETIRE	3
 
 static HTAB *backoff = NULL;
 
@@ -414,6 +415,16 @@ step_drop(Relation rel, int64 *dropped, int64 *freed)
 }
 
 /*
+ * In a transaction of its own, after the drops committed: retire their
+ * ranges and give back the slot map's empty tail (spindle_retire_dropped).
+ */
+static void
+step_retire(Relation rel, int64 *dropped, int64 *freed)
+{
+	(void) spindle_retire_dropped(rel);
+}
+
+/*
  * In a transaction of its own: a drop holds its spindles' ACCESS EXCLUSIVE
  * locks to commit, and a creator holding the creation lock may be waiting
  * for one of them.
@@ -572,11 +583,13 @@ worker_round(MemoryContext roundcxt)
 	foreach(lc, tables)
 	{
 		Oid			relid = lfirst_oid(lc);
+		int64		table_before;
 
 		CHECK_FOR_INTERRUPTS();
 		if (list_member_oid(with_ttl, relid))
 			(void) run_step(relid, STEP_PURGE, step_purge, &dropped, &freed);
 		/* a transaction drops a bounded number: go on while it hits it */
+		table_before = dropped;
 		for (int n = 0; n < 32; n++)
 		{
 			int64		before = dropped;
@@ -585,6 +598,9 @@ worker_round(MemoryContext roundcxt)
 				dropped - before < spindle_drops_per_transaction())
 				break;
 		}
+		/* what went is retired now, not a round later */
+		if (dropped > table_before)
+			(void) run_step(relid, STEP_RETIRE, step_retire, &dropped, &freed);
 		(void) run_step(relid, STEP_READY, step_ready, &dropped, &freed);
 	}
 	/* the spindles DROP TABLE and TRUNCATE detached from their tables */

@@ -423,6 +423,10 @@ spindle_rmgr_redo(XLogReaderState *record)
 		case XLOG_SPINDLE_REUSE:
 			spindle_crel_redo(record);
 			break;
+		case XLOG_SPINDLE_INSERT:
+		case XLOG_SPINDLE_INSERT_INIT:
+			spindle_insert_redo(record);
+			break;
 		default:
 			elog(PANIC, "spindle_rmgr_redo: unknown op code %u", info);
 	}
@@ -436,6 +440,8 @@ spindle_rmgr_desc(StringInfo buf, XLogReaderState *record)
 
 	if (info == XLOG_SPINDLE_MAP_SET)
 		spindle_slotmap_desc_set(buf, record);
+	else if (info == XLOG_SPINDLE_INSERT || info == XLOG_SPINDLE_INSERT_INIT)
+		spindle_insert_desc(buf, record);
 	else if (spindle_crel_identify(info) != NULL)
 		spindle_crel_desc(buf, record);
 	else if (info == XLOG_SPINDLE_PURGE)
@@ -479,6 +485,10 @@ spindle_rmgr_identify(uint8 info)
 			return "PURGE";
 		case XLOG_SPINDLE_MAP_SET:
 			return "MAP_SET";
+		case XLOG_SPINDLE_INSERT:
+			return "INSERT";
+		case XLOG_SPINDLE_INSERT_INIT:
+			return "INSERT+INIT";
 		default:
 			return spindle_crel_identify(info);
 	}

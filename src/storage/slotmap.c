@@ -41,7 +41,10 @@
  * page a write needs (a hole in the file, read as zeroes), never page by
  * page: the map of a range costs its own pages, wherever it lies, plus the
  * fork's apparent size up to it (allocation is lowest first, so the holes
- * stay small; spindle.test_vslot_base makes big ones on purpose).
+ * stay small; spindle.test_vslot_base makes big ones on purpose).  A map
+ * page past the end of the fork reads as all zeroes too, so the empty
+ * pages at the end of the fork are given back after a backlog drains
+ * (spindle_slotmap_truncate, under a conditional AccessExclusiveLock).
  *
  * The metapage also lists the ranges of spindles whose creating
  * (sub)transaction is not yet known to have committed ("pending"): range
@@ -51,16 +54,20 @@
  * cleaned like the range of a dropped spindle, then forgotten.
  *
  * Setting entries -- once per insert, the hot path -- is WAL-logged with a
- * record of the spindle resource manager (XLOG_SPINDLE_MAP_SET: the map
- * page, the first entry's index and the new entries, about 60 bytes for
- * one event), written only where RelationNeedsWAL says so (not for
- * unlogged tables, nor under wal_level = minimal for a table created in
- * the same transaction, which is synced at commit).  Everything else here
+ * record of the spindle resource manager: a single event's entry in the
+ * same record as its tuple (XLOG_SPINDLE_INSERT, eventinsert.c, which uses
+ * the spindle_slotmap_pin/put_entry helpers here), others with
+ * XLOG_SPINDLE_MAP_SET (the map page, the first entry's index and the new
+ * entries, 56 bytes for one event), written only where RelationNeedsWAL
+ * says so (not for unlogged tables, nor under wal_level = minimal for a
+ * table created in the same transaction, which is synced at commit).
+ * Shrinking the fork is XLOG_SMGR_TRUNCATE.  Everything else here
  * (new map pages, clearing, the metapage, copies) is rare and uses generic
  * WAL: it computes a delta of the whole page, which cost a quarter of an
- * enqueue's time when every set went that way.  Locks: map pages and the metapage are changed under
- * an exclusive buffer lock and read under a share lock; extending the fork
- * takes the relation extension lock.
+ * enqueue's time when every set went that way.  Locks: map pages and the
+ * metapage are changed under an exclusive buffer lock and read under a
+ * share lock; extending the fork takes the relation extension lock;
+ * shrinking it takes AccessExclusiveLock on the facade, without waiting.
  *
  *-------------------------------------------------------------------------
  */
@@ -71,6 +78,7 @@
 #include "access/xloginsert.h"
 #include "access/xlogreader.h"
 #include "access/xlogutils.h"
+#include "catalog/storage.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
@@ -122,37 +130,37 @@ fork_nblocks(Relation facade)
 }
 
 /*
- * Does map block blk exist?  The fork only grows while its storage lives
- * (TRUNCATE and the like give new storage, which resets the relcache
- * entry; spindle_slotmap_forget_size covers the truncation in place), so
- * the size last seen is kept in rd_amcache and the file is asked only for
- * blocks past it: a map lookup costs no system call.
+ * Does map block blk exist?  The size last seen is kept in the SMgrRelation
+ * (smgr_cached_nblocks, which smgrnblocks, smgrextend and smgrtruncate keep
+ * up to date in this backend), and the file is asked only for blocks past
+ * it: a map lookup costs no system call.  The fork also shrinks
+ * (spindle_slotmap_truncate): smgrtruncate sends a shared invalidation
+ * that closes every other backend's SMgrRelation of the facade, so the
+ * size they cached goes with it, and they process it when they lock the
+ * facade, which they cannot do before the truncation is over (it holds
+ * AccessExclusiveLock).
  */
 static bool
 map_block_exists(Relation facade, BlockNumber blk)
 {
-	BlockNumber *known = (BlockNumber *) facade->rd_amcache;
+	SMgrRelation srel = RelationGetSmgr(facade);
+	BlockNumber known = srel->smgr_cached_nblocks[MAIN_FORKNUM];
 
-	if (known != NULL && blk < *known)
+	if (known != InvalidBlockNumber && blk < known)
 		return true;
-	if (known == NULL)
-	{
-		known = MemoryContextAlloc(CacheMemoryContext, sizeof(BlockNumber));
-		facade->rd_amcache = known;
-	}
-	*known = fork_nblocks(facade);
-	return blk < *known;
+	return blk < fork_nblocks(facade);
 }
 
-/* The facade's main fork was truncated in place: forget its size. */
+/*
+ * The facade's main fork was truncated in place (TRUNCATE's
+ * nontransactional path): forget its size.  RelationTruncate already did,
+ * through smgrtruncate; kept so that callers need not know it.
+ */
 void
 spindle_slotmap_forget_size(Relation facade)
 {
-	if (facade->rd_amcache != NULL)
-	{
-		pfree(facade->rd_amcache);
-		facade->rd_amcache = NULL;
-	}
+	RelationGetSmgr(facade)->smgr_cached_nblocks[MAIN_FORKNUM] =
+		InvalidBlockNumber;
 }
 
 /* Number of entries in use on a map page (entries past it are zero). */
@@ -252,23 +260,30 @@ map_extend_to(Relation facade, BlockNumber blk)
 }
 
 /*
- * The buffer of map block blk, locked in the given mode; InvalidBuffer if
- * the block does not exist and extend is false.  With extend, the fork is
+ * The buffer of map block blk, pinned but not locked; InvalidBuffer if the
+ * block does not exist and extend is false.  With extend, the fork is
  * first extended to blk (map_extend_to).
  */
 static Buffer
-map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
+map_pin(Relation facade, BlockNumber blk, bool extend)
 {
-	Buffer		buf;
-
 	if (!map_block_exists(facade, blk))
 	{
 		if (!extend)
 			return InvalidBuffer;
 		map_extend_to(facade, blk);
 	}
-	buf = ReadBuffer(facade, blk);
-	LockBuffer(buf, mode);
+	return ReadBuffer(facade, blk);
+}
+
+/* map_pin, then the buffer locked in the given mode. */
+static Buffer
+map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
+{
+	Buffer		buf = map_pin(facade, blk, extend);
+
+	if (BufferIsValid(buf))
+		LockBuffer(buf, mode);
 	return buf;
 }
 
@@ -440,6 +455,33 @@ spindle_slotmap_desc_set(StringInfo buf, XLogReaderState *record)
 }
 
 /*
+ * For the insert record (eventinsert.c), which sets one entry in the same
+ * record as the heap insert: the map page of vslot, pinned (extended if
+ * needed) but not locked; the caller locks it exclusively after its heap
+ * page (heap page, then map page: nobody locks them in the other order).
+ */
+Buffer
+spindle_slotmap_pin(Relation facade, int64 vslot)
+{
+	Assert(vslot >= 0 && vslot < SPINDLE_VSLOTS);
+	return map_pin(facade, MAP_BLOCK(vslot), true);
+}
+
+/* The map block that holds vslot's entry. */
+BlockNumber
+spindle_slotmap_block(int64 vslot)
+{
+	return MAP_BLOCK(vslot);
+}
+
+/* Put vslot's entry into its map page (exclusively locked, or in redo). */
+void
+spindle_slotmap_put_entry(Page page, int64 vslot, ItemPointer ptid)
+{
+	map_put(page, MAP_INDEX(vslot), 1, ptid);
+}
+
+/*
  * Zero the entries of n slots from first (a range that no index refers to
  * any more, about to be given back).
  */
@@ -521,6 +563,85 @@ spindle_slotmap_last_used(Relation facade, int64 first, int64 n)
 		last = page_first - 1;
 	}
 	return -1;
+}
+
+/* Does map block blk hold no entry?  (Share-locks it for the look.) */
+static bool
+map_page_empty(Relation facade, BlockNumber blk)
+{
+	Buffer		buf = ReadBuffer(facade, blk);
+	bool		empty;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	empty = map_used(BufferGetPage(buf)) == 0;
+	UnlockReleaseBuffer(buf);
+	return empty;
+}
+
+/* Map pages checked between two looks for lock waiters while trimming. */
+#define TRIM_CHECK_EVERY	32
+
+/*
+ * Give back the map pages at the end of the facade's main fork that hold
+ * no entry: after a large backlog has drained and its ranges are retired
+ * (their entries zeroed, spindle_slotmap_clear), the fork would otherwise
+ * keep the size of the largest backlog the table ever had.  Returns the
+ * number of pages given back.
+ *
+ * As VACUUM truncates a heap: the fork is truncated under
+ * AccessExclusiveLock on the facade, taken only if it can be at once (we
+ * never wait for a producer or reader), the check given up as soon as
+ * anybody queues behind it, and released as soon as the truncation is
+ * done (who comes meanwhile waits milliseconds, as behind VACUUM's).  RelationTruncate WAL-logs it
+ * (XLOG_SMGR_TRUNCATE, replayed by every standby and by crash recovery)
+ * and drops the pages' buffers.  Under the lock no writer can set an
+ * entry (writers hold RowExclusiveLock), so a page seen empty stays
+ * empty; a page past the end reads as empty, and the next writer of a
+ * slot it covered extends the fork again (map_buffer).  Only pages with
+ * no entry go, so what any slot resolves to is unchanged, whatever
+ * spindle owns it.  Other backends forget the size they cached when they
+ * next lock the facade (see map_block_exists); a standby's startup
+ * process holds the same lock (logged with the transaction's xid) until
+ * the transaction's commit or abort is replayed.
+ *
+ * The caller holds at least AccessShareLock on the facade and no pin on
+ * its pages, in a transaction that may take an xid.  Block 0 (the
+ * metapage) always stays.
+ */
+BlockNumber
+spindle_slotmap_truncate(Relation facade)
+{
+	BlockNumber nblocks = fork_nblocks(facade);
+	BlockNumber keep;
+
+	/* cheap look first, without the lock: is the last map page empty? */
+	if (nblocks <= 1 || !map_page_empty(facade, nblocks - 1))
+		return 0;
+	if (!ConditionalLockRelation(facade, AccessExclusiveLock))
+		return 0;
+
+	nblocks = fork_nblocks(facade);
+	keep = nblocks;
+	while (keep > 1)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if ((nblocks - keep) % TRIM_CHECK_EVERY == TRIM_CHECK_EVERY - 1 &&
+			LockHasWaitersRelation(facade, AccessExclusiveLock))
+			break;				/* somebody waits: give back what we saw */
+		if (!map_page_empty(facade, keep - 1))
+			break;
+		keep--;
+	}
+	if (keep < nblocks)
+	{
+		RelationTruncate(facade, keep);
+		ereport(DEBUG1,
+				(errmsg_internal("spindle table \"%s\": slot map truncated from %u to %u pages",
+								 RelationGetRelationName(facade),
+								 nblocks, keep)));
+	}
+	UnlockRelation(facade, AccessExclusiveLock);
+	return nblocks - keep;
 }
 
 /*

@@ -243,6 +243,10 @@ extern void spindle_slotmap_desc_set(StringInfo buf,
 extern int64 spindle_slotmap_last_used(Relation facade, int64 first, int64 n);
 extern void spindle_slotmap_copy(Relation from, Relation to);
 extern void spindle_slotmap_forget_size(Relation facade);
+extern BlockNumber spindle_slotmap_truncate(Relation facade);
+extern Buffer spindle_slotmap_pin(Relation facade, int64 vslot);
+extern BlockNumber spindle_slotmap_block(int64 vslot);
+extern void spindle_slotmap_put_entry(Page page, int64 vslot, ItemPointer ptid);
 
 extern int	spindle_pending_read(Relation facade, SpindlePending *out);
 extern bool spindle_pending_in_progress(const SpindlePending *p);
@@ -343,6 +347,17 @@ extern void spindle_counters_forget_database(Oid dboid);
 #define XLOG_SPINDLE_NEWROOT	0x60	/* new root (or new tree), tree meta */
 #define XLOG_SPINDLE_FREE		0x70	/* a page onto the free list */
 #define XLOG_SPINDLE_REUSE		0x80	/* a free page taken: conflict horizon */
+/* eventinsert.c: one event and its map entry; _INIT as XLOG_HEAP_INIT_PAGE */
+#define XLOG_SPINDLE_INSERT		0x90
+#define XLOG_SPINDLE_INSERT_INIT 0xA0
+
+/* ---- eventinsert.c: one event and its slot map entry, one record ---- */
+extern bool spindle_insert_event(Relation facade, Relation seg, HeapTuple tup,
+								 CommandId cid, int options,
+								 struct BulkInsertStateData *bistate,
+								 int64 vslot);
+extern void spindle_insert_redo(struct XLogReaderState *record);
+extern void spindle_insert_desc(StringInfo buf, struct XLogReaderState *record);
 
 extern void spindle_rangepurge_register(void);	/* from _PG_init, only while process_shared_preload_libraries_in_progress */
 

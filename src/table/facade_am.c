@@ -508,8 +508,10 @@ events_placed(Relation facade, Relation seg, SpindleEntry *sp, int64 k0,
  * Store `n` events of spindle sp, numbered k0.., from slots[]: form each
  * tuple with its hidden columns (k and the append time, taken here), let
  * heap place them, record them in the slot map, and give each slot its
- * virtual TID.  In a queue table, column 1 of each slot first gets the
- * event's msg_id, its event number first_no + k.
+ * virtual TID.  A single event goes in with its map entry in one WAL
+ * record (spindle_insert_event) unless that does not apply.  In a queue
+ * table, column 1 of each slot first gets the event's msg_id, its event
+ * number first_no + k.
  */
 static void
 store_events(Relation facade, Relation seg, SpindleEntry *sp,
@@ -520,6 +522,7 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 	ItemPointerData *ptids = palloc(sizeof(ItemPointerData) * n);
 	/* stamped now, with the spindle open: never before its creation */
 	uint32		now = spindle_time_now();
+	bool		mapped = false;
 	int			j;
 
 	/* a queue table's events get their msg_id (queue layer) */
@@ -537,7 +540,13 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 			HeapTupleHeaderSetSpeculativeToken(tuple->t_data, specToken);
 			options |= HEAP_INSERT_SPECULATIVE;
 		}
-		heap_insert(seg, tuple, cid, options, bistate);
+		/* the event and its map entry in one record, where it applies */
+		if (!speculative &&
+			spindle_insert_event(facade, seg, tuple, cid, options, bistate,
+								 sp->vbase + k0))
+			mapped = true;
+		else
+			heap_insert(seg, tuple, cid, options, bistate);
 		ptids[0] = tuple->t_self;
 		events_placed(facade, seg, sp, k0, 1, ptids, &tuple);
 		heap_freetuple(tuple);
@@ -573,7 +582,8 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 		pfree(tuples);
 	}
 
-	spindle_slotmap_set(facade, sp->vbase + k0, n, ptids);
+	if (!mapped)
+		spindle_slotmap_set(facade, sp->vbase + k0, n, ptids);
 	for (j = 0; j < n; j++)
 	{
 		ItemPointerData vtid;

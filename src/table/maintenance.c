@@ -789,6 +789,25 @@ spindle_drop_droppable(Relation facade, int max_drops)
 }
 
 /*
+ * Retire what the drops of this table committed so far, if it is due
+ * (spindle_cleanup_dropped), and give back the slot map's empty tail, in
+ * the caller's transaction; the worker runs it right after a round's drops
+ * have committed, so that a drained backlog's space comes back in the same
+ * round rather than the next.  Takes the table's maintenance lock
+ * (ShareUpdateExclusiveLock) only if nobody holds it; returns false if it
+ * could not.
+ */
+bool
+spindle_retire_dropped(Relation facade)
+{
+	if (!ConditionalLockRelationOid(RelationGetRelid(facade),
+									ShareUpdateExclusiveLock))
+		return false;
+	spindle_cleanup_dropped(facade, false);
+	return true;
+}
+
+/*
  * Make sure an empty spindle follows the open one, so that producers find
  * it ready; never waits for the table's maintenance lock.
  */
@@ -917,6 +936,9 @@ retire_due(Relation facade)
  * an index holds it.  Pending ranges of committed creations are forgotten
  * too (the catalog has them).  Dropped spindles wait for retire_due()
  * unless force (VACUUM) or a rolled-back creation needs a pass anyway.
+ * Last, the empty slot map pages at the end of the facade's main fork are
+ * given back (spindle_slotmap_truncate: a conditional ACCESS EXCLUSIVE
+ * lock, released at once).
  * The caller holds ShareUpdateExclusiveLock on the facade (which also
  * keeps VACUUM of the facade from bulk-deleting the same indexes at once).
  */
@@ -969,6 +991,8 @@ spindle_cleanup_dropped(Relation facade, bool force)
 	}
 	spindle_catalog_forget_dropped(relid, dropped, ndropped);
 	spindle_pending_remove(facade, finished, nfinished);
+	/* the map pages now empty at the end of the fork go back */
+	(void) spindle_slotmap_truncate(facade);
 	pfree(r.ranges);
 	pfree(finished);
 	pfree(rolled_back);

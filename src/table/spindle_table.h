@@ -216,6 +216,7 @@ extern int	spindle_drop_droppable_stats(Relation facade, int64 *bytes_freed,
 										 bool use_cache, int max_drops);
 extern void spindle_ensure_ready(Relation facade);
 extern void spindle_cleanup_dropped(Relation facade, bool force);
+extern bool spindle_retire_dropped(Relation facade);
 extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
