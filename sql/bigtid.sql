@@ -180,6 +180,21 @@ SET spindle.test_vslot_base = 1;
 RESET ROLE;
 DROP ROLE bigtid_user;
 
+-- a single-event insert past slot 2^29 goes in one record of spindle's own
+-- with the slot's high bits (its description is what redo parses)
+CREATE EXTENSION IF NOT EXISTS pg_walinspect;
+SET spindle.test_vslot_base = 600000000;
+CREATE TABLE wide (v int) USING spindle WITH (events_per_spindle = 10);
+RESET spindle.test_vslot_base;
+SELECT pg_current_wal_insert_lsn() AS wide_lsn \gset
+INSERT INTO wide VALUES (1);
+SELECT v, ctid FROM wide;
+SELECT record_type, regexp_replace(description, ' at .*', '') AS slot
+  FROM pg_get_wal_records_info(:'wide_lsn', pg_current_wal_flush_lsn())
+ WHERE resource_manager = 'spindle' AND record_type LIKE 'INSERT%';
+SELECT v FROM wide WHERE ctid = (SELECT ctid FROM wide);
+DROP TABLE wide;
+
 DROP TABLE far, near;
 DROP FUNCTION all_plans(text, text[]);
 DROP FUNCTION plan_count(text, text);
