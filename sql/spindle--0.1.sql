@@ -245,10 +245,14 @@ REVOKE ALL ON spindle.queue_catalog FROM PUBLIC;
 -- would have had is kept here, and a later table of that name numbers its
 -- events (msg_ids) from there on.  The row outlives the queue and
 -- is dumped, so a restore keeps it.  Written only by the extension's C code.
+-- A name may have several rows (a data-only restore with --disable-triggers
+-- adds the dumped ones beside those its CREATE TABLEs wrote): its floor is
+-- their greatest.
 CREATE TABLE spindle.queue_msg_id_floor (
-    queue_name      text PRIMARY KEY,
+    queue_name      text NOT NULL,
     msg_id_floor    bigint NOT NULL CHECK (msg_id_floor > 0)
 );
+CREATE INDEX queue_msg_id_floor_name ON spindle.queue_msg_id_floor (queue_name);
 SELECT pg_catalog.pg_extension_config_dump('spindle.queue_msg_id_floor', '');
 -- a row for a name that has one raises it: a restore loads the floors
 -- after its CREATE TABLEs wrote theirs (and renumbers a queue not yet used)

@@ -717,9 +717,15 @@ open_queue(FunctionCallInfo fcinfo, LOCKMODE lockmode, SpindleQueue *q)
 				 errdetail("Table \"%s\" references the queue's table, and dequeue and ack do not check foreign keys.",
 						   get_rel_name(spindle_referencing_table(rel))),
 				 errhint("Drop the foreign key constraint, or delete the events with DELETE.")));
-	/* the shared state must only ever know committed spindles */
+	/*
+	 * The shared state must only ever know committed spindles.  Not only
+	 * rd_newRelfilenodeSubid: PostgreSQL forgets it when a second TRUNCATE
+	 * in a savepoint rolls back, while rd_firstRelfilenodeSubid still
+	 * says the table got new storage in this transaction.
+	 */
 	if (rel->rd_createSubid != InvalidSubTransactionId ||
-		rel->rd_newRelfilenodeSubid != InvalidSubTransactionId)
+		rel->rd_newRelfilenodeSubid != InvalidSubTransactionId ||
+		rel->rd_firstRelfilenodeSubid != InvalidSubTransactionId)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot consume queue \"%s\" in the transaction that created or truncated it",

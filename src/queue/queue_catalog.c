@@ -912,7 +912,7 @@ spindle_queue_event_floor(Relation facade)
 		return 0;
 	values[0] = CStringGetTextDatum(RelationGetRelationName(facade));
 	spindle_spi_begin(&spi);
-	if (spindle_spi_exec("SELECT msg_id_floor FROM spindle.queue_msg_id_floor"
+	if (spindle_spi_exec("SELECT max(msg_id_floor) FROM spindle.queue_msg_id_floor"
 						 " WHERE queue_name OPERATOR(pg_catalog.=) $1",
 						 1, types, values, NULL, true) > 0)
 	{
@@ -944,11 +944,13 @@ raise_floor(const char *name, int64 floor)
 	raising_floor = true;
 	PG_TRY();
 	{
-		spindle_spi_exec("INSERT INTO spindle.queue_msg_id_floor AS f"
-						 " (queue_name, msg_id_floor) VALUES ($1, $2)"
-						 " ON CONFLICT (queue_name) DO UPDATE"
-						 " SET msg_id_floor = GREATEST(f.msg_id_floor,"
-						 " excluded.msg_id_floor)",
+		spindle_spi_exec("WITH u AS (UPDATE spindle.queue_msg_id_floor"
+						 " SET msg_id_floor = GREATEST(msg_id_floor, $2)"
+						 " WHERE queue_name OPERATOR(pg_catalog.=) $1"
+						 " RETURNING 1)"
+						 " INSERT INTO spindle.queue_msg_id_floor"
+						 " (queue_name, msg_id_floor) SELECT $1, $2"
+						 " WHERE NOT EXISTS (SELECT FROM u)",
 						 2, types, values, NULL, false);
 	}
 	PG_FINALLY();
@@ -981,8 +983,8 @@ spindle_queue_events_numbered(Relation facade, int64 next)
  * for queue name: if the queue's table exists and none of its events was
  * numbered yet, number them from the floor.  A restore makes the table,
  * and its first spindles numbered from 1, before it loads the floors.
- * Skipped if the table's lock is not free at once (the floor then applies
- * to the spindles made later).
+ * Waits for the table's ShareRowExclusiveLock (a session holding the
+ * table makes the load wait, as a TRUNCATE would).
  */
 static void
 apply_loaded_floor(const char *name, int64 floor)
@@ -992,9 +994,9 @@ apply_loaded_floor(const char *name, int64 floor)
 	Relation	rel;
 
 	if (!OidIsValid(nsp) ||
-		!OidIsValid(relid = get_relname_relid(name, nsp)) ||
-		!ConditionalLockRelationOid(relid, ShareRowExclusiveLock))
+		!OidIsValid(relid = get_relname_relid(name, nsp)))
 		return;
+	LockRelationOid(relid, ShareRowExclusiveLock);
 	rel = try_relation_open(relid, NoLock);
 	if (rel == NULL)
 		return;
@@ -1006,9 +1008,11 @@ apply_loaded_floor(const char *name, int64 floor)
 /*
  * spindle._msg_id_floor_merge(): BEFORE INSERT trigger on
  * spindle.queue_msg_id_floor.  A row for a name that has one raises it
- * (GREATEST) instead of failing on the key, so a restore that loads the
+ * (GREATEST) instead of adding a second, so a restore that loads the
  * floors after its CREATE TABLEs wrote some merges them; a floor loaded
  * from outside also renumbers the named queue if it has no event yet.
+ * (With triggers disabled the rows just add up: a name's floor is the
+ * greatest of its rows.)
  */
 PG_FUNCTION_INFO_V1(spindle_msg_id_floor_merge);
 Datum
