@@ -10,7 +10,10 @@ OBJS = \
 	src/storage/counters.o \
 	src/storage/rangepurge.o \
 	src/storage/consumer_rel.o \
+	src/storage/consumer_page.o \
 	src/storage/consumer_tree.o \
+	src/storage/consumer_xlog.o \
+	src/storage/consumer_test.o \
 	src/storage/touched.o \
 	src/storage/catalog_spi.o \
 	src/table/directory.o \

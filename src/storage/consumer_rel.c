@@ -6,7 +6,8 @@
  *	  the queue table, and its renewal by TRUNCATE (docs/design.md,
  *	  "Consumer state that scales with what stays", section 3).
  *
- * The relation holds no tuples.  Its pages (consumer_tree.c) hold the
+ * The relation holds no tuples.  Its pages (consumer_page.c; the
+ * straggler tree, consumer_tree.c; redo, consumer_xlog.c) hold the
  * consumers' state of the queue, written through the "spindle" resource
  * manager; the access method exists so that everything core does to every
  * relation of a database -- VACUUM, autovacuum, ANALYZE, VACUUM FREEZE,
@@ -35,7 +36,7 @@
  * Locks: creation runs with the new queue table held AccessExclusive by
  * its CREATE; TRUNCATE takes the consumer relation AccessExclusive while
  * its queue table is held so; the metapage is read under a share buffer
- * lock (writers: consumer_tree.c).
+ * lock (writers: consumer_page.c, consumer_tree.c).
  *
  * Invariants: block 0 of the main fork (and of the init fork of an
  * unlogged relation) is always a valid metapage; assigned_max and

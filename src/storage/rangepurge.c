@@ -496,7 +496,7 @@ spindle_rmgr_identify(uint8 info)
 
 /*
  * Mask a page for wal_consistency_checking: a consumer relation's page as
- * consumer_tree.c says, a spindle's heap page (purge records) as heap
+ * consumer_xlog.c says, a spindle's heap page (purge records) as heap
  * does, a slot map page (map records) as a page of no tuples.  Map pages are made by PageInit(page, BLCKSZ, 0) and never get a
  * tuple, so pd_upper stays at BLCKSZ; a heap page with pd_upper there has
  * no tuple storage either, and heap_mask would only mask what this masks
@@ -507,7 +507,7 @@ spindle_rmgr_mask(char *pagedata, BlockNumber blkno)
 {
 	PageHeader	phdr = (PageHeader) pagedata;
 
-	/* a page of a consumer relation (consumer_tree.c) */
+	/* a page of a consumer relation (consumer_xlog.c) */
 	if (spindle_crel_mask(pagedata, blkno))
 		return;
 	if (PageIsNew(pagedata) || phdr->pd_upper < BLCKSZ)

@@ -340,7 +340,7 @@ extern void spindle_counters_forget_database(Oid dboid);
 /* its record types (the high four bits of xl_info) */
 #define XLOG_SPINDLE_PURGE		0x10	/* rangepurge.c */
 #define XLOG_SPINDLE_MAP_SET	0x20	/* slotmap.c */
-/* consumer_tree.c: the consumer relation's pages (design section 4) */
+/* consumer_page.c, consumer_tree.c; redo in consumer_xlog.c (design sec. 4) */
 #define XLOG_SPINDLE_STRAGGLE	0x30	/* run upserts and removals on a leaf */
 #define XLOG_SPINDLE_SPLIT		0x40	/* left + new right, left flagged */
 #define XLOG_SPINDLE_INSERT_UPPER 0x50	/* parent's downlink, flag cleared */
@@ -371,7 +371,7 @@ extern void spindle_rangepurge_register(void);	/* from _PG_init, only while proc
  */
 extern void spindle_purge_on_page(Relation seg, Buffer buf, const OffsetNumber *offsets, int n, CommandId cid);
 
-/* ---- consumer_rel.c, consumer_tree.c: the consumer relation of a queue ---- */
+/* ---- consumer_*.c: the consumer relation of a queue ---- */
 
 /*
  * A queue's consumer relation pg_spindle.c<queue table oid> (access method
@@ -466,6 +466,21 @@ spindle_crel_page_is(Page page, uint16 kind, uint32 sub)
 		op->sub == sub;
 }
 
+/* Number of items of isz bytes between a page's header and pd_lower. */
+static inline int
+spindle_cpage_nitems(Page page, Size isz)
+{
+	return (int) ((((PageHeader) page)->pd_lower -
+				   (PageGetContents(page) - (char *) page)) / isz);
+}
+
+static inline void
+spindle_cpage_set_nitems(Page page, int n, Size isz)
+{
+	((PageHeader) page)->pd_lower =
+		(PageGetContents(page) - (char *) page) + n * isz;
+}
+
 /*
  * A run of the straggler tree (a leaf item, 32 bytes): ids [first, first +
  * len) of one subscription in one state.  Runs of a tree never overlap.
@@ -488,16 +503,7 @@ typedef struct SpindleRun
 #define SPINDLE_RUN_GROUPED		5
 #define SPINDLE_RUN_CONSUMED	6
 
-extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */
-extern bool spindle_test_split_crash;	/* GUC, test only: PANIC after SPLIT */
-extern void spindle_crel_define_gucs(void);
-
-/* the resource manager's part (rangepurge.c dispatches) */
-extern void spindle_crel_redo(struct XLogReaderState *record);
-extern void spindle_crel_desc(StringInfo buf, struct XLogReaderState *record);
-extern const char *spindle_crel_identify(uint8 info);
-extern bool spindle_crel_mask(char *pagedata, BlockNumber blkno);
-
+/* consumer_rel.c: the access method, the metapage, creation, TRUNCATE */
 extern const TableAmRoutine *spindle_meta_routine(void);
 extern void spindle_crel_init_metapage(Page page, int64 assigned_max,
 									   int64 consumed_floor);
@@ -505,6 +511,195 @@ extern SpindleCrelMeta *spindle_crel_check_meta(Relation crel, Buffer buf);
 extern Oid	spindle_consumer_rel_oid(Oid queue_relid);
 extern Oid	spindle_consumer_rel_create(Relation queue);
 extern void spindle_consumer_rel_truncate(Oid queue_relid);
+
+/*
+ * consumer_page.c: the metapage locked, allocating and freeing pages, and
+ * the WAL record of a change to pages, which every writer of the relation
+ * builds in its critical section: begun with its main data, its blocks
+ * registered in block-id order, then inserted.
+ */
+typedef struct SpindleCrelWal
+{
+	bool		needs_wal;		/* false: an unlogged relation, fake LSNs */
+	int			nbufs;
+	Buffer		bufs[3];		/* the record's blocks */
+} SpindleCrelWal;
+
+extern void spindle_crel_wal_begin(SpindleCrelWal *w, Relation crel,
+								   void *xlrec, Size len);
+extern void spindle_crel_wal_block(SpindleCrelWal *w, Buffer buf, uint8 flags,
+								   char *data, uint32 len);
+extern XLogRecPtr spindle_crel_wal_insert(SpindleCrelWal *w, uint8 info);
+extern Buffer spindle_crel_meta_lock(Relation crel, int mode);
+extern Buffer spindle_crel_alloc_page(Relation crel);
+extern void spindle_crel_free_page(Relation crel, Buffer buf, uint32 sub,
+								   bool drop_tree);
+
+/* consumer_tree.c: the straggler tree of a subscription */
+
+/* An inner page's item: the child holding keys from key on. */
+typedef struct SpindleDownlink
+{
+	int64		key;
+	BlockNumber child;
+	uint32		pad;
+} SpindleDownlink;
+
+/* Contents of a tree meta block. */
+typedef struct SpindleTreeMeta
+{
+	BlockNumber root;
+	uint32		level;			/* of the root; 0: the root is a leaf */
+} SpindleTreeMeta;
+
+#define SpindleTreeMetaGet(page)	((SpindleTreeMeta *) PageGetContents(page))
+
+/* One tree being read or written. */
+typedef struct SpindleTree
+{
+	Relation	crel;
+	uint32		sub;
+	bool		writer;			/* holds the tree's writer lock */
+	BlockNumber meta_blk;		/* tree meta block */
+} SpindleTree;
+
+static inline Size
+spindle_tree_item_size(int level)
+{
+	return level == 0 ? sizeof(SpindleRun) : sizeof(SpindleDownlink);
+}
+
+static inline SpindleRun *
+spindle_leaf_items(Page page)
+{
+	return (SpindleRun *) PageGetContents(page);
+}
+
+static inline SpindleDownlink *
+spindle_inner_items(Page page)
+{
+	return (SpindleDownlink *) PageGetContents(page);
+}
+
+static inline int64
+spindle_run_end(const SpindleRun *r)
+{
+	return r->first + (int64) r->len;
+}
+
+/* Is page a page of tree t at level? */
+static inline bool
+spindle_tree_page_ok(SpindleTree *t, Page page, int level)
+{
+	return spindle_crel_page_is(page,
+								level == 0 ? SPINDLE_CPAGE_LEAF : SPINDLE_CPAGE_INNER,
+								t->sub) &&
+		SpindleCpageGetOpaque(page)->level == level;
+}
+
+extern BlockNumber spindle_tree_meta_block(Relation crel, uint32 sub);
+extern bool spindle_tree_root(SpindleTree *t, BlockNumber *root, int *level);
+extern Buffer spindle_tree_descend(SpindleTree *t, int64 key, int level,
+								   int mode, int64 *low);
+extern Buffer spindle_tree_find_le(SpindleTree *t, int64 x, int mode,
+								   int *idx);
+extern int	spindle_leaf_search_ge(Page page, int64 x);
+extern void spindle_tree_upsert(SpindleTree *t, const SpindleRun *run);
+extern int64 spindle_tree_cut(SpindleTree *t, int64 a, int64 b, int32 *maxrc);
+extern void spindle_straggle_apply(Page page, const char *ops, Size len,
+								   int nops);
+
+/*
+ * consumer_xlog.c: redo, description, identification and masking of the
+ * records of consumer_page.c and consumer_tree.c, whose layouts (main
+ * data) follow; the resource manager's part (rangepurge.c dispatches)
+ */
+
+/*
+ * STRAGGLE: block 0 the leaf; its block data the ops, each an
+ * xl_spindle_straggle_op (followed by a run for an insert or a replace).
+ */
+typedef struct xl_spindle_straggle
+{
+	uint16		nops;
+} xl_spindle_straggle;
+
+typedef struct xl_spindle_straggle_op
+{
+	uint8		type;			/* XLSOP_* */
+	uint8		pad;
+	uint16		pos;			/* item position, as the page is then */
+} xl_spindle_straggle_op;
+
+#define XLSOP_DELETE	1
+#define XLSOP_INSERT	2		/* followed by a SpindleRun */
+#define XLSOP_REPLACE	3		/* followed by a SpindleRun */
+
+/*
+ * SPLIT: block 0 the left page (keeps nleft items), block 1 the new right
+ * page (WILL_INIT; block data its items).
+ */
+typedef struct xl_spindle_split
+{
+	int64		sep;			/* the left's new high key */
+	int64		right_high_key; /* the right's (the left's old one) */
+	BlockNumber right_right;	/* the right's right-link */
+	uint32		sub;
+	uint16		level;
+	uint16		nleft;
+} xl_spindle_split;
+
+/* INSERT_UPPER: block 0 the child (flag cleared), block 1 the parent */
+typedef struct xl_spindle_insert_upper
+{
+	SpindleDownlink item;
+	uint16		pos;
+} xl_spindle_insert_upper;
+
+/*
+ * NEWROOT.  A root split: block 0 the old root (flag cleared), block 1 the
+ * new root (WILL_INIT; block data its two downlinks), block 2 the tree
+ * meta block.  A new tree (XLNR_CREATE): block 0 the empty root leaf,
+ * block 1 the tree meta block (both WILL_INIT), block 2 the metapage.
+ */
+typedef struct xl_spindle_newroot
+{
+	uint32		sub;
+	uint16		level;			/* of the new root */
+	uint16		flags;
+} xl_spindle_newroot;
+
+#define XLNR_CREATE		0x0001
+
+/* FREE: block 0 the page (WILL_INIT), block 1 the metapage */
+typedef struct xl_spindle_free
+{
+	FullTransactionId freed_xid;
+	BlockNumber next;			/* the free list's old head */
+	uint32		sub;
+	uint16		flags;			/* XLFR_DROP_TREE: forget tree `sub` */
+} xl_spindle_free;
+
+#define XLFR_DROP_TREE	0x0001
+
+/* REUSE: block 0 the metapage (the list's head moves to next) */
+typedef struct xl_spindle_reuse
+{
+	RelFileNode node;
+	FullTransactionId horizon;	/* the page's freed_xid */
+	BlockNumber block;
+	BlockNumber next;
+} xl_spindle_reuse;
+
+extern void spindle_crel_redo(struct XLogReaderState *record);
+extern void spindle_crel_desc(StringInfo buf, struct XLogReaderState *record);
+extern const char *spindle_crel_identify(uint8 info);
+extern bool spindle_crel_mask(char *pagedata, BlockNumber blkno);
+
+/* consumer_test.c: the test-only spindle._run_*() functions and GUCs */
+extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */
+extern bool spindle_test_split_crash;	/* GUC, test only: PANIC after SPLIT */
+extern void spindle_crel_define_gucs(void);
 
 /* ---- touched.c: touched and settled spindles ---- */
 

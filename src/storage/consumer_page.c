@@ -1,0 +1,231 @@
+/*-------------------------------------------------------------------------
+ *
+ * consumer_page.c
+ *	  Pages of a queue's consumer relation (consumer_rel.c): the metapage
+ *	  under a buffer lock, allocation of a page from the free list with
+ *	  deferred reuse, freeing, and the building of the WAL record of a
+ *	  change to pages that every writer of the relation uses
+ *	  (docs/design.md, "Consumer state that scales with what stays",
+ *	  sections 3, 4, 14).  The straggler tree that uses these pages is in
+ *	  consumer_tree.c; the redo of the FREE and REUSE records written here
+ *	  is in consumer_xlog.c.
+ *
+ * Pages.  Block 0 is the metapage (free list head, counters, the tree
+ * meta block of each subscription).  A freed page goes on the free list
+ * (FREE record) stamped with the next full xid at that moment; it is
+ * taken again only once GlobalVisCheckRemovableFullXid says no snapshot
+ * can still see that xid (nbtree's rule for deleted pages): a reader that
+ * read a pointer to it before the free still holds a snapshot that old.
+ * Taking it writes a REUSE record carrying that xid as the conflict
+ * horizon, on which a standby cancels the queries that could still read
+ * the page.  With no reusable page the relation is extended.  The list is
+ * LIFO; a head not yet reusable makes the allocation extend.
+ *
+ * Locks.  The callers are a tree's writers (consumer_tree.c), serialised
+ * per tree by its writer lock; the free list is shared by every tree of
+ * the relation and is kept consistent by the metapage's exclusive buffer
+ * lock alone.  Any page is locked before the metapage, and the metapage
+ * before a free page it names; the relation extension lock is taken with
+ * no metapage lock held.  A caller may hold tree page locks.
+ *
+ * Invariants: a page on the free list is referenced by no tree; it is
+ * handed out again only once no snapshot can still see its free xid.
+ * Every change to a page is logged by one record that sets the page's LSN
+ * (a fake LSN for an unlogged relation) before its buffer lock is let go.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xlog.h"
+#include "access/xloginsert.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "utils/snapmgr.h"
+
+#include "storage/spindle_storage.h"
+
+/* ----------------------------------------------------------------
+ * The record of a change to pages
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Begin a record of changes to crel's pages, in the writer's critical
+ * section once the pages are changed and marked dirty: xlrec is its main
+ * data.  Nothing is logged for an unlogged crel.
+ */
+void
+spindle_crel_wal_begin(SpindleCrelWal *w, Relation crel, void *xlrec,
+					   Size len)
+{
+	w->needs_wal = RelationNeedsWAL(crel);
+	w->nbufs = 0;
+	if (w->needs_wal)
+	{
+		XLogBeginInsert();
+		XLogRegisterData((char *) xlrec, len);
+	}
+}
+
+/*
+ * Register the page in buf (exclusively locked) as the record's next block
+ * (block ids 0, 1, ... in the order of the calls), REGBUF_STANDARD plus
+ * flags; data, unless NULL, is that block's data.
+ */
+void
+spindle_crel_wal_block(SpindleCrelWal *w, Buffer buf, uint8 flags,
+					   char *data, uint32 len)
+{
+	if (w->nbufs >= lengthof(w->bufs))
+		elog(PANIC, "spindle: too many blocks in a consumer relation record");
+	if (w->needs_wal)
+	{
+		XLogRegisterBuffer((uint8) w->nbufs, buf, REGBUF_STANDARD | flags);
+		if (data != NULL)
+			XLogRegisterBufData((uint8) w->nbufs, data, len);
+	}
+	w->bufs[w->nbufs++] = buf;
+}
+
+/*
+ * Insert the record as the spindle resource manager's info (a fake LSN
+ * for an unlogged relation) and set every registered page's LSN to it.
+ * Returns that LSN.
+ */
+XLogRecPtr
+spindle_crel_wal_insert(SpindleCrelWal *w, uint8 info)
+{
+	XLogRecPtr	recptr;
+	int			i;
+
+	if (w->needs_wal)
+		recptr = XLogInsert(SPINDLE_RMGR_ID, info);
+	else
+		recptr = GetFakeLSNForUnloggedRel();
+	for (i = 0; i < w->nbufs; i++)
+		PageSetLSN(BufferGetPage(w->bufs[i]), recptr);
+	return recptr;
+}
+
+/* ----------------------------------------------------------------
+ * The metapage, the free list
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The metapage in a buffer locked in mode, checked (ERROR if it is not
+ * a valid one).
+ */
+Buffer
+spindle_crel_meta_lock(Relation crel, int mode)
+{
+	Buffer		buf = ReadBuffer(crel, SPINDLE_CREL_METAPAGE);
+
+	LockBuffer(buf, mode);
+	(void) spindle_crel_check_meta(crel, buf);
+	return buf;
+}
+
+/*
+ * A page for a new tree page, exclusively locked, to be initialised by the
+ * caller's record (registered REGBUF_WILL_INIT): the free list's head if
+ * no snapshot can still see it (REUSE record), else a new block.  Takes
+ * and releases the metapage lock; the caller may hold tree page locks.
+ */
+Buffer
+spindle_crel_alloc_page(Relation crel)
+{
+	Buffer		mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
+	SpindleCrelMeta *meta = SpindleCrelGetMeta(BufferGetPage(mbuf));
+	Buffer		buf;
+
+	if (meta->free_head != InvalidBlockNumber)
+	{
+		BlockNumber blk = meta->free_head;
+		Buffer		fbuf = ReadBuffer(crel, blk);
+		Page		fpage;
+		SpindleCpageOpaque *fop;
+
+		LockBuffer(fbuf, BUFFER_LOCK_EXCLUSIVE);
+		fpage = BufferGetPage(fbuf);
+		if (!spindle_crel_page_is(fpage, SPINDLE_CPAGE_FREE, 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("consumer relation \"%s\": block %u on the free list is not a free page",
+							RelationGetRelationName(crel), blk)));
+		fop = SpindleCpageGetOpaque(fpage);
+		if (GlobalVisCheckRemovableFullXid(NULL, fop->freed_xid))
+		{
+			xl_spindle_reuse xlrec;
+			SpindleCrelWal w;
+
+			xlrec.node = crel->rd_node;
+			xlrec.horizon = fop->freed_xid;
+			xlrec.block = blk;
+			xlrec.next = fop->right;
+
+			START_CRIT_SECTION();
+			meta->free_head = fop->right;
+			meta->nfree--;
+			MarkBufferDirty(mbuf);
+			spindle_crel_wal_begin(&w, crel, &xlrec, sizeof(xlrec));
+			spindle_crel_wal_block(&w, mbuf, 0, NULL, 0);
+			(void) spindle_crel_wal_insert(&w, XLOG_SPINDLE_REUSE);
+			END_CRIT_SECTION();
+			UnlockReleaseBuffer(mbuf);
+			return fbuf;
+		}
+		UnlockReleaseBuffer(fbuf);
+	}
+	UnlockReleaseBuffer(mbuf);
+
+	LockRelationForExtension(crel, ExclusiveLock);
+	buf = ReadBuffer(crel, P_NEW);
+	UnlockRelationForExtension(crel, ExclusiveLock);
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	return buf;
+}
+
+/*
+ * Put the page in buf (exclusively locked by the caller, referenced by
+ * nothing any more) on the free list, stamped with the next full xid;
+ * with drop_tree, tree sub is forgotten in the metapage too.  Takes and
+ * releases the metapage lock.
+ */
+void
+spindle_crel_free_page(Relation crel, Buffer buf, uint32 sub, bool drop_tree)
+{
+	Buffer		mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
+	Page		mpage = BufferGetPage(mbuf);
+	SpindleCrelMeta *meta = SpindleCrelGetMeta(mpage);
+	Page		page = BufferGetPage(buf);
+	SpindleCpageOpaque *op;
+	xl_spindle_free xlrec;
+	SpindleCrelWal w;
+
+	xlrec.freed_xid = ReadNextFullTransactionId();
+	xlrec.next = meta->free_head;
+	xlrec.sub = sub;
+	xlrec.flags = drop_tree ? XLFR_DROP_TREE : 0;
+
+	START_CRIT_SECTION();
+	spindle_crel_init_page(page, SPINDLE_CPAGE_FREE, 0, 0);
+	op = SpindleCpageGetOpaque(page);
+	op->freed_xid = xlrec.freed_xid;
+	op->right = xlrec.next;
+	meta->free_head = BufferGetBlockNumber(buf);
+	meta->nfree++;
+	if (drop_tree)
+		meta->trees[sub] = InvalidBlockNumber;
+	MarkBufferDirty(buf);
+	MarkBufferDirty(mbuf);
+	spindle_crel_wal_begin(&w, crel, &xlrec, sizeof(xlrec));
+	spindle_crel_wal_block(&w, buf, REGBUF_WILL_INIT, NULL, 0);
+	spindle_crel_wal_block(&w, mbuf, 0, NULL, 0);
+	(void) spindle_crel_wal_insert(&w, XLOG_SPINDLE_FREE);
+	END_CRIT_SECTION();
+	UnlockReleaseBuffer(mbuf);
+}
