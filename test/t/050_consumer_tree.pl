@@ -271,6 +271,10 @@ $primary->safe_psql('postgres',
 	q{SET spindle.test_tree_fanout = 4;
 	  SELECT spindle._run_upsert('spindle_q.q', 5, 1, 1, count => 40, stride => 2)});
 $primary->wait_for_catchup($standby);
+# (replay of the 40 upserts is done once the standby's own scan finds them)
+$standby->poll_query_until('postgres',
+	q{SELECT count(*) = 40 FROM spindle._run_scan('spindle_q.q', 5, 0, 100)})
+  or die 'the standby never showed tree 5 whole';
 my $reader = $standby->background_psql('postgres', on_error_stop => 0);
 $reader->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
 is( $reader->query_safe(
