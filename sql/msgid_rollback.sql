@@ -39,3 +39,21 @@ SELECT count(spindle.enqueue('rd', '{"after": 3}')) FROM generate_series(1, 8);
 SELECT count(*) AS events_with_id_c FROM spindle_q.rd WHERE msg_id = :id_c;
 COMMIT;
 SELECT spindle.drop_queue('rd');
+-- a second TRUNCATE in a savepoint that rolls back, then the whole
+-- transaction (from a second review)
+SELECT spindle.create_queue('nt', 4);
+SELECT count(spindle.enqueue('nt', '{"before": 1}')) FROM generate_series(1, 3);
+BEGIN;
+TRUNCATE spindle_q.nt;
+SAVEPOINT s;
+TRUNCATE spindle_q.nt;
+ROLLBACK TO s;
+CREATE TEMP TABLE given AS
+  SELECT spindle.enqueue('nt', '{"in_truncate": 1}') AS id FROM generate_series(1, 40);
+SELECT array_agg(id)::text AS given_ids FROM given \gset
+ROLLBACK;
+SELECT count(spindle.enqueue('nt', '{"after": 1}')) FROM generate_series(1, 80);
+-- no event now bears an id enqueue returned in the rolled-back transaction
+SELECT count(*) AS events_with_a_given_id
+  FROM spindle_q.nt WHERE msg_id = ANY (:'given_ids'::bigint[]);
+SELECT spindle.drop_queue('nt');

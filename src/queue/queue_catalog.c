@@ -984,25 +984,36 @@ spindle_queue_events_numbered(Relation facade, int64 next)
  * numbered yet, number them from the floor.  A restore makes the table,
  * and its first spindles numbered from 1, before it loads the floors.
  * Waits for the table's ShareRowExclusiveLock (a session holding the
- * table makes the load wait, as a TRUNCATE would).
+ * table makes the load wait, as a TRUNCATE would).  Returns the number the
+ * table's next spindle would start at, or 0 if there is no such table: the
+ * floor row must say at least that, or a dump of the restored database
+ * would carry a floor below the ids it gives.
  */
-static void
+static int64
 apply_loaded_floor(const char *name, int64 floor)
 {
 	Oid			nsp = spindle_queue_namespace(true);
 	Oid			relid;
 	Relation	rel;
+	int64		next = 0;
 
 	if (!OidIsValid(nsp) ||
 		!OidIsValid(relid = get_relname_relid(name, nsp)))
-		return;
+		return 0;
 	LockRelationOid(relid, ShareRowExclusiveLock);
 	rel = try_relation_open(relid, NoLock);
 	if (rel == NULL)
-		return;
+		return 0;
 	if (spindle_is_facade(rel) && spindle_relation_is_queue(rel))
+	{
+		SpindleNumbers numbers;
+
 		(void) spindle_catalog_renumber_empty(rel, floor);
+		spindle_peek_numbers(rel, &numbers);
+		next = numbers.event_no;
+	}
 	relation_close(rel, NoLock);
+	return next;
 }
 
 /*
@@ -1043,14 +1054,22 @@ spindle_msg_id_floor_merge(PG_FUNCTION_ARGS)
 	if (!raising_floor)
 	{
 		SpindleSpi	spi;
+		int64		next = apply_loaded_floor(name, DatumGetInt64(values[1]));
+		int			col = 2;
+		bool		replace = false;
 
+		if (next > DatumGetInt64(values[1]))
+		{
+			values[1] = Int64GetDatum(next);
+			tup = heap_modify_tuple_by_cols(tup, desc, 1, &col, &values[1],
+											&replace);
+		}
 		spindle_spi_begin(&spi);
 		merged = spindle_spi_exec("UPDATE spindle.queue_msg_id_floor"
 								  " SET msg_id_floor = GREATEST(msg_id_floor, $2)"
 								  " WHERE queue_name OPERATOR(pg_catalog.=) $1",
 								  2, types, values, NULL, false);
 		spindle_spi_end(&spi);
-		apply_loaded_floor(name, DatumGetInt64(values[1]));
 	}
 	return merged > 0 ? PointerGetDatum(NULL) : PointerGetDatum(tup);
 }
@@ -1066,6 +1085,7 @@ record_msg_id_floor(Oid relid)
 {
 	Relation	rel;
 	int64		next;
+	SpindleNumbers numbers;
 	char		name[NAMEDATALEN];
 
 	if (!catalog_table_exists("queue_msg_id_floor"))
@@ -1081,11 +1101,13 @@ record_msg_id_floor(Oid relid)
 	}
 
 	/*
-	 * A later table of the name numbers from here; should this drop roll
-	 * back, the table goes on past what the dropping transaction can give
-	 * such a table (SPINDLE_EVENT_NOS_RESERVED).
+	 * A later table of the name numbers from SPINDLE_EVENT_NOS_RESERVED
+	 * past this one's counter: should this drop roll back, the table goes
+	 * on below every number such a table gave.
 	 */
-	next = spindle_take_event_nos(rel, 0, SPINDLE_EVENT_NOS_RESERVED);
+	spindle_peek_numbers(rel, &numbers);
+	next = numbers.event_no > PG_INT64_MAX - SPINDLE_EVENT_NOS_RESERVED ?
+		PG_INT64_MAX : numbers.event_no + SPINDLE_EVENT_NOS_RESERVED;
 	strlcpy(name, RelationGetRelationName(rel), NAMEDATALEN);
 	relation_close(rel, NoLock);
 	raise_floor(name, next);

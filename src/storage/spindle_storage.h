@@ -257,9 +257,10 @@ extern int64 spindle_take_event_nos(Relation facade, int64 floor,
 									int64 count);
 
 /*
- * Event numbers a TRUNCATE or a drop takes from the storage it replaces,
- * for the transaction doing it to use in the new storage or table: should
- * it roll back, the old storage goes on past them (slotmap.c).
+ * How far past the counter of the storage (or table) it replaces a
+ * TRUNCATE's new storage (or a dropped queue name's next table) numbers
+ * its events: should the TRUNCATE or drop roll back, the old one goes on
+ * below every number the new one gave, unless it gives this many first.
  */
 #define SPINDLE_EVENT_NOS_RESERVED	(((int64) 1) << 32)
 extern void spindle_pending_add(Relation facade, const SpindlePending *p);

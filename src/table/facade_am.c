@@ -1250,19 +1250,23 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 
 	/*
 	 * TRUNCATE of an existing table: spindle and event numbers go on
-	 * increasing.  The new storage numbers its events from where the old
-	 * one was, and the old one jumps past what this transaction can use
-	 * (SPINDLE_EVENT_NOS_RESERVED): if the TRUNCATE rolls back, the old
-	 * storage is the table's again and never hands out a number given in
-	 * the new one.  A TRUNCATE that commits costs no numbers.
+	 * increasing.  The new storage numbers its events from
+	 * SPINDLE_EVENT_NOS_RESERVED past the old one's counter: if the
+	 * TRUNCATE rolls back (also to a savepoint, with more TRUNCATEs nested
+	 * in it), the old storage is the table's again and goes on below every
+	 * number the new one gave.
 	 */
 	truncating = SearchSysCacheExists1(RELOID,
 									   ObjectIdGetDatum(RelationGetRelid(rel)));
 	if (truncating)
 	{
 		spindle_peek_numbers(rel, &next_no);
-		next_no.event_no = spindle_take_event_nos(rel, 0,
-												  SPINDLE_EVENT_NOS_RESERVED);
+		if (next_no.event_no > PG_INT64_MAX / 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("spindle table \"%s\" has numbered all the events it can",
+							RelationGetRelationName(rel))));
+		next_no.event_no += SPINDLE_EVENT_NOS_RESERVED;
 	}
 
 	srel = RelationCreateStorage(*newrnode, persistence, true);
