@@ -182,7 +182,9 @@ DROP ROLE bigtid_user;
 
 -- a single-event insert past slot 2^29 goes in one record of spindle's own
 -- with the slot's high bits (its description is what redo parses)
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pg_walinspect;
+RESET client_min_messages;
 SET spindle.test_vslot_base = 600000000;
 CREATE TABLE wide (v int) USING spindle WITH (events_per_spindle = 10);
 RESET spindle.test_vslot_base;
@@ -194,6 +196,7 @@ SELECT record_type, regexp_replace(description, ' at .*', '') AS slot
  WHERE resource_manager = 'spindle' AND record_type LIKE 'INSERT%';
 SELECT v FROM wide WHERE ctid = (SELECT ctid FROM wide);
 DROP TABLE wide;
+DROP EXTENSION pg_walinspect;
 
 DROP TABLE far, near;
 DROP FUNCTION all_plans(text, text[]);
