@@ -113,6 +113,7 @@ static QueueShared *qshared = NULL;
 static QueueItem *qitems = NULL;
 
 static void free_all_items(QueueState *qs);
+static void free_state(QueueState *qs);
 
 static int
 nsaved(void)
@@ -407,10 +408,7 @@ free_or_evict(void)
 		if (evictable(qs))
 		{
 			save_head(qs);
-			free_all_items(qs);
-			qs->valid = false;
-			qs->dbid = InvalidOid;
-			qs->relid = InvalidOid;
+			free_state(qs);
 			gone = true;
 		}
 		LWLockRelease(spindle_queue_lock(qs));
@@ -581,6 +579,20 @@ free_all_items(QueueState *qs)
 }
 
 /*
+ * Free the slot of qs (locked, QueuesLock held exclusively): its items go
+ * back to the pool and it belongs to no queue.  Its next queue's first
+ * consumer rebuilds the state (take_slot).
+ */
+static void
+free_state(QueueState *qs)
+{
+	free_all_items(qs);
+	qs->valid = false;
+	qs->dbid = InvalidOid;
+	qs->relid = InvalidOid;
+}
+
+/*
  * Forget the state of queue table relid of this database (its table was
  * truncated or dropped, maybe by a transaction that will roll back): the
  * next consumer rebuilds it from disk.  Waiters are woken to look again.
@@ -598,10 +610,7 @@ spindle_queue_state_reset(Oid relid)
 	if (qs != NULL)
 	{
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		free_all_items(qs);
-		qs->valid = false;
-		qs->dbid = InvalidOid;
-		qs->relid = InvalidOid;
+		free_state(qs);
 		LWLockRelease(spindle_queue_lock(qs));
 		ConditionVariableBroadcast(&qs->cv);
 	}
@@ -625,10 +634,7 @@ spindle_queue_forget_database(Oid dbid)
 		if (qs->dbid != dbid || !OidIsValid(qs->relid))
 			continue;
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		free_all_items(qs);
-		qs->valid = false;
-		qs->dbid = InvalidOid;
-		qs->relid = InvalidOid;
+		free_state(qs);
 		LWLockRelease(spindle_queue_lock(qs));
 	}
 	LWLockRelease(qshared->lock);
