@@ -1108,8 +1108,6 @@ item_kind_name(uint8 kind)
 			return "returned";
 		case QITEM_PENDING:
 			return "pending";
-		case QITEM_DELAYED:
-			return "delayed";
 		case QITEM_LEASED:
 			return "lease";
 	}
@@ -1314,8 +1312,8 @@ spindle_verify(PG_FUNCTION_ARGS)
  *	 'set_k'		give the event that vslot's map entry names slot number arg
  *	 'index_entry'	add an entry for vslot to every index, all keys NULL, or
  *					with arg as the first key (an int4) if arg is not 0
- *	 'queue_item'	add a delayed item [vslot, vslot + arg) of msg_ids, due
- *					in a year, to the queue's consumer state
+ *	 'queue_item'	add a returned item [vslot, vslot + arg) of msg_ids to the
+ *					queue's consumer state
  * ----------------------------------------------------------------
  */
 Datum
@@ -1430,9 +1428,7 @@ spindle_verify_corrupt(PG_FUNCTION_ARGS)
 		if (qs == NULL)
 			elog(ERROR, "the queue has no consumer state");
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		item = spindle_qitem_alloc(qs, QITEM_DELAYED, vslot, vslot + arg);
-		if (item != NULL)
-			item->due = GetCurrentTimestamp() + USECS_PER_DAY * 365;
+		item = spindle_qitem_alloc(qs, QITEM_RETURNED, vslot, vslot + arg);
 		LWLockRelease(spindle_queue_lock(qs));
 		if (item == NULL)
 			elog(ERROR, "no free item");

@@ -623,6 +623,8 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 					oldest = rows[i].sp.created_at;
 			}
 		}
+		/* delayed events are parked on disk (queue_parked.c) */
+		delayed = spindle_park_count(relids[q]);
 		qs = spindle_queue_state(relids[q]);
 		if (qs != NULL)
 		{
@@ -639,9 +641,6 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 					{
 						case QITEM_LEASED:
 							leased += n;
-							break;
-						case QITEM_DELAYED:
-							delayed += n;
 							break;
 						case QITEM_CLAIM:
 						case QITEM_PENDING:

@@ -805,7 +805,6 @@ item_ready(QueueItem *item, TimestampTz now)
 	{
 		case QITEM_RETURNED:
 			return true;
-		case QITEM_DELAYED:
 		case QITEM_LEASED:
 			/* strictly: a lease granted by this call is not due in it */
 			return item->due < now;
@@ -940,6 +939,67 @@ first_position(SpindleDirectory *dir)
 	return dir->nspindles > 0 ? dir->spindles[0].first_no : 1;
 }
 
+/* parked runs one call takes when they come due */
+#define PARK_TAKE_MAX	64
+
+/*
+ * Make parked runs taken due (runs, n) items of qs (locked) to examine
+ * again (RETURNED), skipping the ids an item already holds (it decides
+ * for them: queue_parked.c, P3) and those at or past the head (a state
+ * rebuilt from disk examines them from the head).  Returns how many runs
+ * found no room in the pool, moved to the front of runs with what is left
+ * of them, for the caller to park again.
+ */
+static int
+return_parked(QueueState *qs, ParkedRun *runs, int n)
+{
+	int			nleft = 0;
+	int			r;
+
+	for (r = 0; r < n; r++)
+	{
+		ParkedRun	run = runs[r];
+		int64		a = run.start;
+		int64		b = Min(run.end, qs->head);
+
+		while (a < b)
+		{
+			int64		cut = b;
+			int64		skip_to = a;
+			dlist_iter	iter;
+			QueueItem  *item;
+
+			dlist_foreach(iter, &qs->items)
+			{
+				item = dlist_container(QueueItem, node, iter.cur);
+				if (item->end <= a || item->start >= b)
+					continue;
+				if (item->start <= a)
+					skip_to = Max(skip_to, item->end);
+				else
+					cut = Min(cut, item->start);
+			}
+			if (skip_to > a)
+			{
+				a = skip_to;
+				continue;
+			}
+			item = spindle_qitem_alloc(qs, QITEM_RETURNED, a, cut);
+			if (item == NULL)
+			{
+				runs[nleft] = run;
+				runs[nleft].start = a;
+				runs[nleft].end = b;
+				nleft++;
+				break;
+			}
+			item->read_count = run.read_count;
+			a = cut;
+		}
+	}
+	return nleft;
+}
+
 /*
  * Take up to want positions as this backend's claim: deliverable items
  * first, then from the head.  Fills sources and returns how many
@@ -956,10 +1016,15 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 {
 	int			got = 0;
 	dlist_mutable_iter iter;
+	ParkedRun	due_runs[PARK_TAKE_MAX];
+	int			ndue;
 
 	*nsources = 0;
 	*pool_full = false;
 	*ends_spindle = false;
+	/* parked delayed runs come due: examined again, before the head */
+	ndue = spindle_park_take_due(facade, qs, now, want, due_runs,
+								 PARK_TAKE_MAX);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
@@ -967,6 +1032,8 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		qs->head = first_position(dir);
 		qs->valid = true;
 	}
+	if (ndue > 0)
+		ndue = return_parked(qs, due_runs, ndue);
 	dlist_foreach_modify(iter, &qs->items)
 	{
 		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
@@ -993,6 +1060,8 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		got += n;
 	}
 	LWLockRelease(spindle_queue_lock(qs));
+	if (ndue > 0)
+		spindle_park_delayed(facade, qs, due_runs, ndue);	/* no room */
 
 	/* then from the head, one spindle at a time */
 	while (got < want && *nsources < max_sources && !*pool_full)
@@ -1423,6 +1492,57 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 /* ---------- recording what was found ---------- */
 
 /*
+ * Park the events found delayed (candidates sorted by source, then msg_id)
+ * on disk, runs of consecutive ones of a source due within a second of
+ * the run's first (parked until the latest: never early, late by at most
+ * a second).  Done before record() lets the claims of them go, so that an
+ * error meanwhile leaves them claimed, hence examined again (the run left
+ * in the tree then yields to the item: queue_parked.c, P3).
+ */
+static void
+park_delayed(Relation facade, QueueState *qs, const Candidate *c, int n)
+{
+	ParkedRun  *runs = NULL;
+	int			nruns = 0;
+	int			i = 0;
+
+	while (i < n)
+	{
+		int			j = i;
+		TimestampTz due = c[i].due;
+		int32		read_count = c[i].read_count;
+
+		if (c[i].outcome != EV_DELAYED)
+		{
+			i++;
+			continue;
+		}
+		while (j + 1 < n && c[j + 1].source == c[i].source &&
+			   c[j + 1].outcome == EV_DELAYED &&
+			   c[j + 1].msg_id == c[j].msg_id + 1 &&
+			   Abs(c[j + 1].due - c[i].due) < USECS_PER_SEC)
+		{
+			j++;
+			due = Max(due, c[j].due);
+			read_count = Max(read_count, c[j].read_count);
+		}
+		if (runs == NULL)
+			runs = palloc(sizeof(ParkedRun) * n);
+		runs[nruns].start = c[i].msg_id;
+		runs[nruns].end = c[j].msg_id + 1;
+		runs[nruns].due = due;
+		runs[nruns].read_count = read_count;
+		nruns++;
+		i = j + 1;
+	}
+	if (nruns > 0)
+	{
+		spindle_park_delayed(facade, qs, runs, nruns);
+		pfree(runs);
+	}
+}
+
+/*
  * The item kind an outcome leaves behind the head (FREE: nothing).  A
  * delivered event is this backend's claim: purged by its transaction
  * (dequeue, or a move to the dead-letter queue), or (read) to become a
@@ -1437,12 +1557,11 @@ outcome_kind(const Candidate *c)
 			return QITEM_CLAIM;
 		case EV_PENDING:
 			return QITEM_PENDING;
-		case EV_DELAYED:
-			return QITEM_DELAYED;
 		case EV_RETRY:
 		case EV_UNSEEN:
 			return QITEM_RETURNED;
 		case EV_GONE:
+		case EV_DELAYED:		/* parked on disk: park_delayed() */
 			return QITEM_FREE;
 	}
 	return QITEM_RETURNED;
@@ -1470,13 +1589,13 @@ same_run(const Candidate *a, const Candidate *b, bool lease)
 }
 
 /*
- * Join the run [first, last] of kind to an item of qs (locked) other than
- * self that ends just before it and says the same (the same read count;
- * the same awaited xid, a valid one; due times within a second, keeping
- * the later): a run of delayed events passed one dequeue at a time then
- * takes one item, not one per call.  Runs of different read counts stay
- * apart, or an event never delivered would inherit the count of one read
- * before it (and be dead-lettered unread).
+ * Join the run [first, last] of kind (PENDING) to an item of qs (locked)
+ * other than self that ends just before it and says the same (the same
+ * read count; the same awaited xid, a valid one): a run of events of one
+ * open producer passed one dequeue at a time then takes one item, not one
+ * per call.  Runs of different read counts stay apart, or an event never
+ * delivered would inherit the count of one read before it (and be
+ * dead-lettered unread).
  */
 static bool
 extend_item(QueueState *qs, QueueItem *self, QueueItemKind kind,
@@ -1491,17 +1610,10 @@ extend_item(QueueState *qs, QueueItem *self, QueueItemKind kind,
 		if (item == self || item->kind != kind || item->end != first->msg_id ||
 			item->read_count != first->read_count)
 			continue;
-		if (kind == QITEM_PENDING &&
-			(!TransactionIdIsValid(first->xid) ||
-			 !TransactionIdEquals(item->xid, first->xid)))
-			continue;
-		if (kind == QITEM_DELAYED &&
-			(Abs(item->due - first->due) >= USECS_PER_SEC ||
-			 Abs(item->due - last->due) >= USECS_PER_SEC))
+		if (!TransactionIdIsValid(first->xid) ||
+			!TransactionIdEquals(item->xid, first->xid))
 			continue;
 		item->end = last->msg_id + 1;
-		if (kind == QITEM_DELAYED)
-			item->due = Max(item->due, Max(first->due, last->due));
 		return true;
 	}
 	return false;
@@ -1606,7 +1718,7 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 				i = j + 1;
 				continue;
 			}
-			if ((kind == QITEM_DELAYED || kind == QITEM_PENDING) &&
+			if (kind == QITEM_PENDING &&
 				extend_item(qs, item, kind, &c[i], &c[j]))
 			{
 				/* joined to the run just before it */
@@ -1648,7 +1760,7 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 				kind == QITEM_CLAIM && !leasing ? xid : InvalidTransactionId;
 			run->owner = kind == QITEM_CLAIM ? MyProc->pgprocno : -1;
 			run->mixed = false;
-			run->due = kind == QITEM_DELAYED ? Max(c[i].due, c[j].due) : 0;
+			run->due = 0;
 			if (kind == QITEM_CLAIM && run != item)
 				remember_claim(qs, run);
 			if (!last)
@@ -1832,6 +1944,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	examine(facade, dir, res.c, res.n, now, cs->snapshot,
 			cs->purge || any_dead, !cs->purge);
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
+	park_delayed(facade, qs, res.c, res.n);
 	/* what was purged assigned the transaction id */
 	record(qs, sources, nsources, res.c, res.n, !cs->purge,
 		   GetCurrentTransactionIdIfAny(), pool_full);
@@ -1843,21 +1956,20 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 
 /*
  * The wall-clock time consumers must next look again at qs: its earliest
- * due item (DT_NOEND: none).
+ * due item or parked run (DT_NOEND: none).
  */
 static TimestampTz
-next_due(QueueState *qs)
+next_due(Relation facade, QueueState *qs)
 {
 	dlist_iter	iter;
-	TimestampTz due = DT_NOEND;
+	TimestampTz due = spindle_park_next_due(facade, qs);
 
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	dlist_foreach(iter, &qs->items)
 	{
 		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
 
-		if ((item->kind == QITEM_DELAYED || item->kind == QITEM_LEASED) &&
-			item->due < due)
+		if (item->kind == QITEM_LEASED && item->due < due)
 			due = item->due;
 		else if (item->kind == QITEM_PENDING || item->kind == QITEM_RETURNED)
 		{
@@ -2049,7 +2161,7 @@ consume(Consumer *cs, int want, int64 wait_us)
 		if ((int64) INSTR_TIME_GET_MICROSEC(elapsed) >= wait_us)
 			break;
 		sleep_us = wait_us - (int64) INSTR_TIME_GET_MICROSEC(elapsed);
-		due = next_due(cs->qs);
+		due = next_due(cs->rel, cs->qs);
 		if (due != DT_NOEND)
 			sleep_us = Min(sleep_us, due - GetCurrentTimestamp());
 		if (sleep_us > 0)
@@ -2491,10 +2603,24 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	item = find_item(qs, msg_id);
 	if (item == NULL && msg_id < qs->head)
 	{
-		/* behind the head and in no item: purged for good */
+		ParkedRun	parked;
+
+		/* behind the head and in no item: parked, or purged for good */
 		LWLockRelease(spindle_queue_lock(qs));
-		spindle_directory_release(dir);
-		return false;
+		if (!spindle_park_take_one(facade, qs, msg_id, &parked))
+		{
+			spindle_directory_release(dir);
+			return false;
+		}
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		item = spindle_qitem_alloc(qs, QITEM_RETURNED, msg_id, msg_id + 1);
+		if (item == NULL)
+		{
+			LWLockRelease(spindle_queue_lock(qs));
+			spindle_park_delayed(facade, qs, &parked, 1);
+			no_room_for_item();
+		}
+		item->read_count = parked.read_count;
 	}
 	if (item != NULL)
 	{

@@ -2,14 +2,15 @@
  *
  * queue_state.c
  *	  Shared memory of the queue API: one QueueState per queue in use and a
- *	  pool of items (claims, leases, delayed and pending events) that the
+ *	  pool of items (claims, leases, pending and returned events) that the
  *	  states share.
  *
  * A queue's state says where its head is -- the first position (msg_id)
  * no consumer has examined yet -- and lists, as items, the events behind
  * the head that are not purged for good: claimed by a running dequeue,
- * leased by read(), delayed, waiting for another transaction, or returned
- * (to be examined again).  Everything else behind the head is purged by a
+ * leased by read(), waiting for another transaction, or returned
+ * (to be examined again).  Delayed events behind the head are parked on
+ * disk (queue_parked.c).  Everything else behind the head is purged by a
  * committed transaction or was never an event (an aborted insert, a slot
  * never used).  All of it can be rebuilt from disk: a state that is reset
  * (after a restart, a TRUNCATE, a DROP, or when its table goes away) starts
@@ -71,7 +72,7 @@
 
 /* items each queue may use besides leases */
 #define SPINDLE_ITEMS_PER_QUEUE 256
-/* ... of which delayed, pending and returned runs leave this many to claims */
+/* ... of which pending and returned runs leave this many to claims */
 #define SPINDLE_ITEMS_FOR_CLAIMS 32
 
 int			spindle_max_queues = 256;
@@ -336,6 +337,7 @@ take_slot(QueueState *qs, Oid relid)
 	qs->nitems = 0;
 	qs->nleases = 0;
 	qs->used = true;
+	qs->park_known = false;
 	dlist_init(&qs->items);
 	pg_atomic_write_u64(&qs->enqueued, 0);
 	pg_atomic_write_u64(&qs->dequeued, 0);
@@ -588,6 +590,7 @@ free_state(QueueState *qs)
 {
 	free_all_items(qs);
 	qs->valid = false;
+	qs->park_known = false;
 	qs->dbid = InvalidOid;
 	qs->relid = InvalidOid;
 }

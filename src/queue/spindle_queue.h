@@ -99,7 +99,7 @@ extern void spindle_queue_capture_pop(SpindleIdCapture *cap);
 
 /*
  * What an item says of the events [start, end) of one spindle, all behind
- * the head.  Any item may be turned into QITEM_RETURNED at any time: its
+ * the head (delayed events are parked on disk instead: queue_parked.c).  Any item may be turned into QITEM_RETURNED at any time: its
  * events are then examined again on disk, which is always correct.
  */
 typedef enum QueueItemKind
@@ -108,7 +108,6 @@ typedef enum QueueItemKind
 	QITEM_CLAIM,				/* purged by a running (sub)transaction */
 	QITEM_RETURNED,				/* to be examined again: deliverable first */
 	QITEM_PENDING,				/* an insert, delete or lock by xid runs */
-	QITEM_DELAYED,				/* not deliverable before due */
 	QITEM_LEASED				/* read: hidden until due */
 } QueueItemKind;
 
@@ -127,7 +126,7 @@ typedef struct QueueItem
 	bool		to_lease;		/* CLAIM: a lease its read() grants when it
 								 * returns (counted in nleases) */
 	uint8		restore_kind;	/* CLAIM by ack: what it was, for an abort */
-	TimestampTz due;			/* DELAYED, LEASED */
+	TimestampTz due;			/* LEASED */
 	int32		read_count;		/* reads so far of these events */
 } QueueItem;
 
@@ -148,6 +147,10 @@ typedef struct QueueState
 	pg_atomic_uint64 dead_lettered;	/* events moved to the dead-letter queue */
 	pg_atomic_uint32 waiting;	/* consumers sleeping on cv */
 	pg_atomic_uint32 pins;		/* calls using it: not evicted */
+	/* parked delayed runs (queue_parked.c), changed under its writer lock */
+	bool		park_known;		/* park_due and park_from are set */
+	TimestampTz park_due;		/* earliest due of one (DT_NOEND: none) */
+	int64		park_from;		/* due keys below it are all taken */
 	bool		used;			/* pinned since the sweep last passed */
 } QueueState;
 
@@ -175,6 +178,27 @@ extern bool spindle_qitem_lease_room(void);
 extern void spindle_qitem_free(QueueState *qs, QueueItem *item);
 extern QueueItem *spindle_qitem_at(int index);
 extern int	spindle_qitems_free_count(void);
+
+/* ---- queue_parked.c: delayed events parked on disk ---- */
+
+/* A run of delayed events [start, end), due then. */
+typedef struct ParkedRun
+{
+	int64		start;
+	int64		end;
+	TimestampTz due;
+	int32		read_count;
+} ParkedRun;
+
+extern void spindle_park_delayed(Relation facade, QueueState *qs,
+								 const ParkedRun *runs, int n);
+extern int	spindle_park_take_due(Relation facade, QueueState *qs,
+								  TimestampTz now, int64 want,
+								  ParkedRun *out, int max);
+extern bool spindle_park_take_one(Relation facade, QueueState *qs,
+								  int64 msg_id, ParkedRun *was);
+extern TimestampTz spindle_park_next_due(Relation facade, QueueState *qs);
+extern int64 spindle_park_count(Oid relid);
 
 /* ---- cache.c: the event cache ---- */
 

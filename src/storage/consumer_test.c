@@ -627,61 +627,10 @@ Datum
 spindle_run_drop(PG_FUNCTION_ARGS)
 {
 	SpindleTree t;
-	BlockNumber root;
-	int			rootlevel;
-	BlockNumber *blocks;
-	int			nblocks = 0;
-	int			maxblocks = 64;
-	BlockNumber leftmost;
-	int			level;
-	int			i;
-	Buffer		buf;
+	int			freed;
 
 	test_open(PG_GETARG_OID(0), PG_GETARG_INT32(1), true, &t);
-	if (!spindle_tree_root(&t, &root, &rootlevel))
-	{
-		test_close(&t);
-		PG_RETURN_INT32(0);
-	}
-	/* every page, level by level (the writer lock keeps them still) */
-	blocks = palloc(maxblocks * sizeof(BlockNumber));
-	leftmost = root;
-	for (level = rootlevel; level >= 0; level--)
-	{
-		BlockNumber blk = leftmost;
-
-		while (blk != InvalidBlockNumber)
-		{
-			Page		page;
-
-			buf = ReadBuffer(t.crel, blk);
-			LockBuffer(buf, BUFFER_LOCK_SHARE);
-			page = BufferGetPage(buf);
-			if (!spindle_tree_page_ok(&t, page, level))
-				elog(ERROR, "spindle: block %u is not a page of the tree", blk);
-			if (blk == leftmost && level > 0)
-				leftmost = spindle_inner_items(page)[0].child;
-			if (nblocks >= maxblocks)
-			{
-				maxblocks *= 2;
-				blocks = repalloc(blocks, maxblocks * sizeof(BlockNumber));
-			}
-			blocks[nblocks++] = blk;
-			blk = SpindleCpageGetOpaque(page)->right;
-			UnlockReleaseBuffer(buf);
-		}
-	}
-	buf = ReadBuffer(t.crel, t.meta_blk);
-	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-	spindle_crel_free_page(t.crel, buf, t.sub, true);
-	UnlockReleaseBuffer(buf);
-	for (i = 0; i < nblocks; i++)
-	{
-		buf = ReadBuffer(t.crel, blocks[i]);
-		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		spindle_crel_free_page(t.crel, buf, t.sub, false);
-		UnlockReleaseBuffer(buf);
-	}
+	freed = spindle_tree_drop(&t);
 	test_close(&t);
-	PG_RETURN_INT32(nblocks + 1);
+	PG_RETURN_INT32(freed);
 }

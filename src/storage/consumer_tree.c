@@ -950,3 +950,189 @@ spindle_tree_upsert(SpindleTree *t, const SpindleRun *run)
 							&r.read_count);
 	tree_insert(t, &r);
 }
+
+/* ----------------------------------------------------------------
+ * Reading and removing runs in key order; dropping a whole tree
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The run of tree t that holds id x, copied into *run; false if none.  A
+ * reader: one buffer lock at a time, no heavyweight lock.
+ */
+bool
+spindle_tree_lookup(SpindleTree *t, int64 x, SpindleRun *run)
+{
+	int			idx;
+	Buffer		buf = spindle_tree_find_le(t, x, BUFFER_LOCK_SHARE, &idx);
+
+	if (!BufferIsValid(buf))
+		return false;
+	*run = spindle_leaf_items(BufferGetPage(buf))[idx];
+	UnlockReleaseBuffer(buf);
+	return spindle_run_end(run) > x;
+}
+
+/*
+ * Remove from tree t, whose writer lock the caller holds, up to max runs
+ * whose first lies in [from, limit), in key order, copying them into out;
+ * returns how many.  *next gets the smallest first the tree still holds
+ * at or after from (PG_INT64_MAX: none).  One STRAGGLE record per leaf it
+ * removes from; leaves are crossed by their right-links, one buffer lock
+ * at a time (no writer changes the tree meanwhile, readers may).  Pages
+ * left empty stay in the tree (see spindle_tree_drop).
+ */
+int
+spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
+				 SpindleRun *out, int64 *next)
+{
+	int			got = 0;
+	int64		low;
+	Buffer		buf;
+
+	Assert(t->writer);
+	*next = PG_INT64_MAX;
+	buf = spindle_tree_descend(t, from, 0, BUFFER_LOCK_EXCLUSIVE, &low);
+	while (BufferIsValid(buf))
+	{
+		Page		page = BufferGetPage(buf);
+		SpindleRun *items = spindle_leaf_items(page);
+		int			n = spindle_cpage_nitems(page, sizeof(SpindleRun));
+		int			i0 = spindle_leaf_search_ge(page, from);
+		int			i = i0;
+		BlockNumber right = SpindleCpageGetOpaque(page)->right;
+
+		while (i < n && got < max && items[i].first < limit)
+			out[got++] = items[i++];
+		if (i < n)
+			*next = items[i].first;
+		if (i > i0)
+		{
+			StringInfoData ops;
+			int			nops = 0;
+			int			k;
+
+			/* from the highest position down, so that each stays valid */
+			initStringInfo(&ops);
+			for (k = i - 1; k >= i0; k--)
+				straggle_add(&ops, &nops, XLSOP_DELETE, k, NULL);
+			straggle_log(t, buf, &ops, nops);
+			pfree(ops.data);
+		}
+		UnlockReleaseBuffer(buf);
+		if (i < n || right == InvalidBlockNumber)
+			break;
+		buf = ReadBuffer(t->crel, right);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		if (!spindle_tree_page_ok(t, BufferGetPage(buf), 0))
+			elog(ERROR, "spindle: block %u is not a leaf of consumer tree %u",
+				 right, t->sub);
+	}
+	return got;
+}
+
+/*
+ * The number of ids in runs of kind (0: any) in tree t, walking its leaves
+ * left to right as a reader: a run moved by a concurrent split may be
+ * counted twice or not at all, so the answer is for monitoring only.
+ */
+int64
+spindle_tree_count(SpindleTree *t, uint16 kind)
+{
+	int64		low;
+	int64		total = 0;
+	Buffer		buf = spindle_tree_descend(t, PG_INT64_MIN, 0,
+										   BUFFER_LOCK_SHARE, &low);
+
+	while (BufferIsValid(buf))
+	{
+		Page		page = BufferGetPage(buf);
+		SpindleRun *items = spindle_leaf_items(page);
+		int			n = spindle_cpage_nitems(page, sizeof(SpindleRun));
+		BlockNumber right = SpindleCpageGetOpaque(page)->right;
+		int			i;
+
+		for (i = 0; i < n; i++)
+			if (kind == 0 || items[i].kind == kind)
+				total += items[i].len;
+		UnlockReleaseBuffer(buf);
+		if (right == InvalidBlockNumber)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		buf = ReadBuffer(t->crel, right);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		if (!spindle_tree_page_ok(t, BufferGetPage(buf), 0))
+		{
+			/* freed under us (the tree was dropped): stop counting */
+			UnlockReleaseBuffer(buf);
+			break;
+		}
+	}
+	return total;
+}
+
+/*
+ * Free every page of tree t, whose writer lock the caller holds: its meta
+ * block first (readers that start again then find no tree), then its
+ * pages level by level, one FREE record each (deferred reuse,
+ * consumer_page.c).  Returns the pages freed; 0 if there is no tree.
+ */
+int
+spindle_tree_drop(SpindleTree *t)
+{
+	BlockNumber root;
+	int			rootlevel;
+	BlockNumber *blocks;
+	int			nblocks = 0;
+	int			maxblocks = 64;
+	BlockNumber leftmost;
+	int			level;
+	int			i;
+	Buffer		buf;
+
+	Assert(t->writer);
+	if (!spindle_tree_root(t, &root, &rootlevel))
+		return 0;
+	/* every page, level by level (the writer lock keeps them still) */
+	blocks = palloc(maxblocks * sizeof(BlockNumber));
+	leftmost = root;
+	for (level = rootlevel; level >= 0; level--)
+	{
+		BlockNumber blk = leftmost;
+
+		while (blk != InvalidBlockNumber)
+		{
+			Page		page;
+
+			buf = ReadBuffer(t->crel, blk);
+			LockBuffer(buf, BUFFER_LOCK_SHARE);
+			page = BufferGetPage(buf);
+			if (!spindle_tree_page_ok(t, page, level))
+				elog(ERROR, "spindle: block %u is not a page of consumer tree %u",
+					 blk, t->sub);
+			if (blk == leftmost && level > 0)
+				leftmost = spindle_inner_items(page)[0].child;
+			if (nblocks >= maxblocks)
+			{
+				maxblocks *= 2;
+				blocks = repalloc(blocks, maxblocks * sizeof(BlockNumber));
+			}
+			blocks[nblocks++] = blk;
+			blk = SpindleCpageGetOpaque(page)->right;
+			UnlockReleaseBuffer(buf);
+		}
+	}
+	buf = ReadBuffer(t->crel, t->meta_blk);
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	spindle_crel_free_page(t->crel, buf, t->sub, true);
+	UnlockReleaseBuffer(buf);
+	for (i = 0; i < nblocks; i++)
+	{
+		buf = ReadBuffer(t->crel, blocks[i]);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		spindle_crel_free_page(t->crel, buf, t->sub, false);
+		UnlockReleaseBuffer(buf);
+	}
+	pfree(blocks);
+	return nblocks + 1;
+}

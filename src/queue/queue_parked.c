@@ -1,0 +1,485 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue_parked.c
+ *	  Delayed events parked on disk: the runs of events a consumer found not
+ *	  due yet live in the queue's consumer relation (pg_spindle.c<oid>,
+ *	  storage/consumer_rel.c), not in shared memory, so that a queue holds
+ *	  any number of them, with distinct due times, at a flat cost per call.
+ *
+ * Two trees of the consumer relation (storage/consumer_tree.c) hold them:
+ *
+ *	tree 0 (PARK_TREE_RUNS)	the parked runs, keyed by first msg_id: kind
+ *							SPINDLE_RUN_DELAYED, due, read_count.  The truth.
+ *	tree 1 (PARK_TREE_DUE)	one reference per parked run, keyed by its due
+ *							time: the due in microseconds shifted left by
+ *							DUE_KEY_SHIFT, plus a probe that keeps keys
+ *							unique (a reference is a run of one key); the
+ *							referenced run's first msg_id is in the item's
+ *							`due` field.
+ *
+ * A consumer call that examines an event not due yet parks its run
+ * (spindle_park_delayed: an upsert into tree 0, a reference into tree 1)
+ * and keeps nothing of it in shared memory.  A call that finds the
+ * queue's earliest due time passed takes the references below now, in
+ * due order (spindle_park_take_due), looks each run up and cuts it from
+ * tree 0, and hands the runs back to queue.c, which makes them items to
+ * examine again (RETURNED).  A reference is only a hint: one whose run is
+ * gone, or was parked again with a later due, is dropped when taken.  An
+ * ack of a parked event cuts that one id (spindle_park_take_one) and gives
+ * the rest of its run a reference of its own.
+ *
+ * The state (QueueState, queue_state.c) caches, for the waits and the
+ * fast path of every call, the earliest due of a reference (park_due) and
+ * the key below which every reference is taken (park_from, where the
+ * next search starts, so that the leaves emptied by earlier takes are not
+ * walked again).  A state loaded afresh learns both from tree 1.
+ *
+ * Crash and rebuild.  Every change is WAL-logged by the tree; a crash
+ * between a call's tree records and its shared-memory change loses only
+ * the shared memory, and a state rebuilt from disk examines the queue's
+ * events again from its oldest spindle: a parked event found delayed
+ * again is parked again (the upsert replaces its run; the second
+ * reference is dropped when taken), a due one is delivered.
+ *
+ * Locks.  Every change to either tree, and every change to the state's
+ * park_due and park_from, is made under the writer lock of tree 0
+ * (LockPage on the consumer relation, block PARK_TREE_RUNS,
+ * ExclusiveLock), which serves both trees; it is taken with no LWLock or
+ * buffer lock held, and the state's LWLock is taken inside it, briefly,
+ * for the cache.  The consumer relation is opened RowExclusiveLock after
+ * the queue table (the order of TRUNCATE and DROP) and its lock is let go
+ * at the end of each operation, so that a long poll holds nothing DDL
+ * waits for.  Readers (the view's count) take no heavyweight lock but the
+ * relation's.
+ *
+ * Invariants: (P1) every run of tree 0 has a reference in tree 1 whose key
+ * is at or below due_key(run.due) + the probes taken, or is about to be
+ * parked again by a rebuild; (P2) every reference below the state's
+ * park_from is taken; (P3) an id in a run of tree 0 that a shared-memory
+ * item also covers belongs to the item: taking the run skips such ids
+ * (queue.c), so a run left behind by a call that failed after parking it
+ * never delivers an event twice.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "queue/spindle_queue.h"
+
+/* the trees of a queue's consumer relation that hold its parked runs */
+#define PARK_TREE_RUNS	0
+#define PARK_TREE_DUE	1
+
+/*
+ * A due time becomes a key of tree 1 shifted left by this many bits: the
+ * low bits are probes that keep the keys of equal due times apart.  Due
+ * times are clamped to [0, 2^53) microseconds (the year 2285), so that
+ * keys and their probes fit in an int64.
+ */
+#define DUE_KEY_SHIFT	9
+#define DUE_MAX			((INT64CONST(1) << 53) - 1)
+
+/* The first key of tree 1 for due. */
+static inline int64
+due_key(TimestampTz due)
+{
+	return Min(Max(due, 0), DUE_MAX) << DUE_KEY_SHIFT;
+}
+
+/* The due time a key of tree 1 stands for (never earlier than its run's). */
+static inline TimestampTz
+key_due(int64 key)
+{
+	return key >> DUE_KEY_SHIFT;
+}
+
+/* The parked trees of facade's consumer relation, opened and locked. */
+typedef struct Park
+{
+	Relation	crel;
+	SpindleTree runs;
+	SpindleTree due;
+} Park;
+
+/*
+ * Open facade's consumer relation (RowExclusiveLock) and take the writer
+ * lock of its parked trees.  No LWLock or buffer lock may be held.
+ */
+static void
+park_open(Relation facade, Park *p)
+{
+	Oid			croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
+
+	if (!OidIsValid(croid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("queue table \"%s\" has no consumer relation",
+						RelationGetRelationName(facade)),
+				 errhint("Queue tables are made by spindle.create_queue(), which makes their consumer relation in schema %s.",
+						 SPINDLE_STORAGE_SCHEMA)));
+	p->crel = relation_open(croid, RowExclusiveLock);
+	LockPage(p->crel, PARK_TREE_RUNS, ExclusiveLock);
+	p->runs.crel = p->due.crel = p->crel;
+	p->runs.sub = PARK_TREE_RUNS;
+	p->due.sub = PARK_TREE_DUE;
+	p->runs.writer = p->due.writer = true;
+	p->runs.meta_blk = p->due.meta_blk = InvalidBlockNumber;
+}
+
+/* Let go of the writer lock and of the relation's lock. */
+static void
+park_close(Park *p)
+{
+	UnlockPage(p->crel, PARK_TREE_RUNS, ExclusiveLock);
+	relation_close(p->crel, RowExclusiveLock);
+}
+
+/*
+ * Make the state's cache of tree 1 known (qs pinned, writer lock held):
+ * the earliest reference is found from the lowest key on.
+ */
+static void
+park_learn(QueueState *qs, Park *p)
+{
+	bool		known;
+	int64		next;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+	known = qs->park_known;
+	LWLockRelease(spindle_queue_lock(qs));
+	if (known)
+		return;
+	(void) spindle_tree_pop(&p->due, PG_INT64_MIN, PG_INT64_MIN, 0, NULL,
+							&next);
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	qs->park_known = true;
+	qs->park_due = next == PG_INT64_MAX ? DT_NOEND : key_due(next);
+	qs->park_from = next == PG_INT64_MAX ? PG_INT64_MIN : next;
+	LWLockRelease(spindle_queue_lock(qs));
+}
+
+/*
+ * Give the run starting at first, due then, a reference in tree 1: the
+ * first free key of due's microsecond (one descent finds the highest key
+ * used in it), or of the next one if all of its probes are used (a
+ * reference late by a microsecond, never early).
+ */
+static void
+add_reference(Park *p, int64 first, TimestampTz due)
+{
+	int64		key = due_key(due);
+	SpindleRun	ref;
+	SpindleRun	last;
+
+	for (;;)
+	{
+		int64		top = key | ((INT64CONST(1) << DUE_KEY_SHIFT) - 1);
+		int			idx;
+		Buffer		buf = spindle_tree_find_le(&p->due, top,
+											   BUFFER_LOCK_SHARE, &idx);
+
+		if (!BufferIsValid(buf))
+			break;
+		last = spindle_leaf_items(BufferGetPage(buf))[idx];
+		UnlockReleaseBuffer(buf);
+		if (last.first < key)
+			break;				/* the probes of this microsecond are free */
+		key = last.first + 1;
+		if (key <= top)
+			break;
+	}
+	memset(&ref, 0, sizeof(ref));
+	ref.first = key;
+	ref.len = 1;
+	ref.kind = SPINDLE_RUN_DELAYED;
+	ref.due = first;			/* a reference's due field: its run */
+	spindle_tree_upsert(&p->due, &ref);
+}
+
+/*
+ * Park one run (writer lock held): joined to the parked run that ends
+ * just before it when both have the same read count and the joined run's
+ * due times stay within a second (its `awaited` field keeps how much
+ * earlier than its due its earliest event is due), so that events passed
+ * one dequeue at a time make one run, not one each.  A run whose due
+ * grows gets a new reference (the old one is dropped when taken).
+ */
+static void
+park_one(Park *p, const ParkedRun *pr)
+{
+	SpindleRun	run;
+	SpindleRun	prev;
+	TimestampTz earliest = pr->due;
+
+	memset(&run, 0, sizeof(run));
+	run.first = pr->start;
+	run.len = (uint32) (pr->end - pr->start);
+	run.kind = SPINDLE_RUN_DELAYED;
+	run.due = pr->due;
+	run.read_count = pr->read_count;
+	if (pr->start > PG_INT64_MIN &&
+		spindle_tree_lookup(&p->runs, pr->start - 1, &prev) &&
+		spindle_run_end(&prev) == pr->start &&
+		prev.kind == SPINDLE_RUN_DELAYED &&
+		prev.read_count == pr->read_count &&
+		(uint64) prev.len + run.len <= PG_UINT32_MAX)
+	{
+		TimestampTz prev_earliest = prev.due - (int64) prev.awaited;
+
+		earliest = Min(earliest, prev_earliest);
+		if (Max(prev.due, pr->due) - earliest < USECS_PER_SEC)
+		{
+			run.first = prev.first;
+			run.len += prev.len;
+			run.due = Max(prev.due, pr->due);
+			run.awaited = (uint32) (run.due - earliest);
+			spindle_tree_upsert(&p->runs, &run);
+			if (run.due > prev.due)
+				add_reference(p, run.first, run.due);
+			return;
+		}
+		earliest = pr->due;
+	}
+	spindle_tree_upsert(&p->runs, &run);
+	add_reference(p, run.first, run.due);
+}
+
+/*
+ * Park the runs of delayed events of queue table facade (whose state qs
+ * the caller pins, holding no LWLock or buffer lock): each replaces what
+ * tree 0 holds for its ids and gets a reference.  Lowers the state's
+ * earliest due (and where the next search starts) if it is known.
+ */
+void
+spindle_park_delayed(Relation facade, QueueState *qs, const ParkedRun *runs,
+					 int n)
+{
+	Park		p;
+	TimestampTz earliest = DT_NOEND;
+	int			i;
+
+	if (n == 0)
+		return;
+	park_open(facade, &p);
+	for (i = 0; i < n; i++)
+	{
+		Assert(runs[i].end > runs[i].start &&
+			   runs[i].end - runs[i].start <= PG_UINT32_MAX);
+		park_one(&p, &runs[i]);
+		earliest = Min(earliest, runs[i].due);
+	}
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	if (qs->park_known)
+	{
+		qs->park_due = Min(qs->park_due, key_due(due_key(earliest)));
+		qs->park_from = Min(qs->park_from, due_key(earliest));
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+	park_close(&p);
+}
+
+/*
+ * Whether a call at now must take parked runs of qs: the cache says the
+ * earliest is due, or is not known yet.  No lock but the state's.
+ */
+static bool
+park_due_now(QueueState *qs, TimestampTz now)
+{
+	bool		due;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+	due = !qs->park_known || qs->park_due < now;
+	LWLockRelease(spindle_queue_lock(qs));
+	return due;
+}
+
+/*
+ * Take one batch of references below limit (writer lock held), from
+ * *from on, at most max: the runs they name that are due before now are
+ * cut from tree 0 and copied into out[*got...].  *from and *next move
+ * past the references taken.  Returns how many references it took.
+ */
+static int
+take_batch(Park *p, int64 *from, int64 limit, TimestampTz now, int max,
+		   ParkedRun *out, int *got, int64 *next)
+{
+	SpindleRun *refs = palloc(sizeof(SpindleRun) * max);
+	int			nrefs;
+	int			i;
+
+	nrefs = spindle_tree_pop(&p->due, *from, limit, max, refs, next);
+	for (i = 0; i < nrefs; i++)
+	{
+		SpindleRun	run;
+		int32		maxrc = 0;
+
+		/* a reference's run may be gone, or parked again until later */
+		if (!spindle_tree_lookup(&p->runs, refs[i].due, &run) ||
+			run.first != refs[i].due || run.kind != SPINDLE_RUN_DELAYED ||
+			run.due >= now)
+			continue;
+		(void) spindle_tree_cut(&p->runs, run.first, spindle_run_end(&run),
+								&maxrc);
+		out[*got].start = run.first;
+		out[*got].end = spindle_run_end(&run);
+		out[*got].due = run.due;
+		out[*got].read_count = run.read_count;
+		(*got)++;
+	}
+	if (nrefs > 0)
+		*from = refs[nrefs - 1].first + 1;
+	pfree(refs);
+	return nrefs;
+}
+
+/*
+ * Both trees hold nothing any more (writer lock held, no reference left):
+ * free their pages if they grew past a page, so that the consumer
+ * relation's space follows what is parked (leaves emptied by takes are
+ * never freed one by one: consumer_tree.c).
+ */
+static void
+drop_if_empty(Park *p)
+{
+	BlockNumber root;
+	int			level;
+
+	if (!spindle_tree_root(&p->due, &root, &level) || level == 0)
+		return;
+	if (spindle_tree_count(&p->runs, 0) > 0)
+		return;
+	(void) spindle_tree_drop(&p->due);
+	(void) spindle_tree_drop(&p->runs);
+}
+
+/*
+ * Take parked runs of queue table facade due before now, earliest first,
+ * about want ids and at most max runs: each is cut from tree 0 and copied
+ * into out.  Returns how many; 0 only if none is due (references to runs
+ * gone or parked again are dropped on the way).  The caller (pinning qs,
+ * holding no LWLock or buffer lock) owns them: it must make them items,
+ * or park them again.
+ */
+int
+spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
+					  int64 want, ParkedRun *out, int max)
+{
+	Park		p;
+	int64		next;
+	int64		from;
+	int64		limit = due_key(now);
+	int			got = 0;
+
+	if (!park_due_now(qs, now) || max <= 0)
+		return 0;
+	park_open(facade, &p);
+	park_learn(qs, &p);
+	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+	from = qs->park_from;
+	LWLockRelease(spindle_queue_lock(qs));
+	while (take_batch(&p, &from, limit, now, (int) Min(want, max - got),
+					  out, &got, &next) > 0 &&
+		   got == 0 && next < limit)
+		CHECK_FOR_INTERRUPTS();
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	qs->park_from = next != PG_INT64_MAX ? next : limit;
+	qs->park_due = next != PG_INT64_MAX ? key_due(next) : DT_NOEND;
+	LWLockRelease(spindle_queue_lock(qs));
+	if (next == PG_INT64_MAX)
+		drop_if_empty(&p);
+	park_close(&p);
+	return got;
+}
+
+/*
+ * Take the one id msg_id out of the parked run holding it, for an ack
+ * (qs pinned, no LWLock or buffer lock held): the rest of the run after
+ * it gets a reference of its own.  Returns false if no parked run holds
+ * it; else *was says what it was (its due and read count).
+ */
+bool
+spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
+					  ParkedRun *was)
+{
+	Park		p;
+	SpindleRun	run;
+	int32		maxrc = 0;
+	bool		found;
+
+	park_open(facade, &p);
+	found = spindle_tree_lookup(&p.runs, msg_id, &run) &&
+		run.kind == SPINDLE_RUN_DELAYED;
+	if (found)
+	{
+		(void) spindle_tree_cut(&p.runs, msg_id, msg_id + 1, &maxrc);
+		if (msg_id + 1 < spindle_run_end(&run))
+			add_reference(&p, msg_id + 1, run.due);
+		was->start = msg_id;
+		was->end = msg_id + 1;
+		was->due = run.due;
+		was->read_count = run.read_count;
+	}
+	park_close(&p);
+	return found;
+}
+
+/*
+ * The earliest due time of a parked run of facade's queue (DT_NOEND:
+ * none), from the state's cache, learnt from tree 1 if the state was
+ * loaded afresh.  qs pinned, no LWLock or buffer lock held.
+ */
+TimestampTz
+spindle_park_next_due(Relation facade, QueueState *qs)
+{
+	TimestampTz due;
+	bool		known;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+	known = qs->park_known;
+	due = qs->park_due;
+	LWLockRelease(spindle_queue_lock(qs));
+	if (!known)
+	{
+		Park		p;
+
+		park_open(facade, &p);
+		park_learn(qs, &p);
+		park_close(&p);
+		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+		due = qs->park_due;
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	return due;
+}
+
+/*
+ * How many events of queue table relid are parked (delayed), for the
+ * spindle.queues view: a walk of tree 0's leaves as a reader, with the
+ * consumer relation held AccessShareLock.  0 if it has none.
+ */
+int64
+spindle_park_count(Oid relid)
+{
+	Oid			croid = spindle_consumer_rel_oid(relid);
+	SpindleTree t;
+	int64		n;
+
+	if (!OidIsValid(croid))
+		return 0;
+	t.crel = try_relation_open(croid, AccessShareLock);
+	if (t.crel == NULL)
+		return 0;
+	t.sub = PARK_TREE_RUNS;
+	t.writer = false;
+	t.meta_blk = InvalidBlockNumber;
+	n = spindle_tree_count(&t, SPINDLE_RUN_DELAYED);
+	relation_close(t.crel, AccessShareLock);
+	return n;
+}
