@@ -1071,10 +1071,14 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		int64		k;
 		int64		n;
 		QueueItem  *claim;
+		int64		park_start;
+		int64		park_end = 0;
 
 		head_spindle(facade, dir, head, &hs);
 		if (hs.spindle_no == 0)
 			break;				/* no spindle at or after the head */
+		park_start = spindle_park_next(facade, qs, Max(head, hs.first_no),
+									   &park_end);
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 		if (qs->head != head)
 		{
@@ -1083,6 +1087,13 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		}
 		if (head < hs.first_no)
 			head = qs->head = hs.first_no;
+		if (park_start <= head)
+		{
+			/* parked (a rebuilt state): they come back when due */
+			qs->head = Max(head, park_end);
+			LWLockRelease(spindle_queue_lock(qs));
+			continue;
+		}
 		k = head - hs.first_no;
 		if (k >= hs.used)
 		{
@@ -1099,7 +1110,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 				continue;
 			break;				/* the open spindle's events are all taken */
 		}
-		n = Min(hs.used - k, want - got);
+		n = Min(Min(hs.used - k, want - got), park_start - head);
 		claim = spindle_qitem_alloc(qs, QITEM_CLAIM, head, head + n);
 		if (claim == NULL)
 		{

@@ -52,9 +52,10 @@
  * waits for.  Readers (the view's count) take no heavyweight lock but the
  * relation's.
  *
- * Invariants: (P1) every run of tree 0 has a reference in tree 1 whose key
- * is at or below due_key(run.due) + the probes taken, or is about to be
- * parked again by a rebuild; (P2) every reference below the state's
+ * Invariants: (P1) every run of tree 0 has a reference in tree 1 (a
+ * reference is written before its run, and removed after it: a crash in
+ * between leaves a reference to nothing, dropped when taken), so that a
+ * state rebuilt from disk may skip parked runs at its head; (P2) every reference below the state's
  * park_from is taken; (P3) an id in a run of tree 0 that a shared-memory
  * item also covers belongs to the item: taking the run skips such ids
  * (queue.c), so a run left behind by a call that failed after parking it
@@ -150,6 +151,8 @@ park_learn(QueueState *qs, Park *p)
 {
 	bool		known;
 	int64		next;
+	SpindleRun	last;
+	int64		end = PG_INT64_MIN;
 
 	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 	known = qs->park_known;
@@ -157,9 +160,15 @@ park_learn(QueueState *qs, Park *p)
 	if (known)
 		return;
 	(void) spindle_tree_pop(&p->due, PG_INT64_MIN, PG_INT64_MIN, 0, NULL,
-							&next);
+							&next, false);
+	/* the last run: the largest first at or below the largest id */
+	memset(&last, 0, sizeof(last));
+	(void) spindle_tree_lookup(&p->runs, PG_INT64_MAX - 1, &last);
+	if (last.len > 0)
+		end = spindle_run_end(&last);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	qs->park_known = true;
+	qs->park_end = end;
 	qs->park_due = next == PG_INT64_MAX ? DT_NOEND : key_due(next);
 	qs->park_from = next == PG_INT64_MAX ? PG_INT64_MIN : next;
 	LWLockRelease(spindle_queue_lock(qs));
@@ -240,15 +249,16 @@ park_one(Park *p, const ParkedRun *pr)
 			run.len += prev.len;
 			run.due = Max(prev.due, pr->due);
 			run.awaited = (uint32) (run.due - earliest);
-			spindle_tree_upsert(&p->runs, &run);
+			/* the reference first: a crash leaves no run without one */
 			if (run.due > prev.due)
 				add_reference(p, run.first, run.due);
+			spindle_tree_upsert(&p->runs, &run);
 			return;
 		}
 		earliest = pr->due;
 	}
-	spindle_tree_upsert(&p->runs, &run);
 	add_reference(p, run.first, run.due);
+	spindle_tree_upsert(&p->runs, &run);
 }
 
 /*
@@ -263,6 +273,7 @@ spindle_park_delayed(Relation facade, QueueState *qs, const ParkedRun *runs,
 {
 	Park		p;
 	TimestampTz earliest = DT_NOEND;
+	int64		last_end = PG_INT64_MIN;
 	int			i;
 
 	if (n == 0)
@@ -274,12 +285,14 @@ spindle_park_delayed(Relation facade, QueueState *qs, const ParkedRun *runs,
 			   runs[i].end - runs[i].start <= PG_UINT32_MAX);
 		park_one(&p, &runs[i]);
 		earliest = Min(earliest, runs[i].due);
+		last_end = Max(last_end, runs[i].end);
 	}
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (qs->park_known)
 	{
 		qs->park_due = Min(qs->park_due, key_due(due_key(earliest)));
 		qs->park_from = Min(qs->park_from, due_key(earliest));
+		qs->park_end = Max(qs->park_end, last_end);
 	}
 	LWLockRelease(spindle_queue_lock(qs));
 	park_close(&p);
@@ -314,7 +327,9 @@ take_batch(Park *p, int64 *from, int64 limit, TimestampTz now, int max,
 	int			nrefs;
 	int			i;
 
-	nrefs = spindle_tree_pop(&p->due, *from, limit, max, refs, next);
+	/* runs are cut before their references go: a crash leaves no run
+	 * without one (P1) */
+	nrefs = spindle_tree_pop(&p->due, *from, limit, max, refs, next, false);
 	for (i = 0; i < nrefs; i++)
 	{
 		SpindleRun	run;
@@ -334,7 +349,13 @@ take_batch(Park *p, int64 *from, int64 limit, TimestampTz now, int max,
 		(*got)++;
 	}
 	if (nrefs > 0)
+	{
+		int64		ignored;
+
 		*from = refs[nrefs - 1].first + 1;
+		(void) spindle_tree_pop(&p->due, refs[0].first, *from, nrefs, refs,
+								&ignored, true);
+	}
 	pfree(refs);
 	return nrefs;
 }
@@ -418,9 +439,10 @@ spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
 		run.kind == SPINDLE_RUN_DELAYED;
 	if (found)
 	{
-		(void) spindle_tree_cut(&p.runs, msg_id, msg_id + 1, &maxrc);
+		/* the tail's reference first: a crash leaves no run without one */
 		if (msg_id + 1 < spindle_run_end(&run))
 			add_reference(&p, msg_id + 1, run.due);
+		(void) spindle_tree_cut(&p.runs, msg_id, msg_id + 1, &maxrc);
 		was->start = msg_id;
 		was->end = msg_id + 1;
 		was->due = run.due;
@@ -457,6 +479,52 @@ spindle_park_next_due(Relation facade, QueueState *qs)
 		LWLockRelease(spindle_queue_lock(qs));
 	}
 	return due;
+}
+
+/*
+ * Where the first parked run of facade's queue that reaches past x starts
+ * (PG_INT64_MAX: none), its end in *end: the head of a state rebuilt from
+ * disk skips parked runs (they come back when due).  Without I/O when no
+ * parked run reaches past x, as for any head in steady state (runs are
+ * parked behind it).  qs pinned, no LWLock or buffer lock held; reads
+ * tree 0 as a reader.
+ */
+int64
+spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
+{
+	bool		known;
+	int64		park_end;
+	Oid			croid;
+	SpindleTree t;
+	SpindleRun	run;
+	bool		found;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+	known = qs->park_known;
+	park_end = qs->park_end;
+	LWLockRelease(spindle_queue_lock(qs));
+	if (!known)
+	{
+		(void) spindle_park_next_due(facade, qs);	/* learns park_end */
+		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+		park_end = qs->park_end;
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	if (x >= park_end)
+		return PG_INT64_MAX;
+	croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
+	if (!OidIsValid(croid))
+		return PG_INT64_MAX;
+	t.crel = relation_open(croid, AccessShareLock);
+	t.sub = PARK_TREE_RUNS;
+	t.writer = false;
+	t.meta_blk = InvalidBlockNumber;
+	found = spindle_tree_next(&t, x, &run);
+	relation_close(t.crel, AccessShareLock);
+	if (!found)
+		return PG_INT64_MAX;
+	*end = spindle_run_end(&run);
+	return run.first;
 }
 
 /*

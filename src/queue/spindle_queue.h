@@ -151,6 +151,7 @@ typedef struct QueueState
 	bool		park_known;		/* park_due and park_from are set */
 	TimestampTz park_due;		/* earliest due of one (DT_NOEND: none) */
 	int64		park_from;		/* due keys below it are all taken */
+	int64		park_end;		/* no parked run reaches past this id */
 	bool		used;			/* pinned since the sweep last passed */
 } QueueState;
 
@@ -198,6 +199,8 @@ extern int	spindle_park_take_due(Relation facade, QueueState *qs,
 extern bool spindle_park_take_one(Relation facade, QueueState *qs,
 								  int64 msg_id, ParkedRun *was);
 extern TimestampTz spindle_park_next_due(Relation facade, QueueState *qs);
+extern int64 spindle_park_next(Relation facade, QueueState *qs, int64 x,
+							   int64 *end);
 extern int64 spindle_park_count(Oid relid);
 
 /* ---- cache.c: the event cache ---- */

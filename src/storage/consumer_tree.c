@@ -112,6 +112,8 @@ leaf_search_le(Page page, int64 x)
 int
 spindle_leaf_search_ge(Page page, int64 x)
 {
+	if (x == PG_INT64_MIN)
+		return 0;				/* x - 1 would wrap around */
 	return leaf_search_le(page, x - 1) + 1;
 }
 
@@ -974,17 +976,60 @@ spindle_tree_lookup(SpindleTree *t, int64 x, SpindleRun *run)
 }
 
 /*
- * Remove from tree t, whose writer lock the caller holds, up to max runs
- * whose first lies in [from, limit), in key order, copying them into out;
- * returns how many.  *next gets the smallest first the tree still holds
- * at or after from (PG_INT64_MAX: none).  One STRAGGLE record per leaf it
- * removes from; leaves are crossed by their right-links, one buffer lock
- * at a time (no writer changes the tree meanwhile, readers may).  Pages
- * left empty stay in the tree (see spindle_tree_drop).
+ * The run of tree t that holds x or, if none does, the first one after x,
+ * copied into *run; false if there is none.  A reader: one buffer lock at
+ * a time, crossing leaves by their right-links.
+ */
+bool
+spindle_tree_next(SpindleTree *t, int64 x, SpindleRun *run)
+{
+	int64		low;
+	Buffer		buf;
+
+	if (spindle_tree_lookup(t, x, run))
+		return true;
+	buf = spindle_tree_descend(t, x, 0, BUFFER_LOCK_SHARE, &low);
+	while (BufferIsValid(buf))
+	{
+		Page		page = BufferGetPage(buf);
+		int			n = spindle_cpage_nitems(page, sizeof(SpindleRun));
+		int			i = spindle_leaf_search_ge(page, x);
+		BlockNumber right = SpindleCpageGetOpaque(page)->right;
+
+		if (i < n)
+		{
+			*run = spindle_leaf_items(page)[i];
+			UnlockReleaseBuffer(buf);
+			return true;
+		}
+		UnlockReleaseBuffer(buf);
+		if (right == InvalidBlockNumber)
+			break;
+		buf = ReadBuffer(t->crel, right);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		if (!spindle_tree_page_ok(t, BufferGetPage(buf), 0))
+		{
+			/* freed meanwhile: look again from the top */
+			UnlockReleaseBuffer(buf);
+			buf = spindle_tree_descend(t, x, 0, BUFFER_LOCK_SHARE, &low);
+		}
+	}
+	return false;
+}
+
+/*
+ * Copy into out up to max runs of tree t, whose writer lock the caller
+ * holds, whose first lies in [from, limit), in key order, and remove them
+ * if remove; returns how many.  *next gets the smallest first the tree
+ * then holds at or after from past those (PG_INT64_MAX: none).  One
+ * STRAGGLE record per leaf it removes from; leaves are crossed by their
+ * right-links, one buffer lock at a time (no writer changes the tree
+ * meanwhile, readers may).  Pages left empty stay in the tree (see
+ * spindle_tree_drop).
  */
 int
 spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
-				 SpindleRun *out, int64 *next)
+				 SpindleRun *out, int64 *next, bool remove)
 {
 	int			got = 0;
 	int64		low;
@@ -992,7 +1037,9 @@ spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
 
 	Assert(t->writer);
 	*next = PG_INT64_MAX;
-	buf = spindle_tree_descend(t, from, 0, BUFFER_LOCK_EXCLUSIVE, &low);
+	buf = spindle_tree_descend(t, from, 0,
+							   remove ? BUFFER_LOCK_EXCLUSIVE : BUFFER_LOCK_SHARE,
+							   &low);
 	while (BufferIsValid(buf))
 	{
 		Page		page = BufferGetPage(buf);
@@ -1006,7 +1053,7 @@ spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
 			out[got++] = items[i++];
 		if (i < n)
 			*next = items[i].first;
-		if (i > i0)
+		if (i > i0 && remove)
 		{
 			StringInfoData ops;
 			int			nops = 0;
@@ -1023,7 +1070,7 @@ spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
 		if (i < n || right == InvalidBlockNumber)
 			break;
 		buf = ReadBuffer(t->crel, right);
-		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		LockBuffer(buf, remove ? BUFFER_LOCK_EXCLUSIVE : BUFFER_LOCK_SHARE);
 		if (!spindle_tree_page_ok(t, BufferGetPage(buf), 0))
 			elog(ERROR, "spindle: block %u is not a leaf of consumer tree %u",
 				 right, t->sub);

@@ -608,8 +608,9 @@ extern int	spindle_leaf_search_ge(Page page, int64 x);
 extern void spindle_tree_upsert(SpindleTree *t, const SpindleRun *run);
 extern int64 spindle_tree_cut(SpindleTree *t, int64 a, int64 b, int32 *maxrc);
 extern bool spindle_tree_lookup(SpindleTree *t, int64 x, SpindleRun *run);
+extern bool spindle_tree_next(SpindleTree *t, int64 x, SpindleRun *run);
 extern int	spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
-							 SpindleRun *out, int64 *next);
+							 SpindleRun *out, int64 *next, bool remove);
 extern int64 spindle_tree_count(SpindleTree *t, uint16 kind);
 extern int	spindle_tree_drop(SpindleTree *t);
 extern void spindle_straggle_apply(Page page, const char *ops, Size len,
