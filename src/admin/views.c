@@ -623,8 +623,10 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 					oldest = rows[i].sp.created_at;
 			}
 		}
-		/* delayed events are parked on disk (queue_parked.c) */
-		delayed = spindle_park_count(relids[q]);
+		/* delayed and leased events are parked on disk (queue_parked.c) */
+		delayed = spindle_park_count(relids[q], SPINDLE_RUN_DELAYED,
+									 DT_NOBEGIN);
+		leased = spindle_park_count(relids[q], SPINDLE_RUN_LEASED, now);
 		qs = spindle_queue_state(relids[q]);
 		if (qs != NULL)
 		{
@@ -639,9 +641,6 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 
 					switch ((QueueItemKind) item->kind)
 					{
-						case QITEM_LEASED:
-							leased += n;
-							break;
 						case QITEM_CLAIM:
 						case QITEM_PENDING:
 							held += n;

@@ -58,6 +58,7 @@
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/int.h"
@@ -204,10 +205,11 @@ static List *portal_runs = NIL; /* DequeuePortals, in TopTransactionContext */
  */
 typedef struct GrantedLease
 {
-	int			slot;			/* queue state */
-	int			index;			/* item */
-	uint32		generation;
-	TimestampTz due;			/* as granted */
+	Oid			relid;			/* the queue table */
+	int			slot;			/* its state, when granted */
+	int64		start;			/* the leased ids [start, end) */
+	int64		end;
+	int32		read_count;		/* as granted */
 	SubTransactionId subid;		/* where read() ran (re-parented) */
 	TimestampTz stmt_start;		/* the statement it ran in */
 } GrantedLease;
@@ -252,6 +254,7 @@ static QueueItem *join_last_claim(QueueState *qs, QueueItem *item);
 static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
 static void fail_portals(SubTransactionId subid);
 static void undo_leases(SubTransactionId subid);
+static int	return_parked(QueueState *qs, ParkedRun *runs, int n);
 static void queue_xact_callback(XactEvent event, void *arg);
 static void queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
@@ -334,12 +337,16 @@ end_claims(bool commit, SubTransactionId subid)
 				spindle_qitem_free(qs, item);
 				item = NULL;
 			}
+			else if (item->restore_kind == QITEM_FREE)
+			{
+				/* an ack of a parked lease rolls back: still leased there */
+				spindle_qitem_free(qs, item);
+				item = NULL;
+			}
 			else
 			{
-				/* an acknowledged lease that rolls back is leased again */
+				/* examined again */
 				item->kind = item->restore_kind;
-				if (item->kind == QITEM_LEASED)
-					qs->nleases++;
 			}
 			if (item != NULL)
 			{
@@ -486,8 +493,9 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 /*
  * The (sub)transaction subid (Invalid: the transaction) aborts: if that
  * happens in the statement that ran read(), hand back the leases read()
- * granted in it at once, unless changed since (acknowledged, moved).  The
- * read still counts: the statement may have failed on the event itself (a
+ * granted in it at once, as items to examine again (which win over the
+ * parked leases: queue_parked.c, P3), but for ids an item holds (an ack
+ * in the same statement).  The read still counts: the statement may have failed on the event itself (a
  * poison message its own query processes), which must still reach the
  * dead-letter queue after max_reads deliveries.  Never errors.
  */
@@ -501,36 +509,33 @@ undo_leases(SubTransactionId subid)
 	{
 		GrantedLease *g = lfirst(lc);
 		QueueState *qs;
-		QueueItem  *item;
-		bool		undone = false;
+		ParkedRun	run;
 
 		if ((subid != InvalidSubTransactionId && g->subid != subid) ||
 			g->stmt_start != stmt_start || g->slot < 0)
 			continue;
 		qs = spindle_queue_state_at(g->slot);
-		item = spindle_qitem_at(g->index);
+		run.start = g->start;
+		run.end = g->end;
+		run.read_count = g->read_count;
+		run.due = 0;
+		run.kind = SPINDLE_RUN_LEASED;
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		if (item->generation == g->generation &&
-			item->kind == QITEM_LEASED && item->due == g->due)
-		{
-			qs->nleases--;
-			item->kind = QITEM_RETURNED;
-			item->due = 0;
-			undone = true;
-		}
+		/* the state may have been evicted since read() returned */
+		if (qs->relid == g->relid && qs->dbid == MyDatabaseId && qs->valid)
+			(void) return_parked(qs, &run, 1);
 		LWLockRelease(spindle_queue_lock(qs));
-		if (undone)
-			ConditionVariableBroadcast(&qs->cv);
+		ConditionVariableBroadcast(&qs->cv);
 		g->slot = -1;
 	}
 }
 
 /*
- * Remember a lease read() granted (item index of state slot, as granted),
+ * Remember a lease read() granted (a run parked on disk for state qs),
  * for undo_leases.  No lock held.
  */
 static void
-note_granted(int slot, int index, uint32 generation, TimestampTz due)
+note_granted(QueueState *qs, const ParkedRun *run)
 {
 	MemoryContext old;
 	GrantedLease *g;
@@ -545,10 +550,11 @@ note_granted(int slot, int index, uint32 generation, TimestampTz due)
 	}
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	g = palloc(sizeof(GrantedLease));
-	g->slot = slot;
-	g->index = index;
-	g->generation = generation;
-	g->due = due;
+	g->relid = qs->relid;
+	g->slot = qs->slot;
+	g->start = run->start;
+	g->end = run->end;
+	g->read_count = run->read_count;
 	g->subid = GetCurrentSubTransactionId();
 	g->stmt_start = stmt_start;
 	granted_leases = lappend(granted_leases, g);
@@ -805,9 +811,6 @@ item_ready(QueueItem *item, TimestampTz now)
 	{
 		case QITEM_RETURNED:
 			return true;
-		case QITEM_LEASED:
-			/* strictly: a lease granted by this call is not due in it */
-			return item->due < now;
 		case QITEM_PENDING:
 			return !TransactionIdIsValid(item->xid) ||
 				!TransactionIdIsInProgress(item->xid);
@@ -1018,13 +1021,11 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	dlist_mutable_iter iter;
 	ParkedRun	due_runs[PARK_TAKE_MAX];
 	int			ndue;
+	int64		head;
 
 	*nsources = 0;
 	*pool_full = false;
 	*ends_spindle = false;
-	/* parked delayed runs come due: examined again, before the head */
-	ndue = spindle_park_take_due(facade, qs, now, want, due_runs,
-								 PARK_TAKE_MAX);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
@@ -1032,6 +1033,12 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		qs->head = first_position(dir);
 		qs->valid = true;
 	}
+	head = qs->head;
+	LWLockRelease(spindle_queue_lock(qs));
+	/* parked runs come due (behind the head): examined again, first */
+	ndue = spindle_park_take_due(facade, qs, now, want, head, due_runs,
+								 PARK_TAKE_MAX);
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (ndue > 0)
 		ndue = return_parked(qs, due_runs, ndue);
 	dlist_foreach_modify(iter, &qs->items)
@@ -1061,7 +1068,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	}
 	LWLockRelease(spindle_queue_lock(qs));
 	if (ndue > 0)
-		spindle_park_delayed(facade, qs, due_runs, ndue);	/* no room */
+		spindle_park_runs(facade, qs, due_runs, ndue);	/* no room */
 
 	/* then from the head, one spindle at a time */
 	while (got < want && *nsources < max_sources && !*pool_full)
@@ -1543,12 +1550,13 @@ park_delayed(Relation facade, QueueState *qs, const Candidate *c, int n)
 		runs[nruns].end = c[j].msg_id + 1;
 		runs[nruns].due = due;
 		runs[nruns].read_count = read_count;
+		runs[nruns].kind = SPINDLE_RUN_DELAYED;
 		nruns++;
 		i = j + 1;
 	}
 	if (nruns > 0)
 	{
-		spindle_park_delayed(facade, qs, runs, nruns);
+		spindle_park_runs(facade, qs, runs, nruns);
 		pfree(runs);
 	}
 }
@@ -1789,49 +1797,86 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 }
 
 /*
- * The read() call lease_call returns: its claims to_lease become leases
- * until due, each event's read count one more (saturating), and this
+ * The read() call lease_call of queue table facade (state qs, pinned)
+ * returns: its claims to_lease become leases until due, each event's read
+ * count one more (saturating), parked on disk (queue_parked.c), and this
  * backend forgets them (leases do not depend on the transaction).  Until
  * now no other consumer could take them, so no read() returns an event
- * twice, and an error or a cancel before this point leased nothing.
+ * twice, and an error or a cancel before this point leased nothing.  The
+ * leases are written before the claims go.  As nextval() does, a read
+ * that leased something takes a transaction id, so that its commit makes
+ * the leases and read counts durable; with max_reads (flush), where the
+ * count decides a dead letter, they are flushed before read() returns, so
+ * that a crash while the event is processed still counts its delivery.
  */
 static void
-grant_leases(uint64 lease_call, TimestampTz due)
+grant_leases(Relation facade, QueueState *qs, bool flush, uint64 lease_call,
+			 TimestampTz due)
 {
 	dlist_mutable_iter iter;
+	ParkedRun  *runs = NULL;
+	int			nruns = 0;
+	int			nalloc = 0;
+	int			i;
 
 	dlist_foreach_modify(iter, &my_claims)
 	{
 		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
-		QueueState *qs;
-		QueueItem  *item;
+		QueueItem  *item = spindle_qitem_at(ref->index);
 
 		if (ref->lease_call != lease_call)
 			continue;
-		qs = spindle_queue_state_at(ref->slot);
-		item = spindle_qitem_at(ref->index);
+		Assert(spindle_queue_state_at(ref->slot) == qs);
+		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+		if (item->generation == ref->generation &&
+			item->kind == QITEM_CLAIM && item->owner == MyProc->pgprocno &&
+			item->to_lease)
+		{
+			if (nruns == nalloc)
+			{
+				nalloc = Max(8, nalloc * 2);
+				runs = runs == NULL ? palloc(sizeof(ParkedRun) * nalloc) :
+					repalloc(runs, sizeof(ParkedRun) * nalloc);
+			}
+			runs[nruns].start = item->start;
+			runs[nruns].end = item->end;
+			runs[nruns].due = due;
+			runs[nruns].read_count = item->read_count < PG_INT32_MAX ?
+				item->read_count + 1 : PG_INT32_MAX;
+			runs[nruns].kind = SPINDLE_RUN_LEASED;
+			nruns++;
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	if (nruns == 0)
+		return;
+	(void) GetTopTransactionId();
+	spindle_park_runs(facade, qs, runs, nruns);
+	if (flush)
+		XLogFlush(XactLastRecEnd);
+	dlist_foreach_modify(iter, &my_claims)
+	{
+		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
+		QueueItem  *item = spindle_qitem_at(ref->index);
+
+		if (ref->lease_call != lease_call)
+			continue;
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 		if (item->generation == ref->generation &&
 			item->kind == QITEM_CLAIM && item->owner == MyProc->pgprocno &&
 			item->to_lease)
 		{
-			item->kind = QITEM_LEASED;
-			item->to_lease = false;
-			item->due = due;
-			if (item->read_count < PG_INT32_MAX)
-				item->read_count++;
-			item->owner = -1;
-			item->owner_lxid = InvalidLocalTransactionId;
-			item->xid = InvalidTransactionId;
-			item->restore_kind = QITEM_RETURNED;
+			spindle_qitem_free(qs, item);
 			LWLockRelease(spindle_queue_lock(qs));
-			note_granted(ref->slot, ref->index, ref->generation, due);
 			dlist_delete(&ref->node);
 			pfree(ref);
 			continue;
 		}
 		LWLockRelease(spindle_queue_lock(qs));
 	}
+	for (i = 0; i < nruns; i++)
+		note_granted(qs, &runs[i]);
+	pfree(runs);
 }
 
 /* ---------- the consuming functions ---------- */
@@ -1980,9 +2025,7 @@ next_due(Relation facade, QueueState *qs)
 	{
 		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
 
-		if (item->kind == QITEM_LEASED && item->due < due)
-			due = item->due;
-		else if (item->kind == QITEM_PENDING || item->kind == QITEM_RETURNED)
+		if (item->kind == QITEM_PENDING || item->kind == QITEM_RETURNED)
 		{
 			/* a transaction's end may not wake us: look every second */
 			TimestampTz soon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
@@ -2054,7 +2097,8 @@ consume_now(Consumer *cs, int want, ConsumeResult *out, bool *pool_full)
 		 * number of attempts in a row that only settled items ends it
 		 * too, so that items others keep changing cannot keep it here.
 		 */
-		if (res.n == 0 || *pool_full)
+		/* an attempt that only moved the head (past parked runs) goes on */
+		if (*pool_full || (res.n == 0 && qs->head == head_before))
 			break;
 		if (delivered > 0 || qs->head != head_before)
 			fruitless = 0;
@@ -2445,7 +2489,8 @@ spindle_read(PG_FUNCTION_ARGS)
 		current_lease_call = outer_call;
 	}
 	PG_END_TRY();
-	grant_leases(call, plus_usecs(GetCurrentTimestamp(), vt_us));
+	grant_leases(cs.rel, cs.qs, cs.q.max_reads > 0, call,
+				 plus_usecs(GetCurrentTimestamp(), vt_us));
 	spindle_queue_state_unpin(cs.qs);
 	table_close(cs.rel, NoLock);
 	return (Datum) 0;
@@ -2585,6 +2630,51 @@ join_last_ack(QueueState *qs, QueueItem *item, uint32 generation)
 }
 
 /*
+ * msg_id is behind the head of qs and in no item: if a parked run holds
+ * it, return an item of qs (RETURNED) for it, with the state lock held;
+ * NULL, lock not held, if none does.  A delayed id is taken out of its run
+ * (an ack that does not happen examines it again); a leased one stays in
+ * the tree, *in_tree set (an ack that does not happen leaves it leased;
+ * while the item is an ack's claim, the tree postpones the lease's end:
+ * queue_parked.c).  An item made meanwhile (the lease ended and was taken
+ * back) is returned instead.
+ */
+static QueueItem *
+item_of_parked(Relation facade, QueueState *qs, int64 msg_id, bool *in_tree)
+{
+	ParkedRun	parked;
+	QueueItem  *item;
+
+	*in_tree = false;
+	if (!spindle_park_find(facade, msg_id, &parked))
+		parked.kind = 0;
+	if (parked.kind == SPINDLE_RUN_LEASED)
+		*in_tree = true;
+	else if (parked.kind != SPINDLE_RUN_DELAYED ||
+			 !spindle_park_take_one(facade, qs, msg_id, &parked))
+		parked.kind = 0;
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	item = find_item(qs, msg_id);
+	if (item != NULL || parked.kind == 0)
+	{
+		*in_tree = false;
+		if (item == NULL)
+			LWLockRelease(spindle_queue_lock(qs));
+		return item;			/* an item wins over a parked run */
+	}
+	item = spindle_qitem_alloc(qs, QITEM_RETURNED, msg_id, msg_id + 1);
+	if (item == NULL)
+	{
+		LWLockRelease(spindle_queue_lock(qs));
+		if (!*in_tree)
+			spindle_park_runs(facade, qs, &parked, 1);	/* put it back */
+		no_room_for_item();
+	}
+	item->read_count = parked.read_count;
+	return item;
+}
+
+/*
  * Purge msg_id of the queue in the caller's transaction if it is an event
  * no one has purged or claimed; returns whether it did.
  */
@@ -2593,7 +2683,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 {
 	QueueItem  *item;
 	uint32		generation = 0;
-	QueueItemKind was = QITEM_FREE;
+	bool		in_tree = false;
 	SpindleDirectory *dir;
 	Candidate	c;
 	bool		purged;
@@ -2614,24 +2704,14 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	item = find_item(qs, msg_id);
 	if (item == NULL && msg_id < qs->head)
 	{
-		ParkedRun	parked;
-
 		/* behind the head and in no item: parked, or purged for good */
 		LWLockRelease(spindle_queue_lock(qs));
-		if (!spindle_park_take_one(facade, qs, msg_id, &parked))
+		item = item_of_parked(facade, qs, msg_id, &in_tree);
+		if (item == NULL)
 		{
 			spindle_directory_release(dir);
 			return false;
 		}
-		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		item = spindle_qitem_alloc(qs, QITEM_RETURNED, msg_id, msg_id + 1);
-		if (item == NULL)
-		{
-			LWLockRelease(spindle_queue_lock(qs));
-			spindle_park_delayed(facade, qs, &parked, 1);
-			no_room_for_item();
-		}
-		item->read_count = parked.read_count;
 	}
 	if (item != NULL)
 	{
@@ -2646,10 +2726,8 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 			LWLockRelease(spindle_queue_lock(qs));
 			no_room_for_item();
 		}
-		was = (QueueItemKind) item->kind;
-		if (was == QITEM_LEASED)
-			qs->nleases--;
-		item->restore_kind = was == QITEM_LEASED ? QITEM_LEASED : QITEM_RETURNED;
+		/* a parked lease stays parked: an abort leaves it leased */
+		item->restore_kind = in_tree ? QITEM_FREE : QITEM_RETURNED;
 		item->kind = QITEM_CLAIM;
 		item->owner = MyProc->pgprocno;
 		item->xid = xid;
@@ -2684,11 +2762,13 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	{
 		/* not ours to purge: leave it as it was, examined again */
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		if (item->generation == generation && item->kind == QITEM_CLAIM)
+		if (item->generation == generation && item->kind == QITEM_CLAIM &&
+			item->restore_kind == QITEM_FREE)
+			spindle_qitem_free(qs, item);
+		else if (item->generation == generation && item->kind == QITEM_CLAIM)
 		{
 			item->kind = item->restore_kind;
-			if (item->kind == QITEM_LEASED)
-				qs->nleases++;
+			item->restore_kind = QITEM_RETURNED;
 			item->owner = -1;
 			item->xid = InvalidTransactionId;
 		}
@@ -2805,19 +2885,13 @@ spindle_set_visibility(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("spindle.set_visibility()");
 	rel = open_queue(fcinfo, AccessShareLock, &q);
 	qs = spindle_queue_state_pin(RelationGetRelid(rel));
-	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	/* leases are parked on disk; an item (an ack's claim) means none */
+	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 	item = find_item(qs, msg_id);
-	if (item != NULL && item->kind == QITEM_LEASED)
-	{
-		if ((item = carve(qs, item, msg_id)) == NULL)
-		{
-			LWLockRelease(spindle_queue_lock(qs));
-			no_room_for_item();
-		}
-		item->due = plus_usecs(GetCurrentTimestamp(), vt_us);
-		found = true;
-	}
 	LWLockRelease(spindle_queue_lock(qs));
+	if (item == NULL)
+		found = spindle_park_relet(rel, qs, msg_id,
+								   plus_usecs(GetCurrentTimestamp(), vt_us));
 	/* waiters may sleep until the lease's old end: let them look again */
 	if (found)
 		ConditionVariableBroadcast(&qs->cv);
@@ -2842,49 +2916,67 @@ cmp_range_start(const void *a, const void *b)
  * facade that are leased and whose lease has not ended (or are being
  * leased by a read() in progress), as *n sorted, disjoint [start, end)
  * pairs; NULL if none.  A leased event is purged by TTL when its lease
- * ends, not while a consumer works on it.  A state that is not loaded
- * holds no lease (states with leases are never evicted).  Takes the
- * state's lock shared; no buffer lock is held.
+ * ends, not while a consumer works on it.  Leases are read from the
+ * parked runs on disk (queue_parked.c), claims to be leased from the
+ * state if loaded (taking its lock shared); no buffer lock is held.
  */
 int64 *
 spindle_queue_ttl_held(Relation facade, int64 lo, int64 hi, int *n)
 {
 	QueueState *qs;
 	TimestampTz now = GetCurrentTimestamp();
-	int64	   *ranges = NULL;
-	int			nalloc = 0;
+	int64	   *ranges;
+	int			nalloc;
 	dlist_iter	iter;
+	int			i;
+	int			m;
 
 	*n = 0;
-	if (!spindle_relation_is_queue(facade) ||
-		(qs = spindle_queue_state(RelationGetRelid(facade))) == NULL)
+	if (!spindle_relation_is_queue(facade))
 		return NULL;
-	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
-	if (qs->relid == RelationGetRelid(facade) && qs->dbid == MyDatabaseId &&
-		qs->nleases > 0)
+	ranges = spindle_park_leased(facade, lo, hi, now, n);
+	nalloc = *n;
+	/* and what read() calls in progress are leasing */
+	if ((qs = spindle_queue_state(RelationGetRelid(facade))) != NULL)
 	{
-		dlist_foreach(iter, &qs->items)
-		{
-			QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
-
-			if (!((item->kind == QITEM_LEASED && item->due > now) ||
-				  (item->kind == QITEM_CLAIM && item->to_lease)) ||
-				item->end <= lo || item->start >= hi)
-				continue;
-			if (*n == nalloc)
+		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+		if (qs->relid == RelationGetRelid(facade) &&
+			qs->dbid == MyDatabaseId && qs->nleases > 0)
+			dlist_foreach(iter, &qs->items)
 			{
-				nalloc = Max(8, nalloc * 2);
-				ranges = ranges == NULL ? palloc(sizeof(int64) * 2 * nalloc) :
-					repalloc(ranges, sizeof(int64) * 2 * nalloc);
+				QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+				if (!(item->kind == QITEM_CLAIM && item->to_lease) ||
+					item->end <= lo || item->start >= hi)
+					continue;
+				if (*n == nalloc)
+				{
+					nalloc = Max(8, nalloc * 2);
+					ranges = ranges == NULL ?
+						palloc(sizeof(int64) * 2 * nalloc) :
+						repalloc(ranges, sizeof(int64) * 2 * nalloc);
+				}
+				ranges[2 * *n] = item->start;
+				ranges[2 * *n + 1] = item->end;
+				(*n)++;
 			}
-			ranges[2 * *n] = item->start;
-			ranges[2 * *n + 1] = item->end;
-			(*n)++;
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	if (*n <= 1)
+		return ranges;
+	/* sorted, then overlaps joined: disjoint pairs */
+	qsort(ranges, *n, sizeof(int64) * 2, cmp_range_start);
+	for (i = 1, m = 0; i < *n; i++)
+	{
+		if (ranges[2 * i] <= ranges[2 * m + 1])
+			ranges[2 * m + 1] = Max(ranges[2 * m + 1], ranges[2 * i + 1]);
+		else
+		{
+			m++;
+			ranges[2 * m] = ranges[2 * i];
+			ranges[2 * m + 1] = ranges[2 * i + 1];
 		}
 	}
-	LWLockRelease(spindle_queue_lock(qs));
-	/* items of a state never overlap: sorting makes them disjoint pairs */
-	if (*n > 1)
-		qsort(ranges, *n, sizeof(int64) * 2, cmp_range_start);
+	*n = m + 1;
 	return ranges;
 }

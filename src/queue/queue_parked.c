@@ -59,7 +59,10 @@
  * park_from is taken; (P3) an id in a run of tree 0 that a shared-memory
  * item also covers belongs to the item: taking the run skips such ids
  * (queue.c), so a run left behind by a call that failed after parking it
- * never delivers an event twice.
+ * never delivers an event twice; (P4) a lease an ack's claim holds stays
+ * parked until that ack's transaction ends (its end is postponed by a
+ * second at a time), so that an ack that rolls back leaves it leased and
+ * one that commits leaves a run of gone events, dropped when taken.
  *
  *-------------------------------------------------------------------------
  */
@@ -92,6 +95,13 @@ static inline int64
 due_key(TimestampTz due)
 {
 	return Min(Max(due, 0), DUE_MAX) << DUE_KEY_SHIFT;
+}
+
+/* now plus secs seconds */
+static inline TimestampTz
+plus_secs(TimestampTz now, int secs)
+{
+	return now + (int64) secs * USECS_PER_SEC;
 }
 
 /* The due time a key of tree 1 stands for (never earlier than its run's). */
@@ -175,15 +185,14 @@ park_learn(QueueState *qs, Park *p)
 }
 
 /*
- * Give the run starting at first, due then, a reference in tree 1: the
- * first free key of due's microsecond (one descent finds the highest key
- * used in it), or of the next one if all of its probes are used (a
- * reference late by a microsecond, never early).
+ * Give the run starting at first a reference in tree 1 at the first free
+ * key at or above key: of that key's microsecond (one descent finds the
+ * highest key used in it), or of the next one if all of its probes are
+ * used (a reference late by a microsecond, never early).
  */
 static void
-add_reference(Park *p, int64 first, TimestampTz due)
+add_reference_at(Park *p, int64 first, int64 key, uint16 kind)
 {
-	int64		key = due_key(due);
 	SpindleRun	ref;
 	SpindleRun	last;
 
@@ -207,14 +216,21 @@ add_reference(Park *p, int64 first, TimestampTz due)
 	memset(&ref, 0, sizeof(ref));
 	ref.first = key;
 	ref.len = 1;
-	ref.kind = SPINDLE_RUN_DELAYED;
+	ref.kind = kind;			/* the run's, for pg_waldump and verify */
 	ref.due = first;			/* a reference's due field: its run */
 	spindle_tree_upsert(&p->due, &ref);
 }
 
+/* Give the run starting at first, due then, a reference in tree 1. */
+static void
+add_reference(Park *p, int64 first, TimestampTz due, uint16 kind)
+{
+	add_reference_at(p, first, due_key(due), kind);
+}
+
 /*
- * Park one run (writer lock held): joined to the parked run that ends
- * just before it when both have the same read count and the joined run's
+ * Park one run (writer lock held).  A delayed one is joined to the parked
+ * delayed run that ends just before it when both have the same read count and the joined run's
  * due times stay within a second (its `awaited` field keeps how much
  * earlier than its due its earliest event is due), so that events passed
  * one dequeue at a time make one run, not one each.  A run whose due
@@ -230,10 +246,10 @@ park_one(Park *p, const ParkedRun *pr)
 	memset(&run, 0, sizeof(run));
 	run.first = pr->start;
 	run.len = (uint32) (pr->end - pr->start);
-	run.kind = SPINDLE_RUN_DELAYED;
+	run.kind = pr->kind;
 	run.due = pr->due;
 	run.read_count = pr->read_count;
-	if (pr->start > PG_INT64_MIN &&
+	if (pr->kind == SPINDLE_RUN_DELAYED && pr->start > PG_INT64_MIN &&
 		spindle_tree_lookup(&p->runs, pr->start - 1, &prev) &&
 		spindle_run_end(&prev) == pr->start &&
 		prev.kind == SPINDLE_RUN_DELAYED &&
@@ -251,25 +267,26 @@ park_one(Park *p, const ParkedRun *pr)
 			run.awaited = (uint32) (run.due - earliest);
 			/* the reference first: a crash leaves no run without one */
 			if (run.due > prev.due)
-				add_reference(p, run.first, run.due);
+				add_reference(p, run.first, run.due, run.kind);
 			spindle_tree_upsert(&p->runs, &run);
 			return;
 		}
 		earliest = pr->due;
 	}
-	add_reference(p, run.first, run.due);
+	add_reference(p, run.first, run.due, run.kind);
 	spindle_tree_upsert(&p->runs, &run);
 }
 
 /*
- * Park the runs of delayed events of queue table facade (whose state qs
- * the caller pins, holding no LWLock or buffer lock): each replaces what
- * tree 0 holds for its ids and gets a reference.  Lowers the state's
- * earliest due (and where the next search starts) if it is known.
+ * Park runs of delayed or leased events of queue table facade (whose
+ * state qs the caller pins, holding no LWLock or buffer lock): each
+ * replaces what tree 0 holds for its ids (keeping the larger read count)
+ * and gets a reference.  Lowers the state's earliest due (and where the
+ * next search starts) if it is known.
  */
 void
-spindle_park_delayed(Relation facade, QueueState *qs, const ParkedRun *runs,
-					 int n)
+spindle_park_runs(Relation facade, QueueState *qs, const ParkedRun *runs,
+				  int n)
 {
 	Park		p;
 	TimestampTz earliest = DT_NOEND;
@@ -315,21 +332,28 @@ park_due_now(QueueState *qs, TimestampTz now)
 
 /*
  * Take one batch of references below limit (writer lock held), from
- * *from on, at most max: the runs they name that are due before now are
- * cut from tree 0 and copied into out[*got...].  *from and *next move
- * past the references taken.  Returns how many references it took.
+ * *from on, at most max: the runs they name that are due before now and
+ * behind head are cut from tree 0 and copied into out[*got...].  A run
+ * past head (a rebuilt head has not reached it) gets a new reference past
+ * the batch and *held is set; a lease an ack holds gets a second more
+ * (P4); the earliest of those new references is kept in *postponed.
+ * *from and *next move past the references taken.  Returns how many
+ * references it took.
  */
 static int
-take_batch(Park *p, int64 *from, int64 limit, TimestampTz now, int max,
-		   ParkedRun *out, int *got, int64 *next)
+take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
+		   TimestampTz now, int64 head, int max, ParkedRun *out, int *got,
+		   int64 *next, TimestampTz *postponed, bool *held)
 {
 	SpindleRun *refs = palloc(sizeof(SpindleRun) * max);
 	int			nrefs;
+	int64		past;
 	int			i;
 
 	/* runs are cut before their references go: a crash leaves no run
 	 * without one (P1) */
 	nrefs = spindle_tree_pop(&p->due, *from, limit, max, refs, next, false);
+	past = nrefs > 0 ? refs[nrefs - 1].first + 1 : *from;
 	for (i = 0; i < nrefs; i++)
 	{
 		SpindleRun	run;
@@ -337,15 +361,40 @@ take_batch(Park *p, int64 *from, int64 limit, TimestampTz now, int max,
 
 		/* a reference's run may be gone, or parked again until later */
 		if (!spindle_tree_lookup(&p->runs, refs[i].due, &run) ||
-			run.first != refs[i].due || run.kind != SPINDLE_RUN_DELAYED ||
-			run.due >= now)
+			run.first != refs[i].due || run.due >= now ||
+			(run.kind != SPINDLE_RUN_DELAYED && run.kind != SPINDLE_RUN_LEASED))
 			continue;
+		if (spindle_run_end(&run) > head)
+		{
+			/*
+			 * A rebuilt head has not passed it yet (it skips parked runs):
+			 * taken once it has, with its read count, maybe by this very
+			 * call.  The new reference lies past the batch's references,
+			 * which their removal below spares, and stays as due.
+			 */
+			add_reference_at(p, run.first, Max(past, due_key(run.due)),
+							 run.kind);
+			*postponed = Min(*postponed, run.due);
+			*held = true;
+			continue;
+		}
+		if (run.kind == SPINDLE_RUN_LEASED &&
+			spindle_qitems_acking(qs, run.first, spindle_run_end(&run)))
+		{
+			/* an ack of it runs: its lease lasts a second longer (P4) */
+			run.due = plus_secs(now, 1);
+			add_reference(p, run.first, run.due, run.kind);
+			spindle_tree_upsert(&p->runs, &run);
+			*postponed = Min(*postponed, run.due);
+			continue;
+		}
 		(void) spindle_tree_cut(&p->runs, run.first, spindle_run_end(&run),
 								&maxrc);
 		out[*got].start = run.first;
 		out[*got].end = spindle_run_end(&run);
 		out[*got].due = run.due;
 		out[*got].read_count = run.read_count;
+		out[*got].kind = run.kind;
 		(*got)++;
 	}
 	if (nrefs > 0)
@@ -374,29 +423,31 @@ drop_if_empty(Park *p)
 
 	if (!spindle_tree_root(&p->due, &root, &level) || level == 0)
 		return;
-	if (spindle_tree_count(&p->runs, 0) > 0)
+	if (spindle_tree_count(&p->runs, 0, DT_NOBEGIN) > 0)
 		return;
 	(void) spindle_tree_drop(&p->due);
 	(void) spindle_tree_drop(&p->runs);
 }
 
 /*
- * Take parked runs of queue table facade due before now, earliest first,
- * about want ids and at most max runs: each is cut from tree 0 and copied
- * into out.  Returns how many; 0 only if none is due (references to runs
+ * Take parked runs of queue table facade due before now and behind head,
+ * earliest first, about want ids and at most max runs: each is cut from
+ * tree 0 and copied into out.  Returns how many; 0 only if none is due (references to runs
  * gone or parked again are dropped on the way).  The caller (pinning qs,
  * holding no LWLock or buffer lock) owns them: it must make them items,
  * or park them again.
  */
 int
 spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
-					  int64 want, ParkedRun *out, int max)
+					  int64 want, int64 head, ParkedRun *out, int max)
 {
 	Park		p;
 	int64		next;
 	int64		from;
 	int64		limit = due_key(now);
 	int			got = 0;
+	TimestampTz postponed = DT_NOEND;
+	bool		held = false;
 
 	if (!park_due_now(qs, now) || max <= 0)
 		return 0;
@@ -405,15 +456,22 @@ spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
 	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 	from = qs->park_from;
 	LWLockRelease(spindle_queue_lock(qs));
-	while (take_batch(&p, &from, limit, now, (int) Min(want, max - got),
-					  out, &got, &next) > 0 &&
-		   got == 0 && next < limit)
+	/* until something is taken (references to nothing are dropped) */
+	while (take_batch(&p, qs, &from, limit, now, head,
+					  (int) Min(want, max - got), out, &got, &next,
+					  &postponed, &held) > 0 &&
+		   got == 0 && !held && next < limit)
 		CHECK_FOR_INTERRUPTS();
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	qs->park_from = next != PG_INT64_MAX ? next : limit;
 	qs->park_due = next != PG_INT64_MAX ? key_due(next) : DT_NOEND;
+	if (postponed != DT_NOEND)
+	{
+		qs->park_from = Min(qs->park_from, due_key(postponed));
+		qs->park_due = Min(qs->park_due, key_due(due_key(postponed)));
+	}
 	LWLockRelease(spindle_queue_lock(qs));
-	if (next == PG_INT64_MAX)
+	if (next == PG_INT64_MAX && postponed == DT_NOEND)
 		drop_if_empty(&p);
 	park_close(&p);
 	return got;
@@ -441,15 +499,147 @@ spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
 	{
 		/* the tail's reference first: a crash leaves no run without one */
 		if (msg_id + 1 < spindle_run_end(&run))
-			add_reference(&p, msg_id + 1, run.due);
+			add_reference(&p, msg_id + 1, run.due, run.kind);
 		(void) spindle_tree_cut(&p.runs, msg_id, msg_id + 1, &maxrc);
 		was->start = msg_id;
 		was->end = msg_id + 1;
 		was->due = run.due;
 		was->read_count = run.read_count;
+		was->kind = run.kind;
 	}
 	park_close(&p);
 	return found;
+}
+
+/*
+ * Open tree 0 of facade's consumer relation as a reader (AccessShareLock,
+ * let go by reader_close); false if the queue has no consumer relation.
+ */
+static bool
+reader_open(Oid relid, SpindleTree *t)
+{
+	Oid			croid = spindle_consumer_rel_oid(relid);
+
+	if (!OidIsValid(croid))
+		return false;
+	t->crel = try_relation_open(croid, AccessShareLock);
+	if (t->crel == NULL)
+		return false;
+	t->sub = PARK_TREE_RUNS;
+	t->writer = false;
+	t->meta_blk = InvalidBlockNumber;
+	return true;
+}
+
+static void
+reader_close(SpindleTree *t)
+{
+	relation_close(t->crel, AccessShareLock);
+}
+
+/*
+ * The parked run holding msg_id (a reader's look: it may change as soon
+ * as it is returned), copied into *run; false if none.
+ */
+bool
+spindle_park_find(Relation facade, int64 msg_id, ParkedRun *run)
+{
+	SpindleTree t;
+	SpindleRun	r;
+	bool		found;
+
+	if (!reader_open(RelationGetRelid(facade), &t))
+		return false;
+	found = spindle_tree_lookup(&t, msg_id, &r);
+	reader_close(&t);
+	if (!found)
+		return false;
+	run->start = r.first;
+	run->end = spindle_run_end(&r);
+	run->due = r.due;
+	run->read_count = r.read_count;
+	run->kind = r.kind;
+	return true;
+}
+
+/*
+ * Move the end of msg_id's lease to due (set_visibility): the id becomes
+ * a run of its own, the rest of its run keeps its end under references of
+ * its own.  Returns false, changing nothing, if no lease holds msg_id.
+ * qs pinned, no LWLock or buffer lock held.
+ */
+bool
+spindle_park_relet(Relation facade, QueueState *qs, int64 msg_id,
+				   TimestampTz due)
+{
+	Park		p;
+	SpindleRun	run;
+	bool		found;
+
+	park_open(facade, &p);
+	found = spindle_tree_lookup(&p.runs, msg_id, &run) &&
+		run.kind == SPINDLE_RUN_LEASED;
+	if (found)
+	{
+		SpindleRun	one = run;
+
+		/* references first: a crash leaves no run without one */
+		if (msg_id + 1 < spindle_run_end(&run))
+			add_reference(&p, msg_id + 1, run.due, run.kind);
+		add_reference(&p, msg_id, due, run.kind);
+		one.first = msg_id;
+		one.len = 1;
+		one.due = due;
+		spindle_tree_upsert(&p.runs, &one);
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (qs->park_known)
+		{
+			qs->park_due = Min(qs->park_due, key_due(due_key(due)));
+			qs->park_from = Min(qs->park_from, due_key(due));
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	park_close(&p);
+	return found;
+}
+
+/*
+ * The ids of facade's queue in [lo, hi) that leases not ended by `after`
+ * hold, as *n sorted, disjoint [start, end) pairs (NULL if none): what TTL
+ * must leave alone.  Reads tree 0 as a reader.
+ */
+int64 *
+spindle_park_leased(Relation facade, int64 lo, int64 hi, TimestampTz after,
+					int *n)
+{
+	SpindleTree t;
+	SpindleRun	r;
+	int64	   *ranges = NULL;
+	int			nalloc = 0;
+	int64		x = lo;
+
+	*n = 0;
+	if (!reader_open(RelationGetRelid(facade), &t))
+		return NULL;
+	while (x < hi && spindle_tree_next(&t, x, &r) && r.first < hi)
+	{
+		if (r.kind == SPINDLE_RUN_LEASED && r.due > after)
+		{
+			if (*n == nalloc)
+			{
+				nalloc = Max(8, nalloc * 2);
+				ranges = ranges == NULL ? palloc(sizeof(int64) * 2 * nalloc) :
+					repalloc(ranges, sizeof(int64) * 2 * nalloc);
+			}
+			ranges[2 * *n] = Max(r.first, lo);
+			ranges[2 * *n + 1] = Min(spindle_run_end(&r), hi);
+			(*n)++;
+		}
+		x = spindle_run_end(&r);
+		CHECK_FOR_INTERRUPTS();
+	}
+	reader_close(&t);
+	return ranges;
 }
 
 /*
@@ -494,7 +684,6 @@ spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
 {
 	bool		known;
 	int64		park_end;
-	Oid			croid;
 	SpindleTree t;
 	SpindleRun	run;
 	bool		found;
@@ -510,17 +699,10 @@ spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
 		park_end = qs->park_end;
 		LWLockRelease(spindle_queue_lock(qs));
 	}
-	if (x >= park_end)
+	if (x >= park_end || !reader_open(RelationGetRelid(facade), &t))
 		return PG_INT64_MAX;
-	croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
-	if (!OidIsValid(croid))
-		return PG_INT64_MAX;
-	t.crel = relation_open(croid, AccessShareLock);
-	t.sub = PARK_TREE_RUNS;
-	t.writer = false;
-	t.meta_blk = InvalidBlockNumber;
 	found = spindle_tree_next(&t, x, &run);
-	relation_close(t.crel, AccessShareLock);
+	reader_close(&t);
 	if (!found)
 		return PG_INT64_MAX;
 	*end = spindle_run_end(&run);
@@ -528,26 +710,19 @@ spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
 }
 
 /*
- * How many events of queue table relid are parked (delayed), for the
- * spindle.queues view: a walk of tree 0's leaves as a reader, with the
- * consumer relation held AccessShareLock.  0 if it has none.
+ * How many events of queue table relid are parked as kind with a due time
+ * after `after` (DT_NOBEGIN: any), for the spindle.queues view: a walk of
+ * tree 0's leaves as a reader.  0 if it has none.
  */
 int64
-spindle_park_count(Oid relid)
+spindle_park_count(Oid relid, uint16 kind, TimestampTz after)
 {
-	Oid			croid = spindle_consumer_rel_oid(relid);
 	SpindleTree t;
 	int64		n;
 
-	if (!OidIsValid(croid))
+	if (!reader_open(relid, &t))
 		return 0;
-	t.crel = try_relation_open(croid, AccessShareLock);
-	if (t.crel == NULL)
-		return 0;
-	t.sub = PARK_TREE_RUNS;
-	t.writer = false;
-	t.meta_blk = InvalidBlockNumber;
-	n = spindle_tree_count(&t, SPINDLE_RUN_DELAYED);
-	relation_close(t.crel, AccessShareLock);
+	n = spindle_tree_count(&t, kind, after);
+	reader_close(&t);
 	return n;
 }

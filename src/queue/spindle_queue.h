@@ -178,30 +178,37 @@ extern QueueItem *spindle_qitem_alloc_split(QueueState *qs, QueueItemKind kind,
 extern bool spindle_qitem_lease_room(void);
 extern void spindle_qitem_free(QueueState *qs, QueueItem *item);
 extern QueueItem *spindle_qitem_at(int index);
+extern bool spindle_qitems_acking(QueueState *qs, int64 start, int64 end);
 extern int	spindle_qitems_free_count(void);
 
-/* ---- queue_parked.c: delayed events parked on disk ---- */
+/* ---- queue_parked.c: delayed and leased events parked on disk ---- */
 
-/* A run of delayed events [start, end), due then. */
+/* A run of events [start, end) parked until due: delayed, or leased. */
 typedef struct ParkedRun
 {
 	int64		start;
 	int64		end;
 	TimestampTz due;
 	int32		read_count;
+	uint16		kind;			/* SPINDLE_RUN_DELAYED or SPINDLE_RUN_LEASED */
 } ParkedRun;
 
-extern void spindle_park_delayed(Relation facade, QueueState *qs,
-								 const ParkedRun *runs, int n);
+extern void spindle_park_runs(Relation facade, QueueState *qs,
+							  const ParkedRun *runs, int n);
 extern int	spindle_park_take_due(Relation facade, QueueState *qs,
-								  TimestampTz now, int64 want,
+								  TimestampTz now, int64 want, int64 head,
 								  ParkedRun *out, int max);
+extern bool spindle_park_find(Relation facade, int64 msg_id, ParkedRun *run);
 extern bool spindle_park_take_one(Relation facade, QueueState *qs,
 								  int64 msg_id, ParkedRun *was);
+extern bool spindle_park_relet(Relation facade, QueueState *qs, int64 msg_id,
+							   TimestampTz due);
 extern TimestampTz spindle_park_next_due(Relation facade, QueueState *qs);
 extern int64 spindle_park_next(Relation facade, QueueState *qs, int64 x,
 							   int64 *end);
-extern int64 spindle_park_count(Oid relid);
+extern int64 spindle_park_count(Oid relid, uint16 kind, TimestampTz after);
+extern int64 *spindle_park_leased(Relation facade, int64 lo, int64 hi,
+								  TimestampTz after, int *n);
 
 /* ---- cache.c: the event cache ---- */
 

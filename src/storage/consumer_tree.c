@@ -1079,12 +1079,13 @@ spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
 }
 
 /*
- * The number of ids in runs of kind (0: any) in tree t, walking its leaves
- * left to right as a reader: a run moved by a concurrent split may be
- * counted twice or not at all, so the answer is for monitoring only.
+ * The number of ids in runs of kind (0: any) due after `after` in tree t,
+ * walking its leaves left to right as a reader: a run moved by a
+ * concurrent split may be counted twice or not at all, so the answer is
+ * for monitoring only.
  */
 int64
-spindle_tree_count(SpindleTree *t, uint16 kind)
+spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after)
 {
 	int64		low;
 	int64		total = 0;
@@ -1100,7 +1101,7 @@ spindle_tree_count(SpindleTree *t, uint16 kind)
 		int			i;
 
 		for (i = 0; i < n; i++)
-			if (kind == 0 || items[i].kind == kind)
+			if ((kind == 0 || items[i].kind == kind) && items[i].due > after)
 				total += items[i].len;
 		UnlockReleaseBuffer(buf);
 		if (right == InvalidBlockNumber)
