@@ -551,6 +551,29 @@ spindle_spindle_info(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* RETURNED items of a queue the view looks at for leases handed back */
+#define MAX_RETURNED_LOOKED_AT 64
+
+/*
+ * How many ids of [start, end) of queue table relid are under a parked
+ * lease that has not ended by now: an item to examine again over them
+ * (a lease handed back by a failed statement) means they are not leased.
+ */
+static int64
+leased_within(Oid relid, int64 start, int64 end, TimestampTz now)
+{
+	int			n;
+	int64	   *ranges = spindle_park_leased(relid, start, end, now, &n);
+	int64		total = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		total += ranges[2 * i + 1] - ranges[2 * i];
+	if (ranges != NULL)
+		pfree(ranges);
+	return total;
+}
+
 /*
  * spindle._queue_info(): one row per queue of spindle.queue_catalog whose
  * table the caller may read.
@@ -599,6 +622,8 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 		int64		leased = 0;
 		int64		delayed = 0;
 		int64		held = 0;
+		int64		returned[MAX_RETURNED_LOOKED_AT][2];
+		int			nreturned = 0;
 		QueueState *qs;
 
 		if (!may_read(relids[q]))
@@ -641,6 +666,15 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 
 					switch ((QueueItemKind) item->kind)
 					{
+						case QITEM_RETURNED:
+							/* maybe a lease handed back early (undo_leases) */
+							if (nreturned < MAX_RETURNED_LOOKED_AT)
+							{
+								returned[nreturned][0] = item->start;
+								returned[nreturned][1] = item->end;
+								nreturned++;
+							}
+							break;
 						case QITEM_CLAIM:
 						case QITEM_PENDING:
 							held += n;
@@ -651,6 +685,11 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 				}
 			LWLockRelease(spindle_queue_lock(qs));
 		}
+		/* no buffer is read under the state's lock */
+		for (i = 0; i < nreturned; i++)
+			leased -= leased_within(relids[q], returned[i][0], returned[i][1],
+									now);
+		leased = Max(leased, 0);
 		values[0] = CStringGetTextDatum(names[q]);
 		values[1] = ObjectIdGetDatum(relids[q]);
 		if (known)

@@ -248,6 +248,24 @@ static bool callbacks_registered = false;
  */
 static bool acked_unclaimed = false;
 
+/*
+ * Events this transaction acknowledged while a lease parked on disk held
+ * them: purged with no claim (the lease stays parked, so an ack that rolls
+ * back leaves it leased, and one that is still running when the lease
+ * ends finds the event pending on its xmax), then cut from the parked
+ * runs just before the transaction commits (cut_acked_leases), so that
+ * spindle.queues and set_visibility no longer see them.
+ */
+typedef struct AckedLease
+{
+	Oid			relid;			/* the queue table */
+	int64		msg_id;
+	SubTransactionId subid;		/* where acknowledged (re-parented) */
+} AckedLease;
+
+static List *acked_leases = NIL;	/* AckedLeases, TopTransactionContext */
+static bool acked_leases_cut = false;	/* cut by PRE_COMMIT */
+
 static void no_room_for_item(void);
 static void join_last_ack(QueueState *qs, QueueItem *item, uint32 generation);
 static QueueItem *join_last_claim(QueueState *qs, QueueItem *item);
@@ -256,6 +274,9 @@ static void fail_portals(SubTransactionId subid);
 static void undo_leases(SubTransactionId subid);
 static int	return_parked(QueueState *qs, ParkedRun *runs, int n);
 static void queue_xact_callback(XactEvent event, void *arg);
+static void cut_acked_leases(void);
+static void count_acked_leases(void);
+static void forget_acked_leases(SubTransactionId subid);
 static void queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
 
@@ -337,12 +358,6 @@ end_claims(bool commit, SubTransactionId subid)
 				spindle_qitem_free(qs, item);
 				item = NULL;
 			}
-			else if (item->restore_kind == QITEM_FREE)
-			{
-				/* an ack of a parked lease rolls back: still leased there */
-				spindle_qitem_free(qs, item);
-				item = NULL;
-			}
 			else
 			{
 				/* examined again */
@@ -405,11 +420,152 @@ holds_claims(void)
 	return false;
 }
 
+/* Remember that this transaction acknowledged msg_id of a parked lease. */
+static void
+note_acked_lease(Oid relid, int64 msg_id)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+	AckedLease *a = palloc(sizeof(AckedLease));
+
+	a->relid = relid;
+	a->msg_id = msg_id;
+	a->subid = GetCurrentSubTransactionId();
+	acked_leases = lappend(acked_leases, a);
+	MemoryContextSwitchTo(old);
+}
+
+/* Subtransaction subid rolls back: its acks of parked leases did not happen. */
+static void
+forget_acked_leases(SubTransactionId subid)
+{
+	ListCell   *lc;
+
+	foreach(lc, acked_leases)
+	{
+		AckedLease *a = lfirst(lc);
+
+		if (a->subid == subid)
+			acked_leases = foreach_delete_current(acked_leases, lc);
+	}
+}
+
+static int
+cmp_acked(const ListCell *a, const ListCell *b)
+{
+	const AckedLease *x = lfirst(a);
+	const AckedLease *y = lfirst(b);
+
+	if (x->relid != y->relid)
+		return x->relid < y->relid ? -1 : 1;
+	return x->msg_id < y->msg_id ? -1 : x->msg_id > y->msg_id ? 1 : 0;
+}
+
+/*
+ * The transaction commits (PRE_COMMIT, it can still fail): cut the ids
+ * it acknowledged out of their parked leases, per queue, consecutive ids
+ * as one range.  Should the commit fail after this, the events are not
+ * purged and no lease holds them any more: the abort hands them back as
+ * items to examine again (return_acked_leases).
+ */
+static void
+cut_acked_leases(void)
+{
+	ListCell   *lc;
+	int64	   *ranges;
+	int			n = 0;
+	Oid			relid = InvalidOid;
+
+	if (acked_leases == NIL)
+		return;
+	list_sort(acked_leases, cmp_acked);
+	ranges = palloc(sizeof(int64) * 2 * list_length(acked_leases));
+	foreach(lc, acked_leases)
+	{
+		AckedLease *a = lfirst(lc);
+
+		if (a->relid != relid && n > 0)
+		{
+			spindle_park_forget(relid, ranges, n);
+			n = 0;
+		}
+		relid = a->relid;
+		if (n > 0 && ranges[2 * n - 1] >= a->msg_id)
+			ranges[2 * n - 1] = Max(ranges[2 * n - 1], a->msg_id + 1);
+		else
+		{
+			ranges[2 * n] = a->msg_id;
+			ranges[2 * n + 1] = a->msg_id + 1;
+			n++;
+		}
+	}
+	if (n > 0)
+		spindle_park_forget(relid, ranges, n);
+	pfree(ranges);
+	acked_leases_cut = true;
+}
+
+/*
+ * The transaction committed: its acks of parked leases count in
+ * spindle.queues.dequeued_total as the acks of claims do (end_claims).
+ * A state not loaded any more keeps no count.
+ */
+static void
+count_acked_leases(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, acked_leases)
+	{
+		AckedLease *a = lfirst(lc);
+		QueueState *qs = spindle_queue_state(a->relid);
+
+		if (qs != NULL)
+			pg_atomic_fetch_add_u64(&qs->dequeued, 1);
+	}
+}
+
+/*
+ * The transaction aborts after cut_acked_leases (a commit that failed):
+ * the events it acknowledged are examined again, their leases being gone.
+ * Never errors; a state evicted meanwhile, or a full pool, leaves them to
+ * the next rebuild of the state from disk.
+ */
+static void
+return_acked_leases(void)
+{
+	ListCell   *lc;
+
+	if (acked_leases_cut)
+		foreach(lc, acked_leases)
+		{
+			AckedLease *a = lfirst(lc);
+			QueueState *qs = spindle_queue_state(a->relid);
+			ParkedRun	run;
+
+			if (qs == NULL)
+				continue;
+			run.start = a->msg_id;
+			run.end = a->msg_id + 1;
+			run.read_count = 0;
+			run.due = 0;
+			run.kind = SPINDLE_RUN_LEASED;
+			LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+			if (qs->relid == a->relid && qs->dbid == MyDatabaseId && qs->valid)
+				(void) return_parked(qs, &run, 1);
+			LWLockRelease(spindle_queue_lock(qs));
+		}
+	acked_leases = NIL;
+	acked_leases_cut = false;
+}
+
 static void
 queue_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+			cut_acked_leases();
+			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (acked_unclaimed || holds_claims())
 				ereport(ERROR,
@@ -419,6 +575,9 @@ queue_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			end_claims(true, InvalidSubTransactionId);
+			count_acked_leases();
+			acked_leases = NIL;
+			acked_leases_cut = false;
 			wake_enqueued();
 			enqueued_to = NIL;
 			acked_unclaimed = false;
@@ -432,6 +591,7 @@ queue_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			end_claims(false, InvalidSubTransactionId);
 			undo_leases(InvalidSubTransactionId);
+			return_acked_leases();
 			enqueued_to = NIL;
 			portal_runs = NIL;
 			granted_leases = NIL;
@@ -439,6 +599,8 @@ queue_xact_callback(XactEvent event, void *arg)
 			acked_unclaimed = false;
 			break;
 		case XACT_EVENT_PREPARE:
+			acked_leases = NIL;
+			acked_leases_cut = false;
 			enqueued_to = NIL;
 			portal_runs = NIL;
 			granted_leases = NIL;
@@ -461,6 +623,7 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		end_claims(false, mySubid);
 		fail_portals(mySubid);
 		undo_leases(mySubid);
+		forget_acked_leases(mySubid);
 	}
 	else if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
@@ -486,6 +649,13 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 			if (g->subid == mySubid)
 				g->subid = parentSubid;
+		}
+		foreach(lc, acked_leases)
+		{
+			AckedLease *a = lfirst(lc);
+
+			if (a->subid == mySubid)
+				a->subid = parentSubid;
 		}
 	}
 }
@@ -2630,44 +2800,43 @@ join_last_ack(QueueState *qs, QueueItem *item, uint32 generation)
 }
 
 /*
- * msg_id is behind the head of qs and in no item: if a parked run holds
- * it, return an item of qs (RETURNED) for it, with the state lock held;
- * NULL, lock not held, if none does.  A delayed id is taken out of its run
- * (an ack that does not happen examines it again); a leased one stays in
- * the tree, *in_tree set (an ack that does not happen leaves it leased;
- * while the item is an ack's claim, the tree postpones the lease's end:
- * queue_parked.c).  An item made meanwhile (the lease ended and was taken
- * back) is returned instead.
+ * msg_id is behind the head of qs and in no item: if a parked delayed run
+ * holds it, take it out of that run and return an item of qs (RETURNED)
+ * for it, with the state lock held (an ack that does not happen examines
+ * it again); an item made meanwhile is returned instead.  NULL, lock not
+ * held, otherwise, *leased set if a parked lease holds it: the ack purges
+ * it with no claim, the lease staying parked (see AckedLease).
  */
 static QueueItem *
-item_of_parked(Relation facade, QueueState *qs, int64 msg_id, bool *in_tree)
+item_of_parked(Relation facade, QueueState *qs, int64 msg_id, bool *leased)
 {
 	ParkedRun	parked;
 	QueueItem  *item;
+	bool		taken;
 
-	*in_tree = false;
+	*leased = false;
 	if (!spindle_park_find(facade, msg_id, &parked))
 		parked.kind = 0;
-	if (parked.kind == SPINDLE_RUN_LEASED)
-		*in_tree = true;
-	else if (parked.kind != SPINDLE_RUN_DELAYED ||
-			 !spindle_park_take_one(facade, qs, msg_id, &parked))
-		parked.kind = 0;
+	*leased = parked.kind == SPINDLE_RUN_LEASED;
+	taken = parked.kind == SPINDLE_RUN_DELAYED &&
+		spindle_park_take_one(facade, qs, msg_id, &parked);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	item = find_item(qs, msg_id);
-	if (item != NULL || parked.kind == 0)
+	if (item != NULL)
 	{
-		*in_tree = false;
-		if (item == NULL)
-			LWLockRelease(spindle_queue_lock(qs));
+		*leased = false;
 		return item;			/* an item wins over a parked run */
+	}
+	if (!taken)
+	{
+		LWLockRelease(spindle_queue_lock(qs));
+		return NULL;
 	}
 	item = spindle_qitem_alloc(qs, QITEM_RETURNED, msg_id, msg_id + 1);
 	if (item == NULL)
 	{
 		LWLockRelease(spindle_queue_lock(qs));
-		if (!*in_tree)
-			spindle_park_runs(facade, qs, &parked, 1);	/* put it back */
+		spindle_park_runs(facade, qs, &parked, 1);	/* put it back */
 		no_room_for_item();
 	}
 	item->read_count = parked.read_count;
@@ -2683,7 +2852,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 {
 	QueueItem  *item;
 	uint32		generation = 0;
-	bool		in_tree = false;
+	bool		leased = false;
 	SpindleDirectory *dir;
 	Candidate	c;
 	bool		purged;
@@ -2706,12 +2875,14 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	{
 		/* behind the head and in no item: parked, or purged for good */
 		LWLockRelease(spindle_queue_lock(qs));
-		item = item_of_parked(facade, qs, msg_id, &in_tree);
-		if (item == NULL)
+		item = item_of_parked(facade, qs, msg_id, &leased);
+		if (item == NULL && !leased)
 		{
 			spindle_directory_release(dir);
 			return false;
 		}
+		if (item == NULL)
+			LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	}
 	if (item != NULL)
 	{
@@ -2726,8 +2897,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 			LWLockRelease(spindle_queue_lock(qs));
 			no_room_for_item();
 		}
-		/* a parked lease stays parked: an abort leaves it leased */
-		item->restore_kind = in_tree ? QITEM_FREE : QITEM_RETURNED;
+		item->restore_kind = QITEM_RETURNED;
 		item->kind = QITEM_CLAIM;
 		item->owner = MyProc->pgprocno;
 		item->xid = xid;
@@ -2757,15 +2927,14 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	{
 		register_callbacks();
 		acked_unclaimed = true;
+		if (leased)
+			note_acked_lease(RelationGetRelid(facade), msg_id);
 	}
 	if (item != NULL && !purged)
 	{
 		/* not ours to purge: leave it as it was, examined again */
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		if (item->generation == generation && item->kind == QITEM_CLAIM &&
-			item->restore_kind == QITEM_FREE)
-			spindle_qitem_free(qs, item);
-		else if (item->generation == generation && item->kind == QITEM_CLAIM)
+		if (item->generation == generation && item->kind == QITEM_CLAIM)
 		{
 			item->kind = item->restore_kind;
 			item->restore_kind = QITEM_RETURNED;
@@ -2934,7 +3103,7 @@ spindle_queue_ttl_held(Relation facade, int64 lo, int64 hi, int *n)
 	*n = 0;
 	if (!spindle_relation_is_queue(facade))
 		return NULL;
-	ranges = spindle_park_leased(facade, lo, hi, now, n);
+	ranges = spindle_park_leased(RelationGetRelid(facade), lo, hi, now, n);
 	nalloc = *n;
 	/* and what read() calls in progress are leasing */
 	if ((qs = spindle_queue_state(RelationGetRelid(facade))) != NULL)

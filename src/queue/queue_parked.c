@@ -59,10 +59,11 @@
  * park_from is taken; (P3) an id in a run of tree 0 that a shared-memory
  * item also covers belongs to the item: taking the run skips such ids
  * (queue.c), so a run left behind by a call that failed after parking it
- * never delivers an event twice; (P4) a lease an ack's claim holds stays
- * parked until that ack's transaction ends (its end is postponed by a
- * second at a time), so that an ack that rolls back leaves it leased and
- * one that commits leaves a run of gone events, dropped when taken.
+ * never delivers an event twice.  An ack of a parked lease purges the
+ * event and leaves the lease parked until its transaction commits, which
+ * cuts it (spindle_park_forget): an ack that rolls back leaves it leased,
+ * and a lease that ends while the ack runs finds the event pending on the
+ * ack's xmax.
  *
  *-------------------------------------------------------------------------
  */
@@ -95,13 +96,6 @@ static inline int64
 due_key(TimestampTz due)
 {
 	return Min(Max(due, 0), DUE_MAX) << DUE_KEY_SHIFT;
-}
-
-/* now plus secs seconds */
-static inline TimestampTz
-plus_secs(TimestampTz now, int secs)
-{
-	return now + (int64) secs * USECS_PER_SEC;
 }
 
 /* The due time a key of tree 1 stands for (never earlier than its run's). */
@@ -335,8 +329,7 @@ park_due_now(QueueState *qs, TimestampTz now)
  * *from on, at most max: the runs they name that are due before now and
  * behind head are cut from tree 0 and copied into out[*got...].  A run
  * past head (a rebuilt head has not reached it) gets a new reference past
- * the batch and *held is set; a lease an ack holds gets a second more
- * (P4); the earliest of those new references is kept in *postponed.
+ * the batch, *held is set and its due kept in *postponed.
  * *from and *next move past the references taken.  Returns how many
  * references it took.
  */
@@ -376,16 +369,6 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 							 run.kind);
 			*postponed = Min(*postponed, run.due);
 			*held = true;
-			continue;
-		}
-		if (run.kind == SPINDLE_RUN_LEASED &&
-			spindle_qitems_acking(qs, run.first, spindle_run_end(&run)))
-		{
-			/* an ack of it runs: its lease lasts a second longer (P4) */
-			run.due = plus_secs(now, 1);
-			add_reference(p, run.first, run.due, run.kind);
-			spindle_tree_upsert(&p->runs, &run);
-			*postponed = Min(*postponed, run.due);
 			continue;
 		}
 		(void) spindle_tree_cut(&p->runs, run.first, spindle_run_end(&run),
@@ -512,6 +495,37 @@ spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
 }
 
 /*
+ * Cut the ids of queue table relid in ranges (n sorted [start, end)
+ * pairs) out of their parked runs: acknowledged leases, as their
+ * transaction commits.  Opens the consumer relation by the table's OID.
+ */
+void
+spindle_park_forget(Oid relid, const int64 *ranges, int n)
+{
+	Oid			croid = spindle_consumer_rel_oid(relid);
+	Park		p;
+	int			i;
+
+	if (!OidIsValid(croid))
+		return;
+	p.crel = relation_open(croid, RowExclusiveLock);
+	LockPage(p.crel, PARK_TREE_RUNS, ExclusiveLock);
+	p.runs.crel = p.crel;
+	p.runs.sub = PARK_TREE_RUNS;
+	p.runs.writer = true;
+	p.runs.meta_blk = InvalidBlockNumber;
+	for (i = 0; i < n; i++)
+	{
+		int32		maxrc = 0;
+
+		(void) spindle_tree_cut(&p.runs, ranges[2 * i], ranges[2 * i + 1],
+								&maxrc);
+	}
+	UnlockPage(p.crel, PARK_TREE_RUNS, ExclusiveLock);
+	relation_close(p.crel, RowExclusiveLock);
+}
+
+/*
  * Open tree 0 of facade's consumer relation as a reader (AccessShareLock,
  * let go by reader_close); false if the queue has no consumer relation.
  */
@@ -604,13 +618,12 @@ spindle_park_relet(Relation facade, QueueState *qs, int64 msg_id,
 }
 
 /*
- * The ids of facade's queue in [lo, hi) that leases not ended by `after`
+ * The ids of queue table relid in [lo, hi) that leases not ended by `after`
  * hold, as *n sorted, disjoint [start, end) pairs (NULL if none): what TTL
  * must leave alone.  Reads tree 0 as a reader.
  */
 int64 *
-spindle_park_leased(Relation facade, int64 lo, int64 hi, TimestampTz after,
-					int *n)
+spindle_park_leased(Oid relid, int64 lo, int64 hi, TimestampTz after, int *n)
 {
 	SpindleTree t;
 	SpindleRun	r;
@@ -619,7 +632,7 @@ spindle_park_leased(Relation facade, int64 lo, int64 hi, TimestampTz after,
 	int64		x = lo;
 
 	*n = 0;
-	if (!reader_open(RelationGetRelid(facade), &t))
+	if (!reader_open(relid, &t))
 		return NULL;
 	while (x < hi && spindle_tree_next(&t, x, &r) && r.first < hi)
 	{

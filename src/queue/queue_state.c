@@ -350,9 +350,8 @@ take_slot(QueueState *qs, Oid relid)
 /*
  * Whether the state of qs could be rebuilt from disk as it is: nobody
  * pins it or sleeps on it, and it holds nothing that lives only here: no
- * read count, no claim of an ack of a lease parked on disk (which keeps
- * that lease from ending, queue_parked.c) or of a read() that leases
- * (leases themselves are parked on disk).  The claims of a dequeue can go: their events
+ * read count, no claim of a read() that leases (leases themselves are
+ * parked on disk).  The claims of a dequeue can go: their events
  * carry the claimer's xmax, which a rebuilt state finds (pending on it,
  * then gone or deliverable), and the claimer's end finds its items
  * replaced (their generation).  The caller holds QueuesLock exclusively
@@ -373,8 +372,7 @@ evictable(QueueState *qs)
 
 		if (item->read_count > 0)
 			return false;
-		if (item->kind == QITEM_CLAIM &&
-			(item->to_lease || item->restore_kind == QITEM_FREE))
+		if (item->kind == QITEM_CLAIM && item->to_lease)
 			return false;
 	}
 	return true;
@@ -719,32 +717,6 @@ spindle_qitem_lease_room(void)
 	for (i = 0; i < spindle_max_queues; i++)
 		leases += qshared->states[i].nleases;
 	return leases < spindle_max_leases;
-}
-
-/*
- * Whether an ack's claim of a lease parked on disk (restore_kind FREE)
- * holds an id of [start, end) in qs.  Takes the state's lock shared.
- */
-bool
-spindle_qitems_acking(QueueState *qs, int64 start, int64 end)
-{
-	dlist_iter	iter;
-	bool		found = false;
-
-	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
-	dlist_foreach(iter, &qs->items)
-	{
-		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
-
-		if (item->kind == QITEM_CLAIM && item->restore_kind == QITEM_FREE &&
-			item->start < end && item->end > start)
-		{
-			found = true;
-			break;
-		}
-	}
-	LWLockRelease(spindle_queue_lock(qs));
-	return found;
 }
 
 /* Give an item of qs (whose lock the caller holds) back to the pool. */

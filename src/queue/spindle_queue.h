@@ -178,7 +178,6 @@ extern QueueItem *spindle_qitem_alloc_split(QueueState *qs, QueueItemKind kind,
 extern bool spindle_qitem_lease_room(void);
 extern void spindle_qitem_free(QueueState *qs, QueueItem *item);
 extern QueueItem *spindle_qitem_at(int index);
-extern bool spindle_qitems_acking(QueueState *qs, int64 start, int64 end);
 extern int	spindle_qitems_free_count(void);
 
 /* ---- queue_parked.c: delayed and leased events parked on disk ---- */
@@ -201,13 +200,14 @@ extern int	spindle_park_take_due(Relation facade, QueueState *qs,
 extern bool spindle_park_find(Relation facade, int64 msg_id, ParkedRun *run);
 extern bool spindle_park_take_one(Relation facade, QueueState *qs,
 								  int64 msg_id, ParkedRun *was);
+extern void spindle_park_forget(Oid relid, const int64 *ranges, int n);
 extern bool spindle_park_relet(Relation facade, QueueState *qs, int64 msg_id,
 							   TimestampTz due);
 extern TimestampTz spindle_park_next_due(Relation facade, QueueState *qs);
 extern int64 spindle_park_next(Relation facade, QueueState *qs, int64 x,
 							   int64 *end);
 extern int64 spindle_park_count(Oid relid, uint16 kind, TimestampTz after);
-extern int64 *spindle_park_leased(Relation facade, int64 lo, int64 hi,
+extern int64 *spindle_park_leased(Oid relid, int64 lo, int64 hi,
 								  TimestampTz after, int *n);
 
 /* ---- cache.c: the event cache ---- */
