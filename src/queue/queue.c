@@ -1192,6 +1192,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	ParkedRun	due_runs[PARK_TAKE_MAX];
 	int			ndue;
 	int64		head;
+	bool		held;
 
 	*nsources = 0;
 	*pool_full = false;
@@ -1207,7 +1208,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	LWLockRelease(spindle_queue_lock(qs));
 	/* parked runs come due (behind the head): examined again, first */
 	ndue = spindle_park_take_due(facade, qs, now, want, head, due_runs,
-								 PARK_TAKE_MAX);
+								 PARK_TAKE_MAX, &held);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (ndue > 0)
 		ndue = return_parked(qs, due_runs, ndue);
@@ -1269,6 +1270,8 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			/* parked (a rebuilt state): they come back when due */
 			qs->head = Max(head, park_end);
 			LWLockRelease(spindle_queue_lock(qs));
+			if (held)
+				break;			/* due ones first: the next attempt */
 			continue;
 		}
 		k = head - hs.first_no;

@@ -415,14 +415,16 @@ drop_if_empty(Park *p)
 /*
  * Take parked runs of queue table facade due before now and behind head,
  * earliest first, about want ids and at most max runs: each is cut from
- * tree 0 and copied into out.  Returns how many; 0 only if none is due (references to runs
- * gone or parked again are dropped on the way).  The caller (pinning qs,
- * holding no LWLock or buffer lock) owns them: it must make them items,
- * or park them again.
+ * tree 0 and copied into out.  Returns how many; 0 only if none is due
+ * (references to runs gone or parked again are dropped on the way) or
+ * *held_out is set: due runs lie past head, to be taken once it has
+ * passed them.  The caller (pinning qs, holding no LWLock or buffer lock)
+ * owns the runs taken: it must make them items, or park them again.
  */
 int
 spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
-					  int64 want, int64 head, ParkedRun *out, int max)
+					  int64 want, int64 head, ParkedRun *out, int max,
+					  bool *held_out)
 {
 	Park		p;
 	int64		next;
@@ -432,6 +434,7 @@ spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
 	TimestampTz postponed = DT_NOEND;
 	bool		held = false;
 
+	*held_out = false;
 	if (!park_due_now(qs, now) || max <= 0)
 		return 0;
 	park_open(facade, &p);
@@ -457,6 +460,7 @@ spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
 	if (next == PG_INT64_MAX && postponed == DT_NOEND)
 		drop_if_empty(&p);
 	park_close(&p);
+	*held_out = held;
 	return got;
 }
 

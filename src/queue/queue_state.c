@@ -521,9 +521,9 @@ spindle_queue_state_pin(Oid relid)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("too many queues in use"),
-				 errdetail("Shared memory holds the state of %d queues, and each of them has leased or read events, a running read or ack, or waiting consumers.",
+				 errdetail("Shared memory holds the state of %d queues, and each of them has a call running, waiting consumers, or events returned with their read counts.",
 						   spindle_max_queues),
-				 errhint("Acknowledge or release leased events, or raise spindle.max_queues and restart the server.")));
+				 errhint("Let consumers of other queues finish, or raise spindle.max_queues and restart the server.")));
 	qs->used = true;
 	my_pins[my_npins].slot = qs->slot;
 	my_pins[my_npins].nestlevel = GetCurrentTransactionNestLevel();

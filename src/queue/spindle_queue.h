@@ -196,7 +196,7 @@ extern void spindle_park_runs(Relation facade, QueueState *qs,
 							  const ParkedRun *runs, int n);
 extern int	spindle_park_take_due(Relation facade, QueueState *qs,
 								  TimestampTz now, int64 want, int64 head,
-								  ParkedRun *out, int max);
+								  ParkedRun *out, int max, bool *held);
 extern bool spindle_park_find(Relation facade, int64 msg_id, ParkedRun *run);
 extern bool spindle_park_take_one(Relation facade, QueueState *qs,
 								  int64 msg_id, ParkedRun *was);

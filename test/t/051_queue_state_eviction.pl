@@ -121,24 +121,53 @@ is( $node->safe_psql('postgres',
 	'{"late": 1},{"pending": 1}',
 	'late: the delayed and the formerly pending events are delivered once');
 
-# every state needed: four queues with a lease each, a fifth is refused
+# leases are parked on disk and pin no state: four queues with a lease
+# each, and a fifth queue is served; the leases outlive the evictions
 $node->safe_psql('postgres', q{
 SELECT spindle.enqueue('t' || g, '{"again": 1}') FROM generate_series(1, 4) g;
 SELECT count(*) FROM generate_series(1, 4) g, LATERAL spindle.read('t' || g, 1, '1 hour');});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM spindle.dequeue('t5', 1)}),
+	'0', 'a fifth queue is served while four hold leases (it is empty)');
+is( $node->safe_psql('postgres',
+		q{SELECT count(*) FROM generate_series(1, 4) g, LATERAL spindle.dequeue('t' || g, 10)}),
+	'0', 'the four leases outlived the evictions: nothing to dequeue');
+is( $node->safe_psql('postgres',
+		q{SELECT sum(leased) FROM spindle.queues WHERE queue_name IN ('t1', 't2', 't3', 't4')}),
+	'4', 'spindle.queues still counts the four leases');
+
+# every state needed: four consumers asleep on four queues, a fifth queue
+# is refused with a hint, and served once a sleeper is gone
+my @sleepers;
+for my $g (1 .. 4)
+{
+	my ($sin, $sout, $serr) = ('', '', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('postgres') ],
+		'<', \$sin, '>', \$sout, '2>', \$serr, IPC::Run::timeout(180));
+	$sin .= "SELECT count(*) FROM spindle.dequeue('t$g', 1, wait => '20 s');\n\\q\n";
+	$h->pump_nb;
+	push @sleepers, $h;
+}
+ok( defined wait_for(
+		$node, 'postgres',
+		q{SELECT sum(waiting_consumers) = 4 FROM spindle.queues WHERE queue_name IN ('t1', 't2', 't3', 't4')},
+		30),
+	'four consumers sleep on t1 .. t4');
 my ($ret, $stdout, $stderr) = $node->psql('postgres',
 	q{SELECT count(*) FROM spindle.dequeue('t5', 1)});
-like($stderr, qr/too many queues in use/, 'a fifth queue fails while four hold leases');
-like($stderr, qr/Acknowledge or release leased events/, 'with a hint the user can act on');
-# a released lease frees a state
-$node->safe_psql('postgres',
-	q{SELECT spindle.set_visibility('t1', (SELECT max(msg_id) FROM spindle_q.t1), '0')});
-$node->safe_psql('postgres', q{SELECT count(*) FROM spindle.dequeue('t1', 10)});
+like($stderr, qr/too many queues in use/, 'a fifth queue fails while four states have sleepers');
+like($stderr, qr/waiting consumers/, 'the detail says what holds the states');
+$node->safe_psql('postgres', q{SELECT spindle.enqueue('t1', '{"wake": 1}')});
+$sleepers[0]->finish;
 is($node->safe_psql('postgres', q{SELECT count(*) FROM spindle.dequeue('t5', 1)}),
-	'0', 'once a lease is gone, the fifth queue is served (it is empty)');
+	'0', 'once a sleeper is woken, the fifth queue is served (it is empty)');
+$node->safe_psql('postgres',
+	q{SELECT spindle.enqueue('t' || g, '{"wake": 1}') FROM generate_series(2, 4) g});
+$_->finish for @sleepers[1 .. 3];
 
 # a call cancelled while it holds its pin (asleep in a long poll) leaves
-# no pin behind: t2 .. t4 hold leases, so the one other state must be
-# evictable again after each cancelled call
+# no pin behind: each state must be evictable again after each cancelled
+# call
 for my $g (6 .. 9)
 {
 	my ($r, $o, $e) = $node->psql('postgres',
