@@ -652,6 +652,8 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 		delayed = spindle_park_count(relids[q], SPINDLE_RUN_DELAYED,
 									 DT_NOBEGIN);
 		leased = spindle_park_count(relids[q], SPINDLE_RUN_LEASED, now);
+		/* pending on open producers, parked when too many */
+		held = spindle_park_count(relids[q], SPINDLE_RUN_PENDING, DT_NOBEGIN);
 		qs = spindle_queue_state(relids[q]);
 		if (qs != NULL)
 		{

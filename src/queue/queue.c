@@ -118,6 +118,7 @@ typedef enum EvOutcome
 	EV_DELIVER,
 	EV_GONE,
 	EV_PENDING,
+	EV_PARKED,					/* pending, parked on disk (park_pending) */
 	EV_DELAYED,
 	EV_RETRY,
 	EV_UNSEEN					/* committed after the caller's snapshot */
@@ -549,6 +550,7 @@ return_acked_leases(void)
 			run.read_count = 0;
 			run.due = 0;
 			run.kind = SPINDLE_RUN_LEASED;
+			run.xid = InvalidTransactionId;
 			LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 			if (qs->relid == a->relid && qs->dbid == MyDatabaseId && qs->valid)
 				(void) return_parked(qs, &run, 1);
@@ -690,6 +692,7 @@ undo_leases(SubTransactionId subid)
 		run.read_count = g->read_count;
 		run.due = 0;
 		run.kind = SPINDLE_RUN_LEASED;
+		run.xid = InvalidTransactionId;
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 		/* the state may have been evicted since read() returned */
 		if (qs->relid == g->relid && qs->dbid == MyDatabaseId && qs->valid)
@@ -1724,6 +1727,7 @@ park_delayed(Relation facade, QueueState *qs, const Candidate *c, int n)
 		runs[nruns].due = due;
 		runs[nruns].read_count = read_count;
 		runs[nruns].kind = SPINDLE_RUN_DELAYED;
+		runs[nruns].xid = InvalidTransactionId;
 		nruns++;
 		i = j + 1;
 	}
@@ -1754,6 +1758,7 @@ outcome_kind(const Candidate *c)
 			return QITEM_RETURNED;
 		case EV_GONE:
 		case EV_DELAYED:		/* parked on disk: park_delayed() */
+		case EV_PARKED:
 			return QITEM_FREE;
 	}
 	return QITEM_RETURNED;
@@ -1846,6 +1851,70 @@ keep_rest(QueueItem *item, Candidate *c, int n, int i, int s, bool lease,
 		if (c[k].outcome == EV_DELIVER && !(!lease || c[k].dead))
 			c[k].outcome = EV_RETRY;
 	return k;
+}
+
+/*
+ * Pending runs a state keeps in shared memory before it parks the rest on
+ * disk: a queue's 256 items would otherwise be used up by a few hundred
+ * open producer transactions (review finding 1).
+ */
+#define PENDING_IN_MEMORY	(SPINDLE_ITEMS_PER_QUEUE / 2)
+
+/*
+ * With many items in use already, park the runs of candidates found
+ * pending on one running transaction (sorted by source, then msg_id) on
+ * disk, looked at again a second later (queue_parked.c), and mark them
+ * EV_PARKED, which record() treats as settled.  Done before record(), as
+ * park_delayed.  Below the threshold they stay items, examined again at
+ * each call as soon as their transaction ends.
+ */
+static void
+park_pending(Relation facade, QueueState *qs, Candidate *c, int n)
+{
+	ParkedRun  *runs = NULL;
+	int			nruns = 0;
+	int			i = 0;
+	TimestampTz due = GetCurrentTimestamp() + USECS_PER_SEC;
+
+	if (qs->nitems - qs->nleases < PENDING_IN_MEMORY)	/* a hint */
+		return;
+	while (i < n)
+	{
+		int			j = i;
+		int			k;
+
+		if (c[i].outcome != EV_PENDING || !TransactionIdIsValid(c[i].xid))
+		{
+			i++;
+			continue;
+		}
+		while (j + 1 < n && c[j + 1].source == c[i].source &&
+			   c[j + 1].outcome == EV_PENDING &&
+			   c[j + 1].msg_id == c[j].msg_id + 1 &&
+			   TransactionIdEquals(c[j + 1].xid, c[i].xid))
+			j++;
+		if (runs == NULL)
+			runs = palloc(sizeof(ParkedRun) * n);
+		runs[nruns].start = c[i].msg_id;
+		runs[nruns].end = c[j].msg_id + 1;
+		runs[nruns].due = due;
+		runs[nruns].read_count = c[i].read_count;
+		runs[nruns].kind = SPINDLE_RUN_PENDING;
+		runs[nruns].xid = c[i].xid;
+		for (k = i; k <= j; k++)
+		{
+			runs[nruns].read_count = Max(runs[nruns].read_count,
+										 c[k].read_count);
+			c[k].outcome = EV_PARKED;
+		}
+		nruns++;
+		i = j + 1;
+	}
+	if (nruns > 0)
+	{
+		spindle_park_runs(facade, qs, runs, nruns);
+		pfree(runs);
+	}
 }
 
 /*
@@ -2017,6 +2086,7 @@ grant_leases(Relation facade, QueueState *qs, bool flush, uint64 lease_call,
 			runs[nruns].read_count = item->read_count < PG_INT32_MAX ?
 				item->read_count + 1 : PG_INT32_MAX;
 			runs[nruns].kind = SPINDLE_RUN_LEASED;
+			runs[nruns].xid = InvalidTransactionId;
 			nruns++;
 		}
 		LWLockRelease(spindle_queue_lock(qs));
@@ -2174,6 +2244,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 			cs->purge || any_dead, !cs->purge);
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
 	park_delayed(facade, qs, res.c, res.n);
+	park_pending(facade, qs, res.c, res.n);
 	/* what was purged assigned the transaction id */
 	record(qs, sources, nsources, res.c, res.n, !cs->purge,
 		   GetCurrentTransactionIdIfAny(), pool_full);
@@ -2736,7 +2807,7 @@ no_room_for_item(void)
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("no room in shared memory for more leases or claims of queue events"),
 			 errdetail("spindle.max_leases (%d) bounds the leases of all queues; each queue also has %d items for its claims and its runs of delayed or pending events.",
-					   spindle_max_leases, 256),
+					   spindle_max_leases, SPINDLE_ITEMS_PER_QUEUE),
 			 errhint("Acknowledge leased events, end long transactions that hold enqueued events, or raise spindle.max_leases and restart the server.")));
 }
 

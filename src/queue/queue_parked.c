@@ -73,6 +73,7 @@
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/procarray.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
@@ -243,7 +244,27 @@ park_one(Park *p, const ParkedRun *pr)
 	run.kind = pr->kind;
 	run.due = pr->due;
 	run.read_count = pr->read_count;
-	if (pr->kind == SPINDLE_RUN_DELAYED && pr->start > PG_INT64_MIN &&
+	if (pr->kind == SPINDLE_RUN_PENDING)
+	{
+		/* joined to the run of the same transaction just before it */
+		run.awaited = pr->xid;
+		if (pr->start > PG_INT64_MIN &&
+			spindle_tree_lookup(&p->runs, pr->start - 1, &prev) &&
+			spindle_run_end(&prev) == pr->start &&
+			prev.kind == SPINDLE_RUN_PENDING && prev.awaited == pr->xid &&
+			prev.read_count == pr->read_count &&
+			(uint64) prev.len + run.len <= PG_UINT32_MAX)
+		{
+			run.first = prev.first;
+			run.len += prev.len;
+			run.due = Max(prev.due, pr->due);
+			if (run.due > prev.due)
+				add_reference(p, run.first, run.due, run.kind);
+			spindle_tree_upsert(&p->runs, &run);
+			return;
+		}
+	}
+	else if (pr->kind == SPINDLE_RUN_DELAYED && pr->start > PG_INT64_MIN &&
 		spindle_tree_lookup(&p->runs, pr->start - 1, &prev) &&
 		spindle_run_end(&prev) == pr->start &&
 		prev.kind == SPINDLE_RUN_DELAYED &&
@@ -355,8 +376,19 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 		/* a reference's run may be gone, or parked again until later */
 		if (!spindle_tree_lookup(&p->runs, refs[i].due, &run) ||
 			run.first != refs[i].due || run.due >= now ||
-			(run.kind != SPINDLE_RUN_DELAYED && run.kind != SPINDLE_RUN_LEASED))
+			(run.kind != SPINDLE_RUN_DELAYED && run.kind != SPINDLE_RUN_LEASED &&
+			 run.kind != SPINDLE_RUN_PENDING))
 			continue;
+		if (run.kind == SPINDLE_RUN_PENDING &&
+			TransactionIdIsInProgress((TransactionId) run.awaited))
+		{
+			/* its producer still runs: look again in a second */
+			run.due = now + USECS_PER_SEC;
+			add_reference(p, run.first, run.due, run.kind);
+			spindle_tree_upsert(&p->runs, &run);
+			*postponed = Min(*postponed, run.due);
+			continue;
+		}
 		if (spindle_run_end(&run) > head)
 		{
 			/*
@@ -378,6 +410,8 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 		out[*got].due = run.due;
 		out[*got].read_count = run.read_count;
 		out[*got].kind = run.kind;
+		out[*got].xid = run.kind == SPINDLE_RUN_PENDING ?
+			(TransactionId) run.awaited : InvalidTransactionId;
 		(*got)++;
 	}
 	if (nrefs > 0)
@@ -493,6 +527,7 @@ spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
 		was->due = run.due;
 		was->read_count = run.read_count;
 		was->kind = run.kind;
+		was->xid = InvalidTransactionId;
 	}
 	park_close(&p);
 	return found;
@@ -577,6 +612,8 @@ spindle_park_find(Relation facade, int64 msg_id, ParkedRun *run)
 	run->due = r.due;
 	run->read_count = r.read_count;
 	run->kind = r.kind;
+	run->xid = r.kind == SPINDLE_RUN_PENDING ?
+		(TransactionId) r.awaited : InvalidTransactionId;
 	return true;
 }
 

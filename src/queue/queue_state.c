@@ -70,8 +70,6 @@
 
 #include "queue/spindle_queue.h"
 
-/* items each queue may use besides leases */
-#define SPINDLE_ITEMS_PER_QUEUE 256
 /* ... of which pending and returned runs leave this many to claims */
 #define SPINDLE_ITEMS_FOR_CLAIMS 32
 

@@ -155,6 +155,9 @@ typedef struct QueueState
 	bool		used;			/* pinned since the sweep last passed */
 } QueueState;
 
+/* items each queue may use besides the claims of reads in progress */
+#define SPINDLE_ITEMS_PER_QUEUE 256
+
 extern int	spindle_max_queues;
 extern int	spindle_max_leases;
 
@@ -180,7 +183,7 @@ extern void spindle_qitem_free(QueueState *qs, QueueItem *item);
 extern QueueItem *spindle_qitem_at(int index);
 extern int	spindle_qitems_free_count(void);
 
-/* ---- queue_parked.c: delayed and leased events parked on disk ---- */
+/* ---- queue_parked.c: delayed, leased, pending events parked on disk ---- */
 
 /* A run of events [start, end) parked until due: delayed, or leased. */
 typedef struct ParkedRun
@@ -189,7 +192,8 @@ typedef struct ParkedRun
 	int64		end;
 	TimestampTz due;
 	int32		read_count;
-	uint16		kind;			/* SPINDLE_RUN_DELAYED or SPINDLE_RUN_LEASED */
+	uint16		kind;			/* SPINDLE_RUN_DELAYED, _LEASED or _PENDING */
+	TransactionId xid;			/* PENDING: the transaction it waits for */
 } ParkedRun;
 
 extern void spindle_park_runs(Relation facade, QueueState *qs,
