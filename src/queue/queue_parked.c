@@ -106,6 +106,65 @@ key_due(int64 key)
 	return key >> DUE_KEY_SHIFT;
 }
 
+/*
+ * The consumer relation of queue table relid (InvalidOid: none), looked
+ * up by name once and remembered for the last few tables: every consumer
+ * call opens it.  A remembered OID is checked against the relation's name
+ * when opened (crel_check), so a table dropped and its OID reused later
+ * is looked up again.
+ */
+#define CREL_CACHE	8
+
+static struct
+{
+	Oid			relid;
+	Oid			croid;
+}			crel_cache[CREL_CACHE];
+static int	crel_cache_next = 0;
+
+static Oid
+crel_oid(Oid relid)
+{
+	int			i;
+	Oid			croid;
+
+	for (i = 0; i < CREL_CACHE; i++)
+		if (crel_cache[i].relid == relid && OidIsValid(relid))
+			return crel_cache[i].croid;
+	croid = spindle_consumer_rel_oid(relid);
+	if (OidIsValid(croid))
+	{
+		crel_cache[crel_cache_next].relid = relid;
+		crel_cache[crel_cache_next].croid = croid;
+		crel_cache_next = (crel_cache_next + 1) % CREL_CACHE;
+	}
+	return croid;
+}
+
+/*
+ * Open the consumer relation croid of queue table relid in lockmode, or
+ * NULL if it is gone; one whose name is not c<relid> (the remembered OID
+ * went to another relation) is forgotten, and the lookup done again.
+ */
+static Relation
+crel_open(Oid relid, Oid croid, LOCKMODE lockmode)
+{
+	Relation	crel = try_relation_open(croid, lockmode);
+	char		name[NAMEDATALEN];
+	int			i;
+
+	snprintf(name, sizeof(name), "c%u", relid);
+	if (crel != NULL && strcmp(RelationGetRelationName(crel), name) == 0)
+		return crel;
+	if (crel != NULL)
+		relation_close(crel, lockmode);
+	for (i = 0; i < CREL_CACHE; i++)
+		if (crel_cache[i].relid == relid)
+			crel_cache[i].relid = InvalidOid;
+	croid = spindle_consumer_rel_oid(relid);
+	return OidIsValid(croid) ? try_relation_open(croid, lockmode) : NULL;
+}
+
 /* The parked trees of facade's consumer relation, opened and locked. */
 typedef struct Park
 {
@@ -121,7 +180,7 @@ typedef struct Park
 static void
 park_open(Relation facade, Park *p)
 {
-	Oid			croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
+	Oid			croid = crel_oid(RelationGetRelid(facade));
 
 	if (!OidIsValid(croid))
 		ereport(ERROR,
@@ -130,7 +189,10 @@ park_open(Relation facade, Park *p)
 						RelationGetRelationName(facade)),
 				 errhint("Queue tables are made by spindle.create_queue(), which makes their consumer relation in schema %s.",
 						 SPINDLE_STORAGE_SCHEMA)));
-	p->crel = relation_open(croid, RowExclusiveLock);
+	p->crel = crel_open(RelationGetRelid(facade), croid, RowExclusiveLock);
+	if (p->crel == NULL)
+		elog(ERROR, "spindle: the consumer relation of queue table \"%s\" went away",
+			 RelationGetRelationName(facade));
 	LockPage(p->crel, PARK_TREE_RUNS, ExclusiveLock);
 	p->runs.crel = p->due.crel = p->crel;
 	p->runs.sub = PARK_TREE_RUNS;
@@ -541,13 +603,13 @@ spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
 void
 spindle_park_forget(Oid relid, const int64 *ranges, int n)
 {
-	Oid			croid = spindle_consumer_rel_oid(relid);
+	Oid			croid = crel_oid(relid);
 	Park		p;
 	int			i;
 
-	if (!OidIsValid(croid))
+	if (!OidIsValid(croid) ||
+		(p.crel = crel_open(relid, croid, RowExclusiveLock)) == NULL)
 		return;
-	p.crel = relation_open(croid, RowExclusiveLock);
 	LockPage(p.crel, PARK_TREE_RUNS, ExclusiveLock);
 	p.runs.crel = p.crel;
 	p.runs.sub = PARK_TREE_RUNS;
@@ -571,11 +633,11 @@ spindle_park_forget(Oid relid, const int64 *ranges, int n)
 static bool
 reader_open(Oid relid, SpindleTree *t)
 {
-	Oid			croid = spindle_consumer_rel_oid(relid);
+	Oid			croid = crel_oid(relid);
 
 	if (!OidIsValid(croid))
 		return false;
-	t->crel = try_relation_open(croid, AccessShareLock);
+	t->crel = crel_open(relid, croid, AccessShareLock);
 	if (t->crel == NULL)
 		return false;
 	t->sub = PARK_TREE_RUNS;
