@@ -157,6 +157,7 @@ typedef struct Source
 	int32		read_count;
 	QueueItemKind was;			/* what the item was */
 	TimestampTz was_due;
+	bool		parked;			/* its run stays parked until settled */
 } Source;
 
 /* This backend's claims, for the transaction callbacks. */
@@ -262,6 +263,7 @@ typedef struct AckedLease
 	Oid			relid;			/* the queue table */
 	int64		msg_id;
 	SubTransactionId subid;		/* where acknowledged (re-parented) */
+	bool		unclaimed;		/* purged with no claim: counted at commit */
 } AckedLease;
 
 static List *acked_leases = NIL;	/* AckedLeases, TopTransactionContext */
@@ -421,9 +423,14 @@ holds_claims(void)
 	return false;
 }
 
-/* Remember that this transaction acknowledged msg_id of a parked lease. */
+/*
+ * Remember that this transaction purged msg_id while a parked run holds it
+ * (an ack of a lease, or a dequeue or ack of an event taken back from a
+ * run that stays parked until settled): cut at commit.  unclaimed: purged
+ * with no claim, so counted as dequeued at commit here.
+ */
 static void
-note_acked_lease(Oid relid, int64 msg_id)
+note_acked_lease(Oid relid, int64 msg_id, bool unclaimed)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
 	AckedLease *a = palloc(sizeof(AckedLease));
@@ -431,6 +438,7 @@ note_acked_lease(Oid relid, int64 msg_id)
 	a->relid = relid;
 	a->msg_id = msg_id;
 	a->subid = GetCurrentSubTransactionId();
+	a->unclaimed = unclaimed;
 	acked_leases = lappend(acked_leases, a);
 	MemoryContextSwitchTo(old);
 }
@@ -518,9 +526,9 @@ count_acked_leases(void)
 	foreach(lc, acked_leases)
 	{
 		AckedLease *a = lfirst(lc);
-		QueueState *qs = spindle_queue_state(a->relid);
+		QueueState *qs;
 
-		if (qs != NULL)
+		if (a->unclaimed && (qs = spindle_queue_state(a->relid)) != NULL)
 			pg_atomic_fetch_add_u64(&qs->dequeued, 1);
 	}
 }
@@ -1016,6 +1024,7 @@ claim_from_item(QueueState *qs, QueueItem *item, int64 n, Source *src)
 	src->was = (QueueItemKind) item->kind;
 	src->was_due = item->due;
 	src->read_count = item->read_count;
+	src->parked = item->parked;
 	if (claim == item)
 	{
 		if (item->kind == QITEM_LEASED ||
@@ -1170,6 +1179,8 @@ return_parked(QueueState *qs, ParkedRun *runs, int n)
 				break;
 			}
 			item->read_count = run.read_count;
+			item->parked = run.kind == SPINDLE_RUN_READY ||
+				run.kind == SPINDLE_RUN_LEASED;
 			a = cut;
 		}
 	}
@@ -1242,7 +1253,14 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	}
 	LWLockRelease(spindle_queue_lock(qs));
 	if (ndue > 0)
-		spindle_park_runs(facade, qs, due_runs, ndue);	/* no room */
+	{
+		int			i;
+
+		/* no room for them in the pool: parked again, due in a second */
+		for (i = 0; i < ndue; i++)
+			due_runs[i].due = now + USECS_PER_SEC;
+		spindle_park_runs(facade, qs, due_runs, ndue);
+	}
 
 	/* then from the head, one spindle at a time */
 	while (got < want && *nsources < max_sources && !*pool_full)
@@ -1313,6 +1331,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		sources[*nsources].read_count = 0;
 		sources[*nsources].was = QITEM_FREE;
 		sources[*nsources].was_due = 0;
+		sources[*nsources].parked = false;
 		(*nsources)++;
 		got += n;
 	}
@@ -1854,6 +1873,49 @@ keep_rest(QueueItem *item, Candidate *c, int n, int i, int s, bool lease,
 }
 
 /*
+ * Cut from the parked runs the candidates found gone whose source was a
+ * run that stays parked until settled (READY, or a lease handed back):
+ * purged, aborted or never used, they need no retry; those this call
+ * purges (dequeue, a move to the dead-letter queue) are cut when its
+ * transaction commits (AckedLease).  Candidates sorted by source, then
+ * msg_id.
+ */
+static void
+forget_gone(Relation facade, const Source *sources, const Candidate *c,
+			int n, bool purge)
+{
+	int64	   *ranges = NULL;
+	int			nranges = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (!sources[c[i].source].parked)
+			continue;
+		/* purged by this transaction: cut when it commits */
+		if (c[i].outcome == EV_DELIVER && (purge || c[i].dead))
+			note_acked_lease(RelationGetRelid(facade), c[i].msg_id, false);
+		if (c[i].outcome != EV_GONE)
+			continue;
+		if (ranges == NULL)
+			ranges = palloc(sizeof(int64) * 2 * n);
+		if (nranges > 0 && ranges[2 * nranges - 1] == c[i].msg_id)
+			ranges[2 * nranges - 1]++;
+		else
+		{
+			ranges[2 * nranges] = c[i].msg_id;
+			ranges[2 * nranges + 1] = c[i].msg_id + 1;
+			nranges++;
+		}
+	}
+	if (nranges > 0)
+	{
+		spindle_park_forget(RelationGetRelid(facade), ranges, nranges);
+		pfree(ranges);
+	}
+}
+
+/*
  * Pending runs a state keeps in shared memory before it parks the rest on
  * disk: a queue's 256 items would otherwise be used up by a few hundred
  * open producer transactions (review finding 1).
@@ -2245,6 +2307,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
 	park_delayed(facade, qs, res.c, res.n);
 	park_pending(facade, qs, res.c, res.n);
+	forget_gone(facade, sources, res.c, res.n, cs->purge);
 	/* what was purged assigned the transaction id */
 	record(qs, sources, nsources, res.c, res.n, !cs->purge,
 		   GetCurrentTransactionIdIfAny(), pool_full);
@@ -2891,7 +2954,9 @@ item_of_parked(Relation facade, QueueState *qs, int64 msg_id, bool *leased)
 	*leased = false;
 	if (!spindle_park_find(facade, msg_id, &parked))
 		parked.kind = 0;
-	*leased = parked.kind == SPINDLE_RUN_LEASED;
+	/* an ended lease not leased again (READY) is still acknowledged */
+	*leased = parked.kind == SPINDLE_RUN_LEASED ||
+		parked.kind == SPINDLE_RUN_READY;
 	taken = parked.kind == SPINDLE_RUN_DELAYED &&
 		spindle_park_take_one(facade, qs, msg_id, &parked);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
@@ -2927,6 +2992,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	QueueItem  *item;
 	uint32		generation = 0;
 	bool		leased = false;
+	bool		from_parked = false;
 	SpindleDirectory *dir;
 	Candidate	c;
 	bool		purged;
@@ -2966,6 +3032,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 			spindle_directory_release(dir);
 			return false;		/* being consumed by a transaction */
 		}
+		from_parked = item->parked;
 		if ((item = carve(qs, item, msg_id)) == NULL)
 		{
 			LWLockRelease(spindle_queue_lock(qs));
@@ -2996,13 +3063,15 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	{
 		mark_purge(qs, item, generation);
 		join_last_ack(qs, item, generation);
+		if (from_parked)
+			note_acked_lease(RelationGetRelid(facade), msg_id, false);
 	}
 	if (item == NULL && purged)
 	{
 		register_callbacks();
 		acked_unclaimed = true;
 		if (leased)
-			note_acked_lease(RelationGetRelid(facade), msg_id);
+			note_acked_lease(RelationGetRelid(facade), msg_id, true);
 	}
 	if (item != NULL && !purged)
 	{

@@ -165,22 +165,46 @@ crel_open(Oid relid, Oid croid, LOCKMODE lockmode)
 	return OidIsValid(croid) ? try_relation_open(croid, lockmode) : NULL;
 }
 
+/*
+ * How long a run taken back to be examined stays parked before it is
+ * taken again if nothing settled it (a crash, a consumer that died).
+ */
+#define PARK_RETRY		(30 * USECS_PER_SEC)
+
 /* The parked trees of facade's consumer relation, opened and locked. */
 typedef struct Park
 {
 	Relation	crel;
 	SpindleTree runs;
 	SpindleTree due;
+	QueueState *qs;				/* the queue's state, or NULL */
+	int64		min_added;		/* lowest reference key added (P2) */
 } Park;
+
+/* Set up p for crel (opened, writer lock taken) and state qs. */
+static void
+park_init(Park *p, Relation crel, QueueState *qs)
+{
+	p->crel = crel;
+	p->runs.crel = p->due.crel = crel;
+	p->runs.sub = PARK_TREE_RUNS;
+	p->due.sub = PARK_TREE_DUE;
+	p->runs.writer = p->due.writer = true;
+	p->runs.meta_blk = p->due.meta_blk = InvalidBlockNumber;
+	p->qs = qs;
+	p->min_added = PG_INT64_MAX;
+}
 
 /*
  * Open facade's consumer relation (RowExclusiveLock) and take the writer
- * lock of its parked trees.  No LWLock or buffer lock may be held.
+ * lock of its parked trees, for state qs (pinned).  No LWLock or buffer
+ * lock may be held.
  */
 static void
-park_open(Relation facade, Park *p)
+park_open(Relation facade, QueueState *qs, Park *p)
 {
 	Oid			croid = crel_oid(RelationGetRelid(facade));
+	Relation	crel;
 
 	if (!OidIsValid(croid))
 		ereport(ERROR,
@@ -189,22 +213,34 @@ park_open(Relation facade, Park *p)
 						RelationGetRelationName(facade)),
 				 errhint("Queue tables are made by spindle.create_queue(), which makes their consumer relation in schema %s.",
 						 SPINDLE_STORAGE_SCHEMA)));
-	p->crel = crel_open(RelationGetRelid(facade), croid, RowExclusiveLock);
-	if (p->crel == NULL)
+	crel = crel_open(RelationGetRelid(facade), croid, RowExclusiveLock);
+	if (crel == NULL)
 		elog(ERROR, "spindle: the consumer relation of queue table \"%s\" went away",
 			 RelationGetRelationName(facade));
-	LockPage(p->crel, PARK_TREE_RUNS, ExclusiveLock);
-	p->runs.crel = p->due.crel = p->crel;
-	p->runs.sub = PARK_TREE_RUNS;
-	p->due.sub = PARK_TREE_DUE;
-	p->runs.writer = p->due.writer = true;
-	p->runs.meta_blk = p->due.meta_blk = InvalidBlockNumber;
+	LockPage(crel, PARK_TREE_RUNS, ExclusiveLock);
+	park_init(p, crel, qs);
 }
 
-/* Let go of the writer lock and of the relation's lock. */
+/*
+ * Lower the state's earliest due and search start to the references this
+ * operation added (P2: every reference below park_from is taken), then
+ * let go of the writer lock and of the relation's lock.
+ */
 static void
 park_close(Park *p)
 {
+	QueueState *qs = p->qs;
+
+	if (qs != NULL && p->min_added != PG_INT64_MAX)
+	{
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (qs->park_known)
+		{
+			qs->park_from = Min(qs->park_from, p->min_added);
+			qs->park_due = Min(qs->park_due, key_due(p->min_added));
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+	}
 	UnlockPage(p->crel, PARK_TREE_RUNS, ExclusiveLock);
 	relation_close(p->crel, RowExclusiveLock);
 }
@@ -276,6 +312,7 @@ add_reference_at(Park *p, int64 first, int64 key, uint16 kind)
 	ref.kind = kind;			/* the run's, for pg_waldump and verify */
 	ref.due = first;			/* a reference's due field: its run */
 	spindle_tree_upsert(&p->due, &ref);
+	p->min_added = Min(p->min_added, key);
 }
 
 /* Give the run starting at first, due then, a reference in tree 1. */
@@ -283,6 +320,21 @@ static void
 add_reference(Park *p, int64 first, TimestampTz due, uint16 kind)
 {
 	add_reference_at(p, first, due_key(due), kind);
+}
+
+/*
+ * Ids [.., b) of tree 0 are about to be cut or replaced: a run that holds
+ * b and starts before it would keep a tail starting at b with no
+ * reference (the one it has names its first id), so give that tail one
+ * first (P1).  Writer lock held.
+ */
+static void
+ref_tail(Park *p, int64 b)
+{
+	SpindleRun	r;
+
+	if (spindle_tree_lookup(&p->runs, b, &r) && r.first < b)
+		add_reference(p, b, r.due, r.kind);
 }
 
 /*
@@ -320,6 +372,7 @@ park_one(Park *p, const ParkedRun *pr)
 			run.first = prev.first;
 			run.len += prev.len;
 			run.due = Max(prev.due, pr->due);
+			ref_tail(p, spindle_run_end(&run));
 			if (run.due > prev.due)
 				add_reference(p, run.first, run.due, run.kind);
 			spindle_tree_upsert(&p->runs, &run);
@@ -342,7 +395,8 @@ park_one(Park *p, const ParkedRun *pr)
 			run.len += prev.len;
 			run.due = Max(prev.due, pr->due);
 			run.awaited = (uint32) (run.due - earliest);
-			/* the reference first: a crash leaves no run without one */
+			/* references first: a crash leaves no run without one */
+			ref_tail(p, spindle_run_end(&run));
 			if (run.due > prev.due)
 				add_reference(p, run.first, run.due, run.kind);
 			spindle_tree_upsert(&p->runs, &run);
@@ -350,6 +404,7 @@ park_one(Park *p, const ParkedRun *pr)
 		}
 		earliest = pr->due;
 	}
+	ref_tail(p, spindle_run_end(&run));
 	add_reference(p, run.first, run.due, run.kind);
 	spindle_tree_upsert(&p->runs, &run);
 }
@@ -372,7 +427,7 @@ spindle_park_runs(Relation facade, QueueState *qs, const ParkedRun *runs,
 
 	if (n == 0)
 		return;
-	park_open(facade, &p);
+	park_open(facade, qs, &p);
 	for (i = 0; i < n; i++)
 	{
 		Assert(runs[i].end > runs[i].start &&
@@ -383,11 +438,7 @@ spindle_park_runs(Relation facade, QueueState *qs, const ParkedRun *runs,
 	}
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (qs->park_known)
-	{
-		qs->park_due = Min(qs->park_due, key_due(due_key(earliest)));
-		qs->park_from = Min(qs->park_from, due_key(earliest));
 		qs->park_end = Max(qs->park_end, last_end);
-	}
 	LWLockRelease(spindle_queue_lock(qs));
 	park_close(&p);
 }
@@ -412,14 +463,14 @@ park_due_now(QueueState *qs, TimestampTz now)
  * *from on, at most max: the runs they name that are due before now and
  * behind head are cut from tree 0 and copied into out[*got...].  A run
  * past head (a rebuilt head has not reached it) gets a new reference past
- * the batch, *held is set and its due kept in *postponed.
+ * the batch and *held is set.
  * *from and *next move past the references taken.  Returns how many
  * references it took.
  */
 static int
 take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 		   TimestampTz now, int64 head, int max, ParkedRun *out, int *got,
-		   int64 *next, TimestampTz *postponed, bool *held)
+		   int64 *next, bool *held)
 {
 	SpindleRun *refs = palloc(sizeof(SpindleRun) * max);
 	int			nrefs;
@@ -439,8 +490,20 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 		if (!spindle_tree_lookup(&p->runs, refs[i].due, &run) ||
 			run.first != refs[i].due || run.due >= now ||
 			(run.kind != SPINDLE_RUN_DELAYED && run.kind != SPINDLE_RUN_LEASED &&
-			 run.kind != SPINDLE_RUN_PENDING))
+			 run.kind != SPINDLE_RUN_PENDING && run.kind != SPINDLE_RUN_READY))
 			continue;
+		if (spindle_qitems_overlap(qs, run.first, spindle_run_end(&run)))
+		{
+			/*
+			 * An item holds some of its ids (P3): a call that parked it and
+			 * has not let its claim go yet, or ids handed back.  Looked at
+			 * again in a second, when the item has decided.
+			 */
+			run.due = now + USECS_PER_SEC;
+			add_reference(p, run.first, run.due, run.kind);
+			spindle_tree_upsert(&p->runs, &run);
+			continue;
+		}
 		if (run.kind == SPINDLE_RUN_PENDING &&
 			TransactionIdIsInProgress((TransactionId) run.awaited))
 		{
@@ -448,7 +511,6 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 			run.due = now + USECS_PER_SEC;
 			add_reference(p, run.first, run.due, run.kind);
 			spindle_tree_upsert(&p->runs, &run);
-			*postponed = Min(*postponed, run.due);
 			continue;
 		}
 		if (spindle_run_end(&run) > head)
@@ -461,12 +523,26 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 			 */
 			add_reference_at(p, run.first, Max(past, due_key(run.due)),
 							 run.kind);
-			*postponed = Min(*postponed, run.due);
 			*held = true;
 			continue;
 		}
-		(void) spindle_tree_cut(&p->runs, run.first, spindle_run_end(&run),
-								&maxrc);
+		if (run.kind == SPINDLE_RUN_LEASED || run.kind == SPINDLE_RUN_READY)
+		{
+			/*
+			 * A lease ended (or a run taken before and not settled): it
+			 * stays parked, READY until PARK_RETRY from now, so that its
+			 * read count outlives a crash before the event is leased
+			 * again (which replaces the run) or found gone (which cuts
+			 * it: spindle_park_forget).
+			 */
+			run.kind = SPINDLE_RUN_READY;
+			run.due = now + PARK_RETRY;
+			add_reference(p, run.first, run.due, run.kind);
+			spindle_tree_upsert(&p->runs, &run);
+		}
+		else
+			(void) spindle_tree_cut(&p->runs, run.first, spindle_run_end(&run),
+									&maxrc);
 		out[*got].start = run.first;
 		out[*got].end = spindle_run_end(&run);
 		out[*got].due = run.due;
@@ -527,13 +603,12 @@ spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
 	int64		from;
 	int64		limit = due_key(now);
 	int			got = 0;
-	TimestampTz postponed = DT_NOEND;
 	bool		held = false;
 
 	*held_out = false;
 	if (!park_due_now(qs, now) || max <= 0)
 		return 0;
-	park_open(facade, &p);
+	park_open(facade, qs, &p);
 	park_learn(qs, &p);
 	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 	from = qs->park_from;
@@ -541,19 +616,15 @@ spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
 	/* until something is taken (references to nothing are dropped) */
 	while (take_batch(&p, qs, &from, limit, now, head,
 					  (int) Min(want, max - got), out, &got, &next,
-					  &postponed, &held) > 0 &&
+					  &held) > 0 &&
 		   got == 0 && !held && next < limit)
 		CHECK_FOR_INTERRUPTS();
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	qs->park_from = next != PG_INT64_MAX ? next : limit;
 	qs->park_due = next != PG_INT64_MAX ? key_due(next) : DT_NOEND;
-	if (postponed != DT_NOEND)
-	{
-		qs->park_from = Min(qs->park_from, due_key(postponed));
-		qs->park_due = Min(qs->park_due, key_due(due_key(postponed)));
-	}
 	LWLockRelease(spindle_queue_lock(qs));
-	if (next == PG_INT64_MAX && postponed == DT_NOEND)
+	/* park_close lowers both to what this call parked again */
+	if (next == PG_INT64_MAX && p.min_added == PG_INT64_MAX)
 		drop_if_empty(&p);
 	park_close(&p);
 	*held_out = held;
@@ -575,14 +646,13 @@ spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
 	int32		maxrc = 0;
 	bool		found;
 
-	park_open(facade, &p);
+	park_open(facade, qs, &p);
 	found = spindle_tree_lookup(&p.runs, msg_id, &run) &&
 		run.kind == SPINDLE_RUN_DELAYED;
 	if (found)
 	{
 		/* the tail's reference first: a crash leaves no run without one */
-		if (msg_id + 1 < spindle_run_end(&run))
-			add_reference(&p, msg_id + 1, run.due, run.kind);
+		ref_tail(&p, msg_id + 1);
 		(void) spindle_tree_cut(&p.runs, msg_id, msg_id + 1, &maxrc);
 		was->start = msg_id;
 		was->end = msg_id + 1;
@@ -607,23 +677,24 @@ spindle_park_forget(Oid relid, const int64 *ranges, int n)
 	Park		p;
 	int			i;
 
+	Relation	crel;
+
 	if (!OidIsValid(croid) ||
-		(p.crel = crel_open(relid, croid, RowExclusiveLock)) == NULL)
+		(crel = crel_open(relid, croid, RowExclusiveLock)) == NULL)
 		return;
-	LockPage(p.crel, PARK_TREE_RUNS, ExclusiveLock);
-	p.runs.crel = p.crel;
-	p.runs.sub = PARK_TREE_RUNS;
-	p.runs.writer = true;
-	p.runs.meta_blk = InvalidBlockNumber;
+	LockPage(crel, PARK_TREE_RUNS, ExclusiveLock);
+	/* a state not loaded learns the references afresh */
+	park_init(&p, crel, spindle_queue_state(relid));
 	for (i = 0; i < n; i++)
 	{
 		int32		maxrc = 0;
 
+		/* the rest of a run after the range keeps a reference (P1) */
+		ref_tail(&p, ranges[2 * i + 1]);
 		(void) spindle_tree_cut(&p.runs, ranges[2 * i], ranges[2 * i + 1],
 								&maxrc);
 	}
-	UnlockPage(p.crel, PARK_TREE_RUNS, ExclusiveLock);
-	relation_close(p.crel, RowExclusiveLock);
+	park_close(&p);
 }
 
 /*
@@ -693,7 +764,7 @@ spindle_park_relet(Relation facade, QueueState *qs, int64 msg_id,
 	SpindleRun	run;
 	bool		found;
 
-	park_open(facade, &p);
+	park_open(facade, qs, &p);
 	found = spindle_tree_lookup(&p.runs, msg_id, &run) &&
 		run.kind == SPINDLE_RUN_LEASED;
 	if (found)
@@ -701,20 +772,12 @@ spindle_park_relet(Relation facade, QueueState *qs, int64 msg_id,
 		SpindleRun	one = run;
 
 		/* references first: a crash leaves no run without one */
-		if (msg_id + 1 < spindle_run_end(&run))
-			add_reference(&p, msg_id + 1, run.due, run.kind);
+		ref_tail(&p, msg_id + 1);
 		add_reference(&p, msg_id, due, run.kind);
 		one.first = msg_id;
 		one.len = 1;
 		one.due = due;
 		spindle_tree_upsert(&p.runs, &one);
-		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		if (qs->park_known)
-		{
-			qs->park_due = Min(qs->park_due, key_due(due_key(due)));
-			qs->park_from = Min(qs->park_from, due_key(due));
-		}
-		LWLockRelease(spindle_queue_lock(qs));
 	}
 	park_close(&p);
 	return found;
@@ -777,7 +840,7 @@ spindle_park_next_due(Relation facade, QueueState *qs)
 	{
 		Park		p;
 
-		park_open(facade, &p);
+		park_open(facade, qs, &p);
 		park_learn(qs, &p);
 		park_close(&p);
 		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);

@@ -691,6 +691,7 @@ spindle_qitem_alloc_split(QueueState *qs, QueueItemKind kind, int64 start,
 	item->owner = -1;
 	item->owner_lxid = InvalidLocalTransactionId;
 	item->mixed = false;
+	item->parked = false;
 	item->to_lease = false;
 	item->restore_kind = QITEM_RETURNED;
 	item->due = 0;
@@ -715,6 +716,31 @@ spindle_qitem_lease_room(void)
 	for (i = 0; i < spindle_max_queues; i++)
 		leases += qshared->states[i].nleases;
 	return leases < spindle_max_leases;
+}
+
+/*
+ * Whether an item of qs holds an id of [start, end).  Takes the state's
+ * lock shared.
+ */
+bool
+spindle_qitems_overlap(QueueState *qs, int64 start, int64 end)
+{
+	dlist_iter	iter;
+	bool		found = false;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		if (item->start < end && item->end > start)
+		{
+			found = true;
+			break;
+		}
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+	return found;
 }
 
 /* Give an item of qs (whose lock the caller holds) back to the pool. */

@@ -123,6 +123,8 @@ typedef struct QueueItem
 	int			owner;			/* CLAIM: pgprocno of the claimer ... */
 	LocalTransactionId owner_lxid;	/* ... and its transaction */
 	bool		mixed;			/* CLAIM: holds events it did not purge */
+	bool		parked;			/* RETURNED: a run that stays parked on disk
+								 * until settled (queue_parked.c) */
 	bool		to_lease;		/* CLAIM: a lease its read() grants when it
 								 * returns (counted in nleases) */
 	uint8		restore_kind;	/* CLAIM by ack: what it was, for an abort */
@@ -181,6 +183,7 @@ extern QueueItem *spindle_qitem_alloc_split(QueueState *qs, QueueItemKind kind,
 extern bool spindle_qitem_lease_room(void);
 extern void spindle_qitem_free(QueueState *qs, QueueItem *item);
 extern QueueItem *spindle_qitem_at(int index);
+extern bool spindle_qitems_overlap(QueueState *qs, int64 start, int64 end);
 extern int	spindle_qitems_free_count(void);
 
 /* ---- queue_parked.c: delayed, leased, pending events parked on disk ---- */
