@@ -28,6 +28,11 @@
 #                               events enqueued, every other one deleted,
 #                               the N left read (read returns at most
 #                               spindle.max_leases separate runs per call)
+#   blocks per call             shared buffer hits and reads of the queues'
+#                               relations (pg_statio) over 200 calls of
+#                               each in one session: no load disturbs it
+#   first call after a restart  one dequeue / read per queue, timed, after
+#                               a fast restart (the state rebuilt from disk)
 #   shared memory               spindle's allocations in pg_shmem_allocations
 #                               (named "spindle ..."), and the server's whole
 #                               allocated shared memory with spindle
@@ -37,7 +42,8 @@
 #                               delayed events and N leases are in place and
 #                               after the rounds: it should not change
 #   consumer relation           pg_relation_size of pg_spindle.c<queue oid>
-#                               of each queue
+#                               of each queue, after setup and after the
+#                               rounds
 #
 # The timed sessions run with synchronous_commit = off, so that the figures
 # are the calls' own cost rather than the WAL flush of their commits (the
