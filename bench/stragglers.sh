@@ -12,7 +12,9 @@
 #                               so every dequeue consumes 10 fresh events
 #                               (not an empty poll); the figure is the
 #                               dequeue statement's mean latency (pgbench
-#                               -r), the enqueue is not counted.  Queue d0
+#                               -r), the enqueue is not counted, and the
+#                               backend's CPU time around it
+#                               (/proc/self/schedstat).  Queue d0
 #                               has no delayed event, dn has N of them,
 #                               due in 1 h + g ms (g = 1..N) plus 1 h for
 #                               odd g: every due is distinct and no two
