@@ -85,8 +85,14 @@ include $(PGXS)
 # ---- benchmark harness (issue 9): bench/run.sh; the report is
 # docs/benchmarks.md.  Needs spindle installed (scripts/build.sh or make
 # install); as root it installs PgQ, pg_partman and gnuplot itself.
-.PHONY: bench bench-short
+.PHONY: bench bench-short bench-stragglers
 bench:
 	PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/run.sh
 bench-short:
 	BENCH_SHORT=1 PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/run.sh
+# issue 18: dequeue and read + ack with 0 and BENCH_N (10^6) delayed events
+# and leases, spindle's shared memory; prints a table (docs/benchmarks.md,
+# "Delayed events and leases at scale").  ROUNDS, SECS, BENCH_N: see the
+# script's header.
+bench-stragglers:
+	PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/stragglers.sh

@@ -1141,8 +1141,17 @@ def write(R, outdir):
         with open(apath) as fh:
             analysis = fh.read().rstrip() + "\n"
 
+    # benchmarks with scripts of their own, run by hand (bench/stragglers.sh,
+    # `make bench-stragglers`): their section is kept in bench/stragglers.md
+    # and quoted as written, before "How to run"
+    by_hand = ""
+    spath = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stragglers.md")
+    if os.path.exists(spath) and not R.get("short"):
+        with open(spath) as fh:
+            by_hand = fh.read().rstrip() + "\n\n"
+
     doc = head + "\n" + summary + "\n" + (analysis + "\n" if analysis else "") + machine_sec + \
-        "\n" + "\n".join(body) + "\n" + howto
+        "\n" + "\n".join(body) + "\n" + by_hand + howto
     with open(os.path.join(outdir, "benchmarks.md"), "w") as f:
         f.write(doc)
     return doc
