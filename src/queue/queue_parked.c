@@ -323,6 +323,37 @@ add_reference(Park *p, int64 first, TimestampTz due, uint16 kind)
 }
 
 /*
+ * Remove the reference of the run starting at first, due then (writer
+ * lock held), if it is found among the first keys of that due: a run cut
+ * whole leaves no reference to wait for its due time in tree 1, so the
+ * relation's space follows the parked runs.  A reference not found (a
+ * probe far from its due's first key) is dropped when taken, as before.
+ */
+#define DROP_REF_LOOKS	16
+
+static void
+drop_reference(Park *p, int64 first, TimestampTz due)
+{
+	SpindleRun	refs[DROP_REF_LOOKS];
+	int64		next;
+	int64		key = due_key(due);
+	int			n;
+	int			i;
+
+	n = spindle_tree_pop(&p->due, key, PG_INT64_MAX, DROP_REF_LOOKS, refs,
+						 &next, false);
+	for (i = 0; i < n; i++)
+		if (refs[i].due == first)
+		{
+			int32		maxrc = 0;
+
+			(void) spindle_tree_cut(&p->due, refs[i].first,
+									refs[i].first + 1, &maxrc);
+			return;
+		}
+}
+
+/*
  * Ids [.., b) of tree 0 are about to be cut or replaced: a run that holds
  * b and starts before it would keep a tail starting at b with no
  * reference (the one it has names its first id), so give that tail one
@@ -687,12 +718,22 @@ spindle_park_forget(Oid relid, const int64 *ranges, int n)
 	park_init(&p, crel, spindle_queue_state(relid));
 	for (i = 0; i < n; i++)
 	{
+		int64		a = ranges[2 * i];
+		int64		b = ranges[2 * i + 1];
+		int64		x = a;
+		SpindleRun	r;
 		int32		maxrc = 0;
 
 		/* the rest of a run after the range keeps a reference (P1) */
-		ref_tail(&p, ranges[2 * i + 1]);
-		(void) spindle_tree_cut(&p.runs, ranges[2 * i], ranges[2 * i + 1],
-								&maxrc);
+		ref_tail(&p, b);
+		/* runs whose first id goes lose their reference with it */
+		while (x < b && spindle_tree_next(&p.runs, x, &r) && r.first < b)
+		{
+			if (r.first >= a)
+				drop_reference(&p, r.first, r.due);
+			x = spindle_run_end(&r);
+		}
+		(void) spindle_tree_cut(&p.runs, a, b, &maxrc);
 	}
 	park_close(&p);
 }
