@@ -1,69 +1,76 @@
 /*-------------------------------------------------------------------------
  *
  * queue_parked.c
- *	  Delayed events parked on disk: the runs of events a consumer found not
- *	  due yet live in the queue's consumer relation (pg_spindle.c<oid>,
- *	  storage/consumer_rel.c), not in shared memory, so that a queue holds
- *	  any number of them, with distinct due times, at a flat cost per call.
+ *	  Consumer state parked on disk: the runs of events a consumer found
+ *	  not due yet (DELAYED), the leases read() grants (LEASED), runs pending
+ *	  on open producers beyond what a state keeps in memory (PENDING), and
+ *	  runs taken back to be examined again (READY) live in the queue's
+ *	  consumer relation (pg_spindle.c<oid>, storage/consumer_rel.c), not in
+ *	  shared memory, so that a queue holds any number of them, at a flat
+ *	  cost per call, and leases and read counts outlive a crash.
  *
  * Two trees of the consumer relation (storage/consumer_tree.c) hold them:
  *
- *	tree 0 (PARK_TREE_RUNS)	the parked runs, keyed by first msg_id: kind
- *							SPINDLE_RUN_DELAYED, due, read_count.  The truth.
- *	tree 1 (PARK_TREE_DUE)	one reference per parked run, keyed by its due
- *							time: the due in microseconds shifted left by
- *							DUE_KEY_SHIFT, plus a probe that keeps keys
- *							unique (a reference is a run of one key); the
- *							referenced run's first msg_id is in the item's
- *							`due` field.
+ *	tree 0 (PARK_TREE_RUNS)	the parked runs, keyed by first msg_id: kind,
+ *							due, read_count, and for PENDING the awaited
+ *							xid (DELAYED: how much earlier than due the
+ *							run's first event is due).  The truth.
+ *	tree 1 (PARK_TREE_DUE)	references, keyed by due time: the due in
+ *							microseconds shifted left by DUE_KEY_SHIFT, plus
+ *							a probe that keeps keys unique (a reference is
+ *							a run of one key); the referenced run's first
+ *							msg_id is in the item's `due` field.
  *
- * A consumer call that examines an event not due yet parks its run
- * (spindle_park_delayed: an upsert into tree 0, a reference into tree 1)
- * and keeps nothing of it in shared memory.  A call that finds the
- * queue's earliest due time passed takes the references below now, in
- * due order (spindle_park_take_due), looks each run up and cuts it from
- * tree 0, and hands the runs back to queue.c, which makes them items to
- * examine again (RETURNED).  A reference is only a hint: one whose run is
- * gone, or was parked again with a later due, is dropped when taken.  An
- * ack of a parked event cuts that one id (spindle_park_take_one) and gives
- * the rest of its run a reference of its own.
+ * A consumer call parks runs (spindle_park_runs: a reference into tree 1,
+ * then an upsert into tree 0) and keeps nothing of them in shared memory.
+ * A call that finds the queue's earliest due time passed takes the
+ * references below now, in due order (spindle_park_take_due), and looks
+ * each run up: a DELAYED or PENDING run (its producer ended) is cut; a
+ * LEASED or READY one stays parked as READY for PARK_RETRY, so that its
+ * read count outlives a crash before it is leased again (which replaces
+ * it) or found gone or purged (which cuts it, spindle_park_forget); a
+ * PENDING run whose producer still runs is parked again a second later.
+ * The runs taken go back to queue.c, which makes them items to examine
+ * again (RETURNED).  A reference is only a hint: one whose run is gone,
+ * or was parked again with another due, is dropped when taken.
  *
  * The state (QueueState, queue_state.c) caches, for the waits and the
- * fast path of every call, the earliest due of a reference (park_due) and
- * the key below which every reference is taken (park_from, where the
- * next search starts, so that the leaves emptied by earlier takes are not
- * walked again).  A state loaded afresh learns both from tree 1.
+ * fast path of every call, the earliest due of a reference (park_due),
+ * the key below which every reference is taken (park_from, where the next
+ * search starts, so that leaves emptied by earlier takes are not walked
+ * again) and the end of the last parked run (park_end).  A state loaded
+ * afresh learns them from the trees.
  *
  * Crash and rebuild.  Every change is WAL-logged by the tree; a crash
- * between a call's tree records and its shared-memory change loses only
- * the shared memory, and a state rebuilt from disk examines the queue's
- * events again from its oldest spindle: a parked event found delayed
- * again is parked again (the upsert replaces its run; the second
- * reference is dropped when taken), a due one is delivered.
+ * loses only the shared memory.  A state rebuilt from disk skips, at its
+ * head, the ids parked runs hold, and takes those runs when due once its
+ * head has passed them.
  *
  * Locks.  Every change to either tree, and every change to the state's
  * park_due and park_from, is made under the writer lock of tree 0
  * (LockPage on the consumer relation, block PARK_TREE_RUNS,
  * ExclusiveLock), which serves both trees; it is taken with no LWLock or
  * buffer lock held, and the state's LWLock is taken inside it, briefly,
- * for the cache.  The consumer relation is opened RowExclusiveLock after
- * the queue table (the order of TRUNCATE and DROP) and its lock is let go
- * at the end of each operation, so that a long poll holds nothing DDL
- * waits for.  Readers (the view's count) take no heavyweight lock but the
- * relation's.
+ * for the cache and to look at its items.  The consumer relation is
+ * opened RowExclusiveLock after the queue table (the order of TRUNCATE
+ * and DROP) and its lock is let go at the end of each operation, so that
+ * a long poll holds no lock on it.  Readers (lookups, the view's counts)
+ * take no heavyweight lock but the relation's.
  *
- * Invariants: (P1) every run of tree 0 has a reference in tree 1 (a
- * reference is written before its run, and removed after it: a crash in
- * between leaves a reference to nothing, dropped when taken), so that a
- * state rebuilt from disk may skip parked runs at its head; (P2) every reference below the state's
- * park_from is taken; (P3) an id in a run of tree 0 that a shared-memory
- * item also covers belongs to the item: taking the run skips such ids
- * (queue.c), so a run left behind by a call that failed after parking it
- * never delivers an event twice.  An ack of a parked lease purges the
- * event and leaves the lease parked until its transaction commits, which
- * cuts it (spindle_park_forget): an ack that rolls back leaves it leased,
- * and a lease that ends while the ack runs finds the event pending on the
- * ack's xmax.
+ * Invariants: (P1) every run of tree 0 has a reference in tree 1: a
+ * reference is written before its run and removed after it, and a cut or
+ * replacement of part of a run gives the run's tail a reference first
+ * (ref_tail), so a crash leaves at most a reference to nothing; that is
+ * what lets a rebuilt head skip parked runs.  (P2) Every reference below
+ * the state's park_from is taken: each operation lowers it to the
+ * references it added (park_close).  (P3) A run whose ids a shared-memory
+ * item holds is not taken while it does (postponed a second): the item
+ * decides, so a run parked by a call that has not let its claims go yet,
+ * or a lease handed back, never makes an event delivered twice or lost.
+ * An ack of a parked lease purges the event and leaves the lease parked
+ * until its transaction commits, which cuts it and its reference: an ack
+ * that rolls back leaves it leased, and a lease that ends while the ack
+ * runs finds the event pending on the ack's xmax.
  *
  *-------------------------------------------------------------------------
  */

@@ -21,8 +21,10 @@
  * clears the flag) or, for the root, into a new root (NEWROOT).  A crash
  * in between leaves a flagged page that the next writer landing on it
  * finishes first; readers cross it by its right-link as any split.  The
- * tree never deletes a page alone; spindle._run_drop() frees a whole tree
- * (FREE per page), which is what exercises deferred reuse in step 2.
+ * tree never deletes a page alone; spindle_tree_drop() frees a whole tree
+ * (FREE per page: queue_parked.c when its trees are empty, and the test
+ * function spindle._run_drop()).  spindle_tree_lookup/next/pop/count read
+ * or remove runs in key order (queue_parked.c).
  *
  * Locks.  Writers of one tree are serialised by a heavyweight lock
  * (LockPage on the consumer relation with the subscription number as

@@ -492,7 +492,9 @@ typedef struct SpindleRun
 	TimestampTz due;			/* DELAYED, LEASED, PENDING: when */
 	uint32		len;			/* ids in the run, > 0 */
 	int32		read_count;		/* deliveries, saturating */
-	uint32		awaited;		/* PENDING: the xid; GROUPED: the group */
+	uint32		awaited;		/* PENDING: the xid; GROUPED: the group;
+								 * DELAYED (queue_parked.c): microseconds
+								 * its first event is due before due */
 	uint16		kind;			/* SPINDLE_RUN_* */
 	uint16		flags;
 } SpindleRun;
