@@ -2107,11 +2107,12 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
  * backend forgets them (leases do not depend on the transaction).  Until
  * now no other consumer could take them, so no read() returns an event
  * twice, and an error or a cancel before this point leased nothing.  The
- * leases are written before the claims go.  As nextval() does, a read
- * that leased something takes a transaction id, so that its commit makes
- * the leases and read counts durable; with max_reads (flush), where the
- * count decides a dead letter, they are flushed before read() returns, so
- * that a crash while the event is processed still counts its delivery.
+ * leases are written before the claims go.  With max_reads (flush), where
+ * the count decides a dead letter, they are flushed before read()
+ * returns, so that a crash while the event is processed still counts its
+ * delivery; otherwise they reach the disk as an asynchronous commit does
+ * (the WAL writer, or the next flush), and a crash may forget the last
+ * reads: their events come back sooner, with the read count they had.
  */
 static void
 grant_leases(Relation facade, QueueState *qs, bool flush, uint64 lease_call,
@@ -2155,7 +2156,6 @@ grant_leases(Relation facade, QueueState *qs, bool flush, uint64 lease_call,
 	}
 	if (nruns == 0)
 		return;
-	(void) GetTopTransactionId();
 	spindle_park_runs(facade, qs, runs, nruns);
 	if (flush)
 		XLogFlush(XactLastRecEnd);

@@ -337,6 +337,7 @@ add_reference(Park *p, int64 first, TimestampTz due, uint16 kind)
  * probe far from its due's first key) is dropped when taken, as before.
  */
 #define DROP_REF_LOOKS	16
+#define DROP_REF_AFTER	(60 * USECS_PER_SEC)
 
 static void
 drop_reference(Park *p, int64 first, TimestampTz due)
@@ -714,8 +715,8 @@ spindle_park_forget(Oid relid, const int64 *ranges, int n)
 	Oid			croid = crel_oid(relid);
 	Park		p;
 	int			i;
-
 	Relation	crel;
+	TimestampTz now = GetCurrentTimestamp();
 
 	if (!OidIsValid(croid) ||
 		(crel = crel_open(relid, croid, RowExclusiveLock)) == NULL)
@@ -733,10 +734,14 @@ spindle_park_forget(Oid relid, const int64 *ranges, int n)
 
 		/* the rest of a run after the range keeps a reference (P1) */
 		ref_tail(&p, b);
-		/* runs whose first id goes lose their reference with it */
+		/*
+		 * Runs whose first id goes lose their reference with it, unless
+		 * it comes up within DROP_REF_AFTER anyway (then it is dropped
+		 * when taken, which costs less than a record now).
+		 */
 		while (x < b && spindle_tree_next(&p.runs, x, &r) && r.first < b)
 		{
-			if (r.first >= a)
+			if (r.first >= a && r.due > now + DROP_REF_AFTER)
 				drop_reference(&p, r.first, r.due);
 			x = spindle_run_end(&r);
 		}

@@ -6,7 +6,9 @@
 # queue; and at most spindle.max_leases (10 000) leases existed at once.
 #
 # Part A, once with a crash (pg_ctl stop -m immediate) and once with a
-# clean restart: e1 leased for 8 s, e2 for 1 h, e3 never read.  After the
+# clean restart: e1 leased for 8 s, e2 for 1 h, e3 never read (then a
+# commit that flushes the WAL: without max_reads leases are written as an
+# asynchronous commit is, see docs/queues.md).  After the
 # restart a read gets e3 only; once e1's lease has ended, e1 comes with
 # read_count 2; set_visibility(e2, '0') returns true (still leased) and e2
 # comes with read_count 2.
@@ -94,6 +96,11 @@ SELECT count(*) FROM spindle.enqueue_batch('$q',
 	is(read_events($q, 1, '8 s', "$q: read e1"), 'e1:1', "$q: e1 leased for 8 s");
 	my $t1 = time();
 	is(read_events($q, 1, '1 hour', "$q: read e2"), 'e2:1', "$q: e2 leased for 1 h");
+	# Without max_reads a read's leases reach the disk as an asynchronous
+	# commit does: the next commit that flushes (one that wrote WAL) makes
+	# them durable.  Redo still replays them: no checkpoint between.
+	$node->safe_psql('postgres',
+		"CREATE TABLE IF NOT EXISTS flushed (t text); INSERT INTO flushed VALUES ('$q')");
 
 	if ($mode eq 'immediate')
 	{
