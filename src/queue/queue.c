@@ -2869,9 +2869,9 @@ no_room_for_item(void)
 	ereport(ERROR,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("no room in shared memory for more leases or claims of queue events"),
-			 errdetail("spindle.max_leases (%d) bounds the leases of all queues; each queue also has %d items for its claims and its runs of delayed or pending events.",
+			 errdetail("spindle.max_leases (%d) bounds the runs of events that read() calls still running are leasing, all queues together; each queue also has %d items for its claims, its pending runs and runs to examine again.",
 					   spindle_max_leases, SPINDLE_ITEMS_PER_QUEUE),
-			 errhint("Acknowledge leased events, end long transactions that hold enqueued events, or raise spindle.max_leases and restart the server.")));
+			 errhint("End long transactions that dequeued or acknowledged many separate events, or raise spindle.max_leases and restart the server.")));
 }
 
 /*
