@@ -12,7 +12,8 @@ use Fcntl;
 
 our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue_logs load_scripts
   start_load stop_load drain_queue check_consistent check_read_counts
-  next_epoch log_counts install_wait_backend kill9_and_wait);
+  next_epoch log_counts install_wait_backend kill9_and_wait
+  psql_ok sleep_until read_events);
 
 # Why directory $d is no small file system of its own that this user can
 # write to (at most 64 MB), or '' if it is one: the disk-full and disk
@@ -474,6 +475,36 @@ sub kill9_and_wait
 	$node->poll_query_until('postgres', 'SELECT 1', '1')
 	  or die 'server did not come back after the SIGKILL';
 	return 1;
+}
+
+# Run $sql in database postgres of $node; assert that it succeeded (the
+# error in the diagnostics if not) and return its output.
+sub psql_ok
+{
+	my ($node, $sql, $name) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres', $sql, timeout => 180);
+	ok($ret == 0, $name) or diag("error: $err");
+	return $out;
+}
+
+# Sleep until time() >= $t (seconds, fractional).
+sub sleep_until
+{
+	my ($t) = @_;
+	my $d = $t - time();
+	usleep(int($d * 1e6)) if $d > 0;
+	return;
+}
+
+# What read() of queue $q returns ($n events, visibility timeout $vt), as
+# "e:read_count" in msg_id order (e: the payload's "e"), joined with
+# commas ('' for nothing); asserts that the call succeeded.
+sub read_events
+{
+	my ($node, $q, $n, $vt, $name) = @_;
+	return psql_ok($node, qq{
+SELECT coalesce(string_agg((payload->>'e') || ':' || read_count, ',' ORDER BY msg_id), '')
+  FROM spindle.read('$q', $n, '$vt')}, $name);
 }
 
 1;

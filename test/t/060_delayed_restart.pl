@@ -66,15 +66,8 @@ BEGIN
 END $$;
 });
 
-# Run $sql; assert that it succeeded (the error in the diagnostics if
-# not) and return its output.
-sub sql_ok
-{
-	my ($sql, $name) = @_;
-	my ($ret, $out, $err) = $node->psql('postgres', $sql, timeout => 180);
-	ok($ret == 0, $name) or diag("error: $err");
-	return $out;
-}
+# psql_ok is SpindleTest's.
+sub sql_ok { return psql_ok($node, @_); }
 
 # ---- Part A -------------------------------------------------------------
 #

@@ -54,34 +54,10 @@ autovacuum = off
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION spindle');
 
-# Run $sql; assert that it succeeded (the error in the diagnostics if
-# not) and return its output.
-sub sql_ok
-{
-	my ($sql, $name) = @_;
-	my ($ret, $out, $err) = $node->psql('postgres', $sql, timeout => 180);
-	ok($ret == 0, $name) or diag("error: $err");
-	return $out;
-}
+# psql_ok, sleep_until and read_events are SpindleTest's.
+sub sql_ok { return psql_ok($node, @_); }
 
-# Sleep until time() >= $t.
-sub sleep_until
-{
-	my ($t) = @_;
-	my $d = $t - time();
-	usleep(int($d * 1e6)) if $d > 0;
-	return;
-}
 
-# What read() of $q returns, as "e:read_count" in msg_id order, joined
-# with commas ('' for nothing).
-sub read_events
-{
-	my ($q, $n, $vt, $name) = @_;
-	return sql_ok(qq{
-SELECT coalesce(string_agg((payload->>'e') || ':' || read_count, ',' ORDER BY msg_id), '')
-  FROM spindle.read('$q', $n, '$vt')}, $name);
-}
 
 # ---- Part A -------------------------------------------------------------
 sub lease_round
@@ -93,9 +69,9 @@ SELECT count(*) FROM spindle.enqueue_batch('$q',
   ARRAY[jsonb_build_object('e', 'e1'), jsonb_build_object('e', 'e2'), jsonb_build_object('e', 'e3')]);
 });
 	my $t0 = time();
-	is(read_events($q, 1, '8 s', "$q: read e1"), 'e1:1', "$q: e1 leased for 8 s");
+	is(read_events($node, $q, 1, '8 s', "$q: read e1"), 'e1:1', "$q: e1 leased for 8 s");
 	my $t1 = time();
-	is(read_events($q, 1, '1 hour', "$q: read e2"), 'e2:1', "$q: e2 leased for 1 h");
+	is(read_events($node, $q, 1, '1 hour', "$q: read e2"), 'e2:1', "$q: e2 leased for 1 h");
 	# Without max_reads a read's leases reach the disk as an asynchronous
 	# commit does: the next commit that flushes (one that wrote WAL) makes
 	# them durable.  Redo still replays them: no checkpoint between.
@@ -114,19 +90,19 @@ SELECT count(*) FROM spindle.enqueue_batch('$q',
 
 	# e1's lease (from $t0 at the earliest) has not ended yet
 	my $before = time();
-	my $got = read_events($q, 10, '1 hour', "$q: read after the $mode restart");
+	my $got = read_events($node, $q, 10, '1 hour', "$q: read after the $mode restart");
 	cmp_ok($before - $t0, '<', 7,
 		"$q: the read after the restart ran before e1's lease ended (precondition)");
 	is($got, 'e3:1', "$q: after the $mode restart only e3 (never read) is delivered; e1, e2 still leased");
 
 	# once e1's lease has ended it comes again, counted
 	sleep_until($t1 + 8.3);
-	is(read_events($q, 10, '1 hour', "$q: read after e1's lease ended"),
+	is(read_events($node, $q, 10, '1 hour', "$q: read after e1's lease ended"),
 		'e1:2', "$q: after its lease ended e1 is delivered with read_count 2");
 	is( sql_ok(qq{SELECT spindle.set_visibility('$q',
   (SELECT msg_id FROM spindle_q.$q WHERE payload->>'e' = 'e2'), '0')}, "$q: set_visibility(e2)"),
 		't', "$q: e2 is still leased after the $mode restart (set_visibility returns true)");
-	is(read_events($q, 10, '1 hour', "$q: read e2 again"),
+	is(read_events($node, $q, 10, '1 hour', "$q: read e2 again"),
 		'e2:2', "$q: e2, handed back, is delivered with read_count 2");
 	is( sql_ok(qq{SELECT count(*) FROM spindle.ack('$q', ARRAY(SELECT msg_id FROM spindle_q.$q))},
 			"$q: ack all"),
@@ -159,7 +135,7 @@ SELECT count(*) FROM spindle.enqueue_batch('$q',
 sub poison_end
 {
 	my ($q) = @_;
-	is(read_events($q, 1, '1 s', "$q: fourth read"),
+	is(read_events($node, $q, 1, '1 s', "$q: fourth read"),
 		'o1:1', "$q: the fourth read does not deliver the poison event: it gets o1");
 	my $t1 = time();
 	is( $node->safe_psql('postgres', qq{
@@ -186,7 +162,7 @@ SELECT string_agg(payload->>'e', ',' ORDER BY msg_id) FROM spindle.dequeue('$q',
 poison_queue('pz');
 for my $k (1 .. 3)
 {
-	is(read_events('pz', 1, '1 s', "pz: read, round $k"),
+	is(read_events($node, 'pz', 1, '1 s', "pz: read, round $k"),
 		"poison:$k", "pz: round $k delivers the poison event with read_count $k");
 	my $t1 = time();
 	$node->stop('immediate');

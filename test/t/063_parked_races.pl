@@ -53,34 +53,10 @@ autovacuum = off
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION spindle');
 
-# Run $sql; assert that it succeeded (the error in the diagnostics if
-# not) and return its output.
-sub sql_ok
-{
-	my ($sql, $name) = @_;
-	my ($ret, $out, $err) = $node->psql('postgres', $sql, timeout => 180);
-	ok($ret == 0, $name) or diag("error: $err");
-	return $out;
-}
+# psql_ok, sleep_until and read_events are SpindleTest's.
+sub sql_ok { return psql_ok($node, @_); }
 
-# Sleep until time() >= $t.
-sub sleep_until
-{
-	my ($t) = @_;
-	my $d = $t - time();
-	usleep(int($d * 1e6)) if $d > 0;
-	return;
-}
 
-# What read() of $q returns, as "e:read_count" in msg_id order, joined
-# with commas ('' for nothing).
-sub read_events
-{
-	my ($q, $n, $vt, $name) = @_;
-	return sql_ok(qq{
-SELECT coalesce(string_agg((payload->>'e') || ':' || read_count, ',' ORDER BY msg_id), '')
-  FROM spindle.read('$q', $n, '$vt')}, $name);
-}
 
 # Enqueue events with payloads {"e": name} for @names, one at a time.
 sub enqueue_named
@@ -101,13 +77,13 @@ sub ack_one_of_three
 	$node->safe_psql('postgres', "SELECT spindle.create_queue('$q')");
 	enqueue_named($q, 'e1', 'e2', 'e3');
 	my $t0 = time();
-	is(read_events($q, 3, '1 s', "$q: read three"), 'e1:1,e2:1,e3:1',
+	is(read_events($node, $q, 3, '1 s', "$q: read three"), 'e1:1,e2:1,e3:1',
 		"$q: e1, e2, e3 leased for 1 s");
 	is( sql_ok(qq{SELECT spindle.ack('$q',
   (SELECT msg_id FROM spindle_q.$q WHERE payload->>'e' = '$acked'))}, "$q: ack $acked"),
 		't', "$q: $acked acknowledged");
 	sleep_until($t0 + 1.3);
-	is(read_events($q, 10, '1 hour', "$q: read after the lease ended"),
+	is(read_events($node, $q, 10, '1 hour', "$q: read after the lease ended"),
 		$rest, "$q: after the lease ended the other two come with read_count 2");
 	is( sql_ok(qq{SELECT count(*) FROM spindle.ack('$q', ARRAY(SELECT msg_id FROM spindle_q.$q))},
 			"$q: ack the rest"),
@@ -253,7 +229,7 @@ enqueue_named('bq', 'e1', 'e2');
 my @got;
 for my $k (1 .. 6)
 {
-	push @got, read_events('bq', 1, '1 s', "bq: read, round $k");
+	push @got, read_events($node, 'bq', 1, '1 s', "bq: read, round $k");
 	my $t1 = time();
 	$node->stop('immediate');
 	$node->start;
