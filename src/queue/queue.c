@@ -156,7 +156,6 @@ typedef struct Source
 	int64		end;
 	int32		read_count;
 	QueueItemKind was;			/* what the item was */
-	TimestampTz was_due;
 	bool		parked;			/* its run stays parked until settled */
 } Source;
 
@@ -362,13 +361,9 @@ end_claims(bool commit, SubTransactionId subid)
 				item = NULL;
 			}
 			else
-			{
-				/* examined again */
-				item->kind = item->restore_kind;
-			}
+				item->kind = QITEM_RETURNED;	/* examined again */
 			if (item != NULL)
 			{
-				item->restore_kind = QITEM_RETURNED;
 				item->owner = -1;
 				item->owner_lxid = InvalidLocalTransactionId;
 				item->xid = InvalidTransactionId;
@@ -1022,7 +1017,6 @@ claim_from_item(QueueState *qs, QueueItem *item, int64 n, Source *src)
 		item->start += n;
 	}
 	src->was = (QueueItemKind) item->kind;
-	src->was_due = item->due;
 	src->read_count = item->read_count;
 	src->parked = item->parked;
 	if (claim == item)
@@ -1330,7 +1324,6 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		sources[*nsources].end = head + n;
 		sources[*nsources].read_count = 0;
 		sources[*nsources].was = QITEM_FREE;
-		sources[*nsources].was_due = 0;
 		sources[*nsources].parked = false;
 		(*nsources)++;
 		got += n;
@@ -2083,7 +2076,6 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 				kind == QITEM_CLAIM && !leasing ? xid : InvalidTransactionId;
 			run->owner = kind == QITEM_CLAIM ? MyProc->pgprocno : -1;
 			run->mixed = false;
-			run->due = 0;
 			if (kind == QITEM_CLAIM && run != item)
 				remember_claim(qs, run);
 			if (!last)
@@ -2832,7 +2824,6 @@ copy_item(QueueState *qs, QueueItem *from, int64 start, int64 end)
 	{
 		to->xid = from->xid;
 		to->owner = from->owner;
-		to->due = from->due;
 		to->read_count = from->read_count;
 	}
 	return to;
@@ -2878,8 +2869,8 @@ no_room_for_item(void)
  * Item (a claim of qs, whose lock the caller holds) was just made good by
  * an ack or a dequeue.  Join it to the claim this backend's previous ack
  * or dequeue made, if the two are adjacent (either way round), in the same
- * subtransaction and with the same state to go back to on an abort (so
- * with the same lease due and read count): acks of a batch read, in
+ * subtransaction and with the same read count (what an abort hands back
+ * with them): acks of a batch read, in
  * ascending or descending order, and the dequeues of one transaction
  * taking an event at a time, then hold one item, not one per call, and
  * four consumers acknowledging a hundred events each no longer run out of
@@ -2902,8 +2893,6 @@ join_last_claim(QueueState *qs, QueueItem *item)
 			(prev->end == item->start || item->end == prev->start) &&
 			!prev->to_lease &&
 			prev->owner == item->owner && prev->xid == item->xid &&
-			prev->restore_kind == item->restore_kind &&
-			prev->due == item->due &&
 			prev->read_count == item->read_count &&
 			prev->mixed == item->mixed)
 		{
@@ -3038,7 +3027,6 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 			LWLockRelease(spindle_queue_lock(qs));
 			no_room_for_item();
 		}
-		item->restore_kind = QITEM_RETURNED;
 		item->kind = QITEM_CLAIM;
 		item->owner = MyProc->pgprocno;
 		item->xid = xid;
@@ -3079,8 +3067,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 		if (item->generation == generation && item->kind == QITEM_CLAIM)
 		{
-			item->kind = item->restore_kind;
-			item->restore_kind = QITEM_RETURNED;
+			item->kind = QITEM_RETURNED;
 			item->owner = -1;
 			item->xid = InvalidTransactionId;
 		}

@@ -693,8 +693,6 @@ spindle_qitem_alloc_split(QueueState *qs, QueueItemKind kind, int64 start,
 	item->mixed = false;
 	item->parked = false;
 	item->to_lease = false;
-	item->restore_kind = QITEM_RETURNED;
-	item->due = 0;
 	item->read_count = 0;
 	dlist_push_tail(&qs->items, &item->node);
 	qs->nitems++;

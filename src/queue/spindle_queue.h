@@ -127,8 +127,6 @@ typedef struct QueueItem
 								 * until settled (queue_parked.c) */
 	bool		to_lease;		/* CLAIM: a lease its read() grants when it
 								 * returns (counted in nleases) */
-	uint8		restore_kind;	/* CLAIM by ack: what it was, for an abort */
-	TimestampTz due;			/* LEASED */
 	int32		read_count;		/* reads so far of these events */
 } QueueItem;
 
