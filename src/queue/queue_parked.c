@@ -188,10 +188,22 @@ typedef struct Park
 	int64		min_added;		/* lowest reference key added (P2) */
 } Park;
 
-/* Set up p for crel (opened, writer lock taken) and state qs. */
-static void
-park_init(Park *p, Relation crel, QueueState *qs)
+/*
+ * Open the consumer relation of queue table relid (RowExclusiveLock), take
+ * the writer lock of its parked trees and set p up for state qs (pinned,
+ * or NULL).  False if the table has no consumer relation (any more).  No
+ * LWLock or buffer lock may be held.
+ */
+static bool
+park_try_open(Oid relid, QueueState *qs, Park *p)
 {
+	Oid			croid = crel_oid(relid);
+	Relation	crel;
+
+	if (!OidIsValid(croid) ||
+		(crel = crel_open(relid, croid, RowExclusiveLock)) == NULL)
+		return false;
+	LockPage(crel, PARK_TREE_RUNS, ExclusiveLock);
 	p->crel = crel;
 	p->runs.crel = p->due.crel = crel;
 	p->runs.sub = PARK_TREE_RUNS;
@@ -200,32 +212,23 @@ park_init(Park *p, Relation crel, QueueState *qs)
 	p->runs.meta_blk = p->due.meta_blk = InvalidBlockNumber;
 	p->qs = qs;
 	p->min_added = PG_INT64_MAX;
+	return true;
 }
 
-/*
- * Open facade's consumer relation (RowExclusiveLock) and take the writer
- * lock of its parked trees, for state qs (pinned).  No LWLock or buffer
- * lock may be held.
- */
+/* park_try_open for queue table facade, which must have its relation. */
 static void
 park_open(Relation facade, QueueState *qs, Park *p)
 {
-	Oid			croid = crel_oid(RelationGetRelid(facade));
-	Relation	crel;
-
-	if (!OidIsValid(croid))
+	if (!OidIsValid(crel_oid(RelationGetRelid(facade))))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("queue table \"%s\" has no consumer relation",
 						RelationGetRelationName(facade)),
 				 errhint("Queue tables are made by spindle.create_queue(), which makes their consumer relation in schema %s.",
 						 SPINDLE_STORAGE_SCHEMA)));
-	crel = crel_open(RelationGetRelid(facade), croid, RowExclusiveLock);
-	if (crel == NULL)
+	if (!park_try_open(RelationGetRelid(facade), qs, p))
 		elog(ERROR, "spindle: the consumer relation of queue table \"%s\" went away",
 			 RelationGetRelationName(facade));
-	LockPage(crel, PARK_TREE_RUNS, ExclusiveLock);
-	park_init(p, crel, qs);
 }
 
 /*
@@ -712,18 +715,13 @@ spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
 void
 spindle_park_forget(Oid relid, const int64 *ranges, int n)
 {
-	Oid			croid = crel_oid(relid);
 	Park		p;
 	int			i;
-	Relation	crel;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (!OidIsValid(croid) ||
-		(crel = crel_open(relid, croid, RowExclusiveLock)) == NULL)
-		return;
-	LockPage(crel, PARK_TREE_RUNS, ExclusiveLock);
 	/* a state not loaded learns the references afresh */
-	park_init(&p, crel, spindle_queue_state(relid));
+	if (!park_try_open(relid, spindle_queue_state(relid), &p))
+		return;
 	for (i = 0; i < n; i++)
 	{
 		int64		a = ranges[2 * i];
