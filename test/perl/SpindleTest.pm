@@ -9,11 +9,12 @@ use Test::More;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use Fcntl;
+use JSON::PP ();
 
 our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue_logs load_scripts
   start_load stop_load drain_queue check_consistent check_read_counts
   next_epoch log_counts install_wait_backend kill9_and_wait
-  psql_ok sleep_until read_events);
+  psql_ok sleep_until read_events parked_node explain_cost median cost_beside);
 
 # Why directory $d is no small file system of its own that this user can
 # write to (at most 64 MB), or '' if it is one: the disk-full and disk
@@ -99,8 +100,8 @@ sub verify_ok
 #   consumed_Q (msg_id, read_count)          dequeue committed
 #   reads_Q    (msg_id, read_count, epoch)   read() returned it (a lease)
 #   acked_Q    (msg_id)                      ack() committed, returned true
-# epoch (e) counts server restarts: leases and read_count do not survive
-# one (docs/queues.md), so read counts are checked per epoch.
+# epoch (e) counts server restarts: read counts are checked per epoch
+# (check_read_counts: consecutive within one, never below the last).
 
 # A new node for queue fault tests; %conf lines are appended as given.
 sub queue_node
@@ -505,6 +506,81 @@ sub read_events
 	return psql_ok($node, qq{
 SELECT coalesce(string_agg((payload->>'e') || ':' || read_count, ',' ORDER BY msg_id), '')
   FROM spindle.read('$q', $n, '$vt')}, $name);
+}
+
+# ---- the parked-state tests (060, 061, 063) --------------------------------
+
+# A started node with spindle preloaded and created, the worker and
+# autovacuum off (nothing moves unless the test moves it).
+sub parked_node
+{
+	my ($name) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf(
+		'postgresql.conf', q{
+shared_preload_libraries = 'spindle'
+max_worker_processes = 16
+spindle.enable_worker = off
+shared_buffers = 128MB
+autovacuum = off
+});
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION spindle');
+	return $node;
+}
+
+# Run $sql under EXPLAIN (ANALYZE, BUFFERS) in the BackgroundPsql $session:
+# returns (rows, execution ms, shared buffers hit or read).  A failed
+# statement returns (0, 1e9, 1e9), so that it can never pass as cheap.
+sub explain_cost
+{
+	my ($session, $sql) = @_;
+	my ($json, $ret) =
+	  $session->query("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) $sql");
+	if ($ret)
+	{
+		diag("$sql failed: $session->{stderr}");
+		$session->{stderr} = '';
+		return (0, 1e9, 1e9);
+	}
+	my $top = JSON::PP::decode_json($json)->[0];
+	my $plan = $top->{Plan};
+	return ($plan->{'Actual Rows'}, $top->{'Execution Time'},
+		$plan->{'Shared Hit Blocks'} + $plan->{'Shared Read Blocks'});
+}
+
+sub median
+{
+	my @s = sort { $a <=> $b } @_;
+	return $s[ int(@s / 2) ];
+}
+
+# The cost of a call on queue $big beside the same call on $base:
+# $measure->($q) returns (rows, ms, buffers) of one call; two warm-up
+# rounds each, then $rounds rounds taking the queues in turn (so that the
+# machine's noise falls on both).  Returns a hash of
+#   rows => { q => rows of all measured calls },
+#   ms   => { q => median ms },  buf => { q => median buffers }.
+sub cost_beside
+{
+	my ($measure, $base, $big, $rounds) = @_;
+	$measure->($_) for ($base, $big, $base, $big);
+	my (%ms, %buf, %rows);
+	for (1 .. $rounds)
+	{
+		for my $q ($base, $big)
+		{
+			my ($r, $t, $b) = $measure->($q);
+			push @{ $ms{$q} }, $t;
+			push @{ $buf{$q} }, $b;
+			$rows{$q} += $r;
+		}
+	}
+	return (
+		rows => \%rows,
+		ms => { map { $_ => median(@{ $ms{$_} }) } ($base, $big) },
+		buf => { map { $_ => median(@{ $buf{$_} }) } ($base, $big) });
 }
 
 1;

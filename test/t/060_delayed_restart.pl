@@ -27,21 +27,9 @@ use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
-use JSON::PP;
 
-my $node = PostgreSQL::Test::Cluster->new('delayed_restart');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
-shared_buffers = 128MB
-autovacuum = off
-});
-$node->start;
+my $node = parked_node('delayed_restart');
 $node->safe_psql('postgres', q{
-CREATE EXTENSION spindle;
 -- what each queue holds, written in the enqueue's transaction
 CREATE TABLE due (q text, msg_id bigint, visible_at timestamptz, short bool);
 -- committed deliveries, written in the dequeue's transaction
@@ -197,24 +185,7 @@ sub measure
 	my ($q) = @_;
 	$session->query_safe(qq{SELECT count(*) FROM spindle.enqueue_batch('$q',
         ARRAY(SELECT jsonb_build_object('o', g) FROM generate_series(1, 10) g))});
-	my ($json, $ret) = $session->query(
-		"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM spindle.dequeue('$q', 10)");
-	if ($ret)
-	{
-		diag("dequeue of $q failed: $session->{stderr}");
-		$session->{stderr} = '';
-		return (0, 1e9, 1e9);
-	}
-	my $top = decode_json($json)->[0];
-	my $plan = $top->{Plan};
-	return ($plan->{'Actual Rows'}, $top->{'Execution Time'},
-		$plan->{'Shared Hit Blocks'} + $plan->{'Shared Read Blocks'});
-}
-
-sub median
-{
-	my @s = sort { $a <=> $b } @_;
-	return $s[ int(@s / 2) ];
+	return explain_cost($session, "SELECT * FROM spindle.dequeue('$q', 10)");
 }
 
 session_sql(q{SELECT count(spindle.enqueue('delay50k', jsonb_build_object('d', g),
@@ -237,23 +208,12 @@ is( $node->safe_psql('postgres', q{
 SELECT depth || ':' || delayed FROM spindle.queues WHERE queue_name = 'delay50k'}),
 	'0:50000', 'delay50k: spindle.queues counts the 50 000 delayed (depth:delayed)');
 
-# warm up both queues, then measure them in turn
-measure($_) for ('nodelay', 'delay50k', 'nodelay', 'delay50k');
-my (%ms, %buf, %rows);
-for (1 .. 9)
-{
-	for my $q ('nodelay', 'delay50k')
-	{
-		my ($r, $t, $b) = measure($q);
-		push @{ $ms{$q} }, $t;
-		push @{ $buf{$q} }, $b;
-		$rows{$q} += $r;
-	}
-}
-is($rows{nodelay}, 90, 'nodelay: each measured dequeue got its 10 events');
-is($rows{delay50k}, 90, 'delay50k: each measured dequeue got its 10 events');
-my ($base_ms, $big_ms) = (median(@{ $ms{nodelay} }), median(@{ $ms{delay50k} }));
-my ($base_buf, $big_buf) = (median(@{ $buf{nodelay} }), median(@{ $buf{delay50k} }));
+# cost_beside warms both queues up, then measures them in turn
+my %c = cost_beside(\&measure, 'nodelay', 'delay50k', 9);
+is($c{rows}{nodelay}, 90, 'nodelay: each measured dequeue got its 10 events');
+is($c{rows}{delay50k}, 90, 'delay50k: each measured dequeue got its 10 events');
+my ($base_ms, $big_ms) = ($c{ms}{nodelay}, $c{ms}{delay50k});
+my ($base_buf, $big_buf) = ($c{buf}{nodelay}, $c{buf}{delay50k});
 note "median dequeue(q, 10): no delayed events $base_ms ms, $base_buf buffers; "
   . "50 000 delayed events $big_ms ms, $big_buf buffers";
 my $limit_ms = 10 * $base_ms > 25 ? 10 * $base_ms : 25;

@@ -39,20 +39,8 @@ use Time::HiRes qw(time usleep);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
-use JSON::PP;
 
-my $node = PostgreSQL::Test::Cluster->new('lease_durable');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
-shared_buffers = 128MB
-autovacuum = off
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION spindle');
+my $node = parked_node('lease_durable');
 
 # psql_ok, sleep_until and read_events are SpindleTest's.
 sub sql_ok { return psql_ok($node, @_); }
@@ -225,25 +213,6 @@ SELECT depth || ':' || leased FROM spindle.queues WHERE queue_name = 'flat_big'}
 
 my $session = $node->background_psql('postgres', on_error_stop => 0);
 
-# EXPLAIN (ANALYZE, BUFFERS) of $sql in the session: (rows, execution ms,
-# shared buffers of the top node), or (0, 1e9, 1e9) after an error.
-sub explain
-{
-	my ($sql) = @_;
-	my ($json, $ret) =
-	  $session->query("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) $sql");
-	if ($ret)
-	{
-		diag("$sql failed: $session->{stderr}");
-		$session->{stderr} = '';
-		return (0, 1e9, 1e9);
-	}
-	my $top = decode_json($json)->[0];
-	my $plan = $top->{Plan};
-	return ($plan->{'Actual Rows'}, $top->{'Execution Time'},
-		$plan->{'Shared Hit Blocks'} + $plan->{'Shared Read Blocks'});
-}
-
 # Enqueue 10 fresh events to $q, read them for 1 h and ack them: returns
 # (rows read + rows acked, ms of both, shared buffers of both).
 sub measure
@@ -258,34 +227,18 @@ SELECT string_agg(id::text, ',') FROM spindle.enqueue_batch('$q',
 		$session->{stderr} = '';
 		return (0, 1e9, 1e9);
 	}
-	my ($r1, $t1, $b1) = explain("SELECT * FROM spindle.read('$q', 10, '1 hour')");
-	my ($r2, $t2, $b2) = explain("SELECT * FROM spindle.ack('$q', ARRAY[$ids]::bigint[])");
+	my ($r1, $t1, $b1) = explain_cost($session, "SELECT * FROM spindle.read('$q', 10, '1 hour')");
+	my ($r2, $t2, $b2) = explain_cost($session, "SELECT * FROM spindle.ack('$q', ARRAY[$ids]::bigint[])");
 	return ($r1 + $r2, $t1 + $t2, $b1 + $b2);
 }
 
-sub median
-{
-	my @s = sort { $a <=> $b } @_;
-	return $s[ int(@s / 2) ];
-}
-
-# warm up both queues, then measure them in turn
-measure($_) for ('flat_empty', 'flat_big', 'flat_empty', 'flat_big');
-my (%ms, %buf, %rows);
-for (1 .. 9)
-{
-	for my $q ('flat_empty', 'flat_big')
-	{
-		my ($r, $t, $b) = measure($q);
-		push @{ $ms{$q} }, $t;
-		push @{ $buf{$q} }, $b;
-		$rows{$q} += $r;
-	}
-}
+# cost_beside warms both queues up, then measures them in turn
+my %c = cost_beside(\&measure, 'flat_empty', 'flat_big', 9);
+my %rows = %{ $c{rows} };
 is($rows{flat_empty}, 180, 'flat_empty: each measured read and ack got its 10 events');
 is($rows{flat_big}, 180, 'flat_big: each measured read and ack got its 10 events');
-my ($base_ms, $big_ms) = (median(@{ $ms{flat_empty} }), median(@{ $ms{flat_big} }));
-my ($base_buf, $big_buf) = (median(@{ $buf{flat_empty} }), median(@{ $buf{flat_big} }));
+my ($base_ms, $big_ms) = ($c{ms}{flat_empty}, $c{ms}{flat_big});
+my ($base_buf, $big_buf) = ($c{buf}{flat_empty}, $c{buf}{flat_big});
 note "median read(q, 10) + ack of 10: no leases $base_ms ms, $base_buf buffers; "
   . "50 000 leases $big_ms ms, $big_buf buffers";
 my $limit_ms = 10 * $base_ms > 25 ? 10 * $base_ms : 25;

@@ -40,18 +40,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 
-my $node = PostgreSQL::Test::Cluster->new('parked_races');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
-shared_buffers = 128MB
-autovacuum = off
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION spindle');
+my $node = parked_node('parked_races');
 
 # psql_ok, sleep_until and read_events are SpindleTest's.
 sub sql_ok { return psql_ok($node, @_); }
