@@ -14,7 +14,7 @@ use JSON::PP ();
 our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue_logs load_scripts
   start_load stop_load drain_queue check_consistent check_read_counts
   next_epoch log_counts install_wait_backend kill9_and_wait
-  psql_ok sleep_until read_events parked_node explain_cost median cost_beside);
+  psql_ok sleep_until read_events spindle_node parked_node explain_cost median cost_beside);
 
 # Why directory $d is no small file system of its own that this user can
 # write to (at most 64 MB), or '' if it is one: the disk-full and disk
@@ -510,11 +510,11 @@ SELECT coalesce(string_agg((payload->>'e') || ':' || read_count, ',' ORDER BY ms
 
 # ---- the parked-state tests (060, 061, 063) --------------------------------
 
-# A started node with spindle preloaded and created, the worker and
-# autovacuum off (nothing moves unless the test moves it).
-sub parked_node
+# A started node with spindle preloaded and created in database postgres
+# and the worker off; $conf is appended to postgresql.conf as given.
+sub spindle_node
 {
-	my ($name) = @_;
+	my ($name, $conf) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init;
 	$node->append_conf(
@@ -522,12 +522,18 @@ sub parked_node
 shared_preload_libraries = 'spindle'
 max_worker_processes = 16
 spindle.enable_worker = off
-shared_buffers = 128MB
-autovacuum = off
-});
+} . ($conf // ''));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION spindle');
 	return $node;
+}
+
+# The same with autovacuum off too (nothing moves unless the test moves
+# it), for the parked-state tests.
+sub parked_node
+{
+	my ($name) = @_;
+	return spindle_node($name, "shared_buffers = 128MB\nautovacuum = off\n");
 }
 
 # Run $sql under EXPLAIN (ANALYZE, BUFFERS) in the BackgroundPsql $session:

@@ -20,16 +20,7 @@ use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 use Time::HiRes qw(gettimeofday tv_interval usleep);
 
-my $node = PostgreSQL::Test::Cluster->new('queue_wait');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION spindle;');
+my $node = spindle_node('queue_wait');
 
 # ---- statements that run while the test goes on --------------------------
 my $tag_no = 0;

@@ -11,20 +11,15 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use SpindleTest;
 use JSON::PP;
 
-my $node = PostgreSQL::Test::Cluster->new('queue_head_cost');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
+my $node = spindle_node('queue_head_cost', q{
 shared_buffers = 128MB
 });
-$node->start;
 $node->safe_psql('postgres', q{
-CREATE EXTENSION spindle;
 SELECT spindle.create_queue('hc', events_per_spindle => 200000);
 SELECT spindle.create_queue('hd', events_per_spindle => 200000);
 });

@@ -12,19 +12,14 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use SpindleTest;
 
-my $node = PostgreSQL::Test::Cluster->new('lease_pool');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
+my $node = spindle_node('lease_pool', q{
 spindle.max_leases = 16
 });
-$node->start;
 $node->safe_psql('postgres', q{
-CREATE EXTENSION spindle;
 SELECT spindle.create_queue('victim');
 SELECT spindle.create_queue('hog');
 SELECT spindle.create_queue('gaps');

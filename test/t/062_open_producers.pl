@@ -13,19 +13,14 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use SpindleTest;
 
-my $node = PostgreSQL::Test::Cluster->new('open_producers');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
+my $node = spindle_node('open_producers', q{
 max_prepared_transactions = 1000
 });
-$node->start;
 $node->safe_psql('postgres', q{
-CREATE EXTENSION spindle;
 SELECT spindle.create_queue('op');
 CREATE TABLE got (msg_id bigint, tag text);
 });
