@@ -604,6 +604,7 @@ spindle_queue_state_reset(Oid relid)
 
 	if (qshared == NULL)
 		return;
+	spindle_queue_limit_forget(relid);
 	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
 	forget_saved(MyDatabaseId, relid);
 	qs = find_state(relid);
