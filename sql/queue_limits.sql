@@ -74,6 +74,15 @@ SELECT count(*) AS events FROM spindle_q.lim_r;
 SELECT spindle.enqueue('lim_r', '5');
 \echo :SQLSTATE
 SELECT count(*) FROM spindle.dequeue('lim_r', 10);
+-- ... also when the queue was far from full at the last enqueue
+SELECT spindle.enqueue('lim_r', '1') IS NOT NULL AS admitted;
+COPY spindle_q.lim_r (payload) FROM stdin;
+2
+3
+\.
+SELECT spindle.enqueue('lim_r', '4');
+\echo :SQLSTATE
+SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle.dequeue('lim_r', 10);
 
 -- ---- a delayed event is counted, a leased one is not ----
 SELECT spindle.create_queue('lim_dl', max_depth => 2) IS NOT NULL AS created;

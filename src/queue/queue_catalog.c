@@ -848,8 +848,13 @@ spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots, int n,
 	 * Only the enqueue's own INSERT: a statement a trigger runs on the way
 	 * has a command id of its own, even into the same queue.
 	 */
-	if (cap != NULL && cap->relid == RelationGetRelid(facade) &&
-		cap->cid == cid)
+	if (cap == NULL || cap->relid != RelationGetRelid(facade) ||
+		cap->cid != cid)
+	{
+		/* not counted by a length limit (queue_limits.c) */
+		spindle_queue_limit_plain_insert(RelationGetRelid(facade));
+	}
+	else
 	{
 		if (cap->nids + n > cap->maxids)
 		{

@@ -44,7 +44,10 @@
  * with 54000 and changes nothing.
  *
  * Plain INSERT and COPY into a queue's table are not limited: they take no
- * lock here and are counted only by the next recount.
+ * lock here.  They bump a counter of the queue's bucket (one atomic add per
+ * batch of rows stored, from the msg_id hook; an enqueue's own INSERT does
+ * not), and a bound is trusted only while its bucket's counter is what it
+ * was at the recount, so the next enqueue after them recounts.
  *
  * Locks: the limit lock of the queue (ExclusiveLock on an advisory tag
  * (database, queue table OID, 0, SPINDLE_LIMIT_LOCK_FIELD4), shown in
@@ -53,15 +56,15 @@
  * on error; LimitsLock (an LWLock) only around hash operations, never
  * across I/O.
  *
- * Invariant: for every queue with an entry, bound >= the queue's events
- * not purged, except those inserted by plain INSERT or COPY since the
- * last recount.
+ * Invariant: for every queue with an entry whose bucket counter still
+ * equals the entry's gen, bound >= the queue's events not purged.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "common/hashfn.h"
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -94,11 +97,19 @@ typedef struct LimitKey
 typedef struct LimitEntry
 {
 	LimitKey	key;
-	int64		bound;			/* >= the queue's events not purged */
+	int64		bound;			/* >= the queue's events not purged ... */
+	uint64		gen;			/* ... while its plain_gen bucket is this */
 } LimitEntry;
+
+/*
+ * Plain INSERT and COPY into queue tables, counted per bucket of (database,
+ * table): a bound is trusted only while its bucket has not moved.
+ */
+#define LIMIT_GEN_BUCKETS 256
 
 static LWLock *limits_lock = NULL;
 static HTAB *limits_hash = NULL;
+static pg_atomic_uint64 *plain_gen = NULL;
 
 /* entries: four per queue state, as many queues may have limits */
 static long
@@ -125,7 +136,8 @@ spindle_overflow_parse(const char *name, SpindleOverflow *o)
 Size
 spindle_limits_shmem_size(void)
 {
-	return hash_estimate_size(limits_entries(), sizeof(LimitEntry));
+	return add_size(hash_estimate_size(limits_entries(), sizeof(LimitEntry)),
+					sizeof(pg_atomic_uint64) * LIMIT_GEN_BUCKETS);
 }
 
 /* Called from the shmem_request_hook. */
@@ -141,6 +153,8 @@ void
 spindle_limits_shmem_startup(void)
 {
 	HASHCTL		ctl;
+	bool		found;
+	int			i;
 
 	ctl.keysize = sizeof(LimitKey);
 	ctl.entrysize = sizeof(LimitEntry);
@@ -148,11 +162,40 @@ spindle_limits_shmem_startup(void)
 								limits_entries(), &ctl,
 								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	limits_lock = &(GetNamedLWLockTranche("spindle_limits"))[0].lock;
+	plain_gen = ShmemInitStruct("spindle limit generations",
+								sizeof(pg_atomic_uint64) * LIMIT_GEN_BUCKETS,
+								&found);
+	if (!found)
+		for (i = 0; i < LIMIT_GEN_BUCKETS; i++)
+			pg_atomic_init_u64(&plain_gen[i], 0);
 }
 
-/* The bound of queue relid: false if none is kept. */
+/* The plain-insert counter of queue table relid of this database. */
+static pg_atomic_uint64 *
+gen_of(Oid relid)
+{
+	return &plain_gen[hash_combine(murmurhash32(MyDatabaseId),
+								   murmurhash32(relid)) % LIMIT_GEN_BUCKETS];
+}
+
+/*
+ * Events were stored into queue table relid by a statement other than an
+ * enqueue's own INSERT (plain INSERT, COPY, UPDATE, a trigger's INSERT):
+ * the bound of the queue's limit no longer covers them (one atomic add).
+ */
+void
+spindle_queue_limit_plain_insert(Oid relid)
+{
+	if (plain_gen != NULL)
+		pg_atomic_fetch_add_u64(gen_of(relid), 1);
+}
+
+/*
+ * The bound of queue relid and the generation it holds for: false if none
+ * is kept.
+ */
 static bool
-bound_get(Oid relid, int64 *bound)
+bound_get(Oid relid, int64 *bound, uint64 *gen)
 {
 	LimitKey	key = {MyDatabaseId, relid};
 	LimitEntry *e;
@@ -160,14 +203,17 @@ bound_get(Oid relid, int64 *bound)
 	LWLockAcquire(limits_lock, LW_SHARED);
 	e = hash_search(limits_hash, &key, HASH_FIND, NULL);
 	if (e != NULL)
+	{
 		*bound = e->bound;
+		*gen = e->gen;
+	}
 	LWLockRelease(limits_lock);
 	return e != NULL;
 }
 
 /* Keep bound for queue relid (not kept when the hash is full). */
 static void
-bound_set(Oid relid, int64 bound)
+bound_set(Oid relid, int64 bound, uint64 gen)
 {
 	LimitKey	key = {MyDatabaseId, relid};
 	LimitEntry *e;
@@ -175,7 +221,10 @@ bound_set(Oid relid, int64 bound)
 	LWLockAcquire(limits_lock, LW_EXCLUSIVE);
 	e = hash_search(limits_hash, &key, HASH_ENTER_NULL, NULL);
 	if (e != NULL)
+	{
 		e->bound = bound;
+		e->gen = gen;
+	}
 	LWLockRelease(limits_lock);
 }
 
@@ -297,6 +346,8 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 {
 	LOCKTAG		tag;
 	int64		bound;
+	uint64		gen;
+	uint64		gen_now;
 	int64		counted;
 	int64		unpurged;
 
@@ -313,9 +364,12 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 	limit_locktag(&tag, q->relid);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 
-	if (bound_get(q->relid, &bound) && bound + n <= q->max_depth)
+	/* read before counting: a plain insert meanwhile forces a recount */
+	gen_now = pg_atomic_read_u64(gen_of(q->relid));
+	if (bound_get(q->relid, &bound, &gen) && gen == gen_now &&
+		bound + n <= q->max_depth)
 	{
-		bound_set(q->relid, bound + n);
+		bound_set(q->relid, bound + n, gen);
 		return;
 	}
 	if (spindle_queue_count_hook == NULL ||
@@ -338,7 +392,7 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 						"too few deliverable events could be dropped" :
 						"too few deliverable events could be moved to the dead-letter queue");
 	}
-	bound_set(q->relid, unpurged + n);
+	bound_set(q->relid, unpurged + n, gen_now);
 }
 
 /* The events admitted by spindle_queue_limit_admit are placed. */
