@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
@@ -262,10 +263,11 @@ spindle_size(Oid segment, int64 *main_size)
  * The figures of spindle rows[i] (of table facade; rows[i + 1] is the next
  * spindle if it belongs to the same table).  Builds the counters from disk
  * if shared memory does not know them (counters.c); if that cannot be done
- * now without waiting, events and purged are unknown this time.
+ * now without waiting, events and purged are unknown this time.  The size
+ * (a stat() of each of its files) only if sizes.
  */
 static void
-spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
+spindle_figures_ext(CatRow *rows, int nrows, int i, bool sizes, Figures *f)
 {
 	CatRow	   *r = &rows[i];
 	const SpindleEntry *next = (i + 1 < nrows &&
@@ -283,7 +285,12 @@ spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
 		return;					/* dropped meanwhile */
 	have = spindle_counters_get(r->relation, &r->sp, &ci);
 	usable = have && ci.appended >= 0 && ci.in_recovery == recovery;
-	f->size = spindle_size(r->sp.segment, &main_size);
+	/* stat() of its files only for the views, or to tell it never held one */
+	main_size = -1;
+	if (sizes)
+		f->size = spindle_size(r->sp.segment, &main_size);
+	if (!usable && ci.appended < 0 && r->sp.filled_at == 0 && main_size < 0)
+		(void) spindle_size(r->sp.segment, &main_size);
 	if (!usable && ci.appended < 0 && r->sp.filled_at == 0 && main_size == 0)
 	{
 		/*
@@ -316,6 +323,13 @@ spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
 	/* an in-flight reservation may make purged pass what is shown */
 	f->purged = Min(ci.purged, ci.appended);
 	f->latest_purger = ci.latest_purger;
+}
+
+/* spindle_figures_ext with the spindle's size (the views) */
+static void
+spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
+{
+	spindle_figures_ext(rows, nrows, i, true, f);
 }
 
 /*
@@ -586,11 +600,12 @@ typedef struct QueueFigs
 
 /*
  * Fill *f for queue table relid: the parked runs (a walk of the consumer
- * relation's tree 0) and the items of its consumer state (under the
- * state's LWLock, shared; no buffer is read under it).
+ * relation's tree 0 per kind; only the leases unless all) and the items
+ * of its consumer state (under the state's LWLock, shared; no buffer is
+ * read under it).
  */
 static void
-queue_shared_figures(Oid relid, TimestampTz now, QueueFigs *f)
+queue_shared_figures(Oid relid, TimestampTz now, bool all, QueueFigs *f)
 {
 	int64		returned[MAX_RETURNED_LOOKED_AT][2];
 	int			nreturned = 0;
@@ -599,10 +614,15 @@ queue_shared_figures(Oid relid, TimestampTz now, QueueFigs *f)
 
 	memset(f, 0, sizeof(*f));
 	/* delayed and leased events are parked on disk (queue_parked.c) */
-	f->delayed = spindle_park_count(relid, SPINDLE_RUN_DELAYED, DT_NOBEGIN);
 	f->leased = spindle_park_count(relid, SPINDLE_RUN_LEASED, now);
-	/* pending on open producers, parked when too many */
-	f->pending = spindle_park_count(relid, SPINDLE_RUN_PENDING, DT_NOBEGIN);
+	if (all)
+	{
+		f->delayed = spindle_park_count(relid, SPINDLE_RUN_DELAYED,
+										DT_NOBEGIN);
+		/* pending on open producers, parked when too many */
+		f->pending = spindle_park_count(relid, SPINDLE_RUN_PENDING,
+										DT_NOBEGIN);
+	}
 	qs = f->qs = spindle_queue_state(relid);
 	if (qs != NULL)
 	{
@@ -650,10 +670,8 @@ queue_shared_figures(Oid relid, TimestampTz now, QueueFigs *f)
  * spindle's counter is not known right now.
  */
 static bool
-queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
+rows_unpurged(CatRow *rows, int nrows, int64 *unpurged, TimestampTz *oldest)
 {
-	int			nrows;
-	CatRow	   *rows = load_catalog(relid, &nrows);
 	bool		known = true;
 	int			i;
 
@@ -663,7 +681,7 @@ queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
 	{
 		Figures		f;
 
-		spindle_figures(rows, nrows, i, &f);
+		spindle_figures_ext(rows, nrows, i, false, &f);
 		if (!f.exists)
 			continue;
 		if (!f.known)
@@ -678,6 +696,17 @@ queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
 				*oldest = rows[i].sp.created_at;
 		}
 	}
+	return known;
+}
+
+/* rows_unpurged of queue table relid, its spindles read from the catalog */
+static bool
+queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
+{
+	int			nrows;
+	CatRow	   *rows = load_catalog(relid, &nrows);
+	bool		known = rows_unpurged(rows, nrows, unpurged, oldest);
+
 	pfree(rows);
 	return known;
 }
@@ -692,11 +721,29 @@ static bool
 queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged)
 {
 	TimestampTz oldest;
-	QueueFigs sh;
+	QueueFigs	sh;
+	Relation	rel;
+	SpindleDirectory *dir;
+	CatRow	   *rows;
+	int			i;
+	bool		known;
 
-	if (!queue_unpurged(relid, unpurged, &oldest))
+	/* the caller holds the table's lock; its spindles from the directory */
+	rel = relation_open(relid, AccessShareLock);
+	dir = spindle_directory_acquire(rel);
+	rows = palloc(sizeof(CatRow) * Max(dir->nspindles, 1));
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		rows[i].relation = relid;
+		rows[i].sp = dir->spindles[i];
+	}
+	known = rows_unpurged(rows, dir->nspindles, unpurged, &oldest);
+	spindle_directory_release(dir);
+	relation_close(rel, AccessShareLock);
+	pfree(rows);
+	if (!known)
 		return false;
-	queue_shared_figures(relid, GetCurrentTimestamp(), &sh);
+	queue_shared_figures(relid, GetCurrentTimestamp(), false, &sh);
 	*counted = Max(*unpurged - sh.leased - sh.claimed, 0);
 	return true;
 }
@@ -763,7 +810,7 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 		if (!may_read(relids[q]))
 			continue;
 		known = queue_unpurged(relids[q], &unpurged, &oldest);
-		queue_shared_figures(relids[q], now, &sh);
+		queue_shared_figures(relids[q], now, true, &sh);
 		qs = sh.qs;
 		values[0] = CStringGetTextDatum(names[q]);
 		values[1] = ObjectIdGetDatum(relids[q]);
