@@ -25,8 +25,9 @@
  * counters of each spindle (shared memory, O(spindles)), the queue's
  * parked leases (a walk of the parked runs) and the claims of its
  * consumer state, through spindle_queue_count_hook (views.c computes
- * the same figures for spindle.queues).  A lost bound (server start, a
- * full hash) is only a recount.  So an enqueue below the limit costs a
+ * the same figures for spindle.queues).  A lost bound (server start or
+ * crash, a full hash, the queue's drop or TRUNCATE committed) is only a
+ * recount: nothing of it is on disk.  So an enqueue below the limit costs a
  * lock and a hash lookup, and one at the limit a recount of
  * O(spindles + parked lease runs), never a scan of the events.
  *
@@ -52,9 +53,14 @@
  * Locks: the limit lock of the queue (ExclusiveLock on an advisory tag
  * (database, queue table OID, 0, SPINDLE_LIMIT_LOCK_FIELD4), shown in
  * pg_locks as an advisory lock), taken after the queue table's
- * RowExclusiveLock and held to the end of the call or of the transaction
- * on error; LimitsLock (an LWLock) only around hash operations, never
- * across I/O.
+ * RowExclusiveLock and held to the end of the call, or of the
+ * (sub)transaction on error; consumers and DDL never take it.  While it is
+ * held, the policies' dequeue and INSERT take their own locks (on the
+ * queue's table, already held, and on the dead-letter queue's): a
+ * heavyweight lock, so that the deadlock detector sees any cycle through
+ * it.  LimitsLock (an LWLock) only around hash operations, never across
+ * I/O; the count takes the counters' and the consumer state's LWLocks
+ * after it is released.
  *
  * Invariant: for every queue with an entry whose bucket counter still
  * equals the entry's gen, bound >= the queue's events not purged.
@@ -64,8 +70,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "common/hashfn.h"
 #include "catalog/pg_class.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -191,27 +197,34 @@ spindle_queue_limit_plain_insert(Oid relid)
 }
 
 /*
- * The bound of queue relid and the generation it holds for: false if none
- * is kept.
+ * Admit n events into queue relid by its bound alone: true, and the bound
+ * raised by n, if one is kept for generation gen_now and bound + n fits
+ * max_depth.  The caller holds the queue's limit lock: only its holder
+ * writes an entry's fields, so LimitsLock is taken shared (an exclusive
+ * holder, who adds or removes entries, waits for it).
  */
 static bool
-bound_get(Oid relid, int64 *bound, uint64 *gen)
+bound_admit(Oid relid, int n, int64 max_depth, uint64 gen_now)
 {
 	LimitKey	key = {MyDatabaseId, relid};
 	LimitEntry *e;
+	bool		admitted = false;
 
 	LWLockAcquire(limits_lock, LW_SHARED);
 	e = hash_search(limits_hash, &key, HASH_FIND, NULL);
-	if (e != NULL)
+	if (e != NULL && e->gen == gen_now && e->bound + n <= max_depth)
 	{
-		*bound = e->bound;
-		*gen = e->gen;
+		e->bound += n;
+		admitted = true;
 	}
 	LWLockRelease(limits_lock);
-	return e != NULL;
+	return admitted;
 }
 
-/* Keep bound for queue relid (not kept when the hash is full). */
+/*
+ * Keep bound for queue relid, for generation gen (not kept when the hash
+ * is full).  The caller holds the queue's limit lock.
+ */
 static void
 bound_set(Oid relid, int64 bound, uint64 gen)
 {
@@ -238,6 +251,23 @@ spindle_queue_limit_forget(Oid relid)
 		return;
 	LWLockAcquire(limits_lock, LW_EXCLUSIVE);
 	(void) hash_search(limits_hash, &key, HASH_REMOVE, NULL);
+	LWLockRelease(limits_lock);
+}
+
+/* Database dbid was dropped: forget the bounds of its queues. */
+void
+spindle_queue_limits_forget_database(Oid dbid)
+{
+	HASH_SEQ_STATUS seq;
+	LimitEntry *e;
+
+	if (limits_hash == NULL)
+		return;
+	LWLockAcquire(limits_lock, LW_EXCLUSIVE);
+	hash_seq_init(&seq, limits_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		if (e->key.dbid == dbid)
+			(void) hash_search(limits_hash, &e->key, HASH_REMOVE, NULL);
 	LWLockRelease(limits_lock);
 }
 
@@ -345,8 +375,6 @@ void
 spindle_queue_limit_admit(const SpindleQueue *q, int n)
 {
 	LOCKTAG		tag;
-	int64		bound;
-	uint64		gen;
 	uint64		gen_now;
 	int64		counted;
 	int64		unpurged;
@@ -366,12 +394,8 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 
 	/* read before counting: a plain insert meanwhile forces a recount */
 	gen_now = pg_atomic_read_u64(gen_of(q->relid));
-	if (bound_get(q->relid, &bound, &gen) && gen == gen_now &&
-		bound + n <= q->max_depth)
-	{
-		bound_set(q->relid, bound + n, gen);
+	if (bound_admit(q->relid, n, q->max_depth, gen_now))
 		return;
-	}
 	if (spindle_queue_count_hook == NULL ||
 		!spindle_queue_count_hook(q->relid, &counted, &unpurged))
 		ereport(ERROR,

@@ -279,6 +279,7 @@ extern void spindle_limits_shmem_startup(void);
 extern void spindle_queue_limit_admit(const SpindleQueue *q, int n);
 extern void spindle_queue_limit_release(const SpindleQueue *q);
 extern void spindle_queue_limit_forget(Oid relid);
+extern void spindle_queue_limits_forget_database(Oid dbid);
 extern void spindle_queue_limit_plain_insert(Oid relid);
 
 /*
