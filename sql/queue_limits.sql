@@ -185,6 +185,17 @@ SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle_q.lim_dead;
 ROLLBACK;
 SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle_q.lim_x;
 SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle_q.lim_dead;
+-- ... and so does ROLLBACK TO SAVEPOINT, after which a move is made again
+BEGIN;
+SAVEPOINT s;
+SELECT spindle.enqueue('lim_x', '6') IS NOT NULL AS admitted;
+ROLLBACK TO SAVEPOINT s;
+SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle_q.lim_x;
+SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle_q.lim_dead;
+SELECT spindle.enqueue('lim_x', '7') IS NOT NULL AS admitted;
+COMMIT;
+SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle_q.lim_x;
+SELECT string_agg(payload::text, ',' ORDER BY msg_id) FROM spindle_q.lim_dead;
 SELECT queue_name, depth, dead_lettered_total, max_depth, overflow
   FROM spindle.queues WHERE queue_name IN ('lim_x', 'lim_dead') ORDER BY 1;
 -- dead_letter_queue without max_reads is allowed with overflow 'dead_letter'

@@ -389,6 +389,12 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 
 	/* the INSERT's lock first, then ours: nobody takes them the other way */
 	LockRelationOid(q->relid, RowExclusiveLock);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(q->relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("queue \"%s\" was dropped while enqueue waited for it",
+						q->name),
+				 errhint("Enqueue again: a queue created again under the name takes the events.")));
 	limit_locktag(&tag, q->relid);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 
