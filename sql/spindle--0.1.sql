@@ -229,7 +229,8 @@ GRANT USAGE ON SCHEMA spindle_q TO PUBLIC;
 -- The registry: written only by the extension's C code (create_queue, and
 -- the drop of a queue's table however it happens).  Dumped by pg_dump;
 -- relation is a regclass, which a dump writes as the table's name and a
--- restore reads back as the restored table's OID.
+-- restore reads back as the restored table's OID.  max_depth and overflow
+-- are the queue's length limit, applied by enqueue (src/queue/queue_limits.c).
 CREATE TABLE spindle.queue_catalog (
     queue_name        text PRIMARY KEY,
     relation          regclass NOT NULL UNIQUE,   -- spindle_q.<queue_name>
@@ -239,7 +240,8 @@ CREATE TABLE spindle.queue_catalog (
     max_depth         bigint CHECK (max_depth > 0),   -- NULL: no limit
     overflow          text NOT NULL DEFAULT 'reject'
         CHECK (overflow IN ('reject', 'drop_oldest', 'dead_letter')),
-    CHECK (overflow <> 'dead_letter' OR dead_letter_queue IS NOT NULL)
+    CONSTRAINT queue_catalog_overflow_dead_letter
+        CHECK (overflow <> 'dead_letter' OR dead_letter_queue IS NOT NULL)
 );
 SELECT pg_catalog.pg_extension_config_dump('spindle.queue_catalog', '');
 REVOKE ALL ON spindle.queue_catalog FROM PUBLIC;
