@@ -22,6 +22,12 @@
  * table or spindle dropped concurrently disappears from the output.  The
  * counter builds take their locks conditionally (counters.c).
  *
+ * The count behind a queue's max_depth (queue_count_for_limit, the queue
+ * layer's spindle_queue_count_hook, called by enqueue at the limit with
+ * the queue's table locked): the same unpurged, leased and claimed figures
+ * as spindle.queues, the spindles taken from the table's cached directory
+ * and without their sizes, so it reads no catalog and stats no file.
+ *
  * drop_blocked_by: a full spindle whose every event is purged waits for
  * the removal horizon to pass its newest purger (counters.c keeps its
  * xid).  What holds the horizon is found as VACUUM's horizon is made: a

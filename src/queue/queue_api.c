@@ -14,6 +14,11 @@
  * called by the utility hook; storage/consumer_rel.c), which every drop
  * of the table takes along and a TRUNCATE renews (queue_truncated).
  *
+ * create_queue also takes the queue's length limit (max_depth, overflow),
+ * checked here and stored in the registry row; enqueue and enqueue_batch
+ * of a queue that has one call queue_limits.c before and after their
+ * INSERT.
+ *
  * enqueue and enqueue_batch place their events without the executor when
  * the queue's table has nothing an INSERT must do besides (queue_insert.c).
  * Otherwise they run INSERT INTO spindle_q.<name> (payload,
