@@ -229,13 +229,19 @@ GRANT USAGE ON SCHEMA spindle_q TO PUBLIC;
 -- The registry: written only by the extension's C code (create_queue, and
 -- the drop of a queue's table however it happens).  Dumped by pg_dump;
 -- relation is a regclass, which a dump writes as the table's name and a
--- restore reads back as the restored table's OID.
+-- restore reads back as the restored table's OID.  max_depth and overflow
+-- are the queue's length limit, applied by enqueue (src/queue/queue_limits.c).
 CREATE TABLE spindle.queue_catalog (
     queue_name        text PRIMARY KEY,
     relation          regclass NOT NULL UNIQUE,   -- spindle_q.<queue_name>
     max_reads         integer CHECK (max_reads > 0),  -- NULL: no limit
     dead_letter_queue text CHECK (dead_letter_queue <> queue_name),
-    created_at        timestamptz NOT NULL DEFAULT now()
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    max_depth         bigint CHECK (max_depth > 0),   -- NULL: no limit
+    overflow          text NOT NULL DEFAULT 'reject'
+        CHECK (overflow IN ('reject', 'drop_oldest', 'dead_letter')),
+    CONSTRAINT queue_catalog_overflow_dead_letter
+        CHECK (overflow <> 'dead_letter' OR dead_letter_queue IS NOT NULL)
 );
 SELECT pg_catalog.pg_extension_config_dump('spindle.queue_catalog', '');
 REVOKE ALL ON spindle.queue_catalog FROM PUBLIC;
@@ -274,11 +280,13 @@ CREATE FUNCTION spindle.create_queue(queue_name text,
     events_per_spindle integer DEFAULT NULL,
     time_to_live interval DEFAULT NULL,
     max_reads integer DEFAULT NULL,
-    dead_letter_queue text DEFAULT NULL)
+    dead_letter_queue text DEFAULT NULL,
+    max_depth bigint DEFAULT NULL,
+    overflow text DEFAULT 'reject')
     RETURNS regclass
     AS 'MODULE_PATHNAME', 'spindle_create_queue' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION spindle.create_queue(text, integer, interval, integer, text) IS
-    'create queue spindle_q.<queue_name>, owned by the caller; needs CREATE on schema spindle_q';
+COMMENT ON FUNCTION spindle.create_queue(text, integer, interval, integer, text, bigint, text) IS
+    'create queue spindle_q.<queue_name>, owned by the caller; needs CREATE on schema spindle_q; at max_depth deliverable plus delayed events an enqueue fails (overflow ''reject''), or first drops the oldest deliverable event (''drop_oldest'') or moves it to dead_letter_queue (''dead_letter'')';
 
 CREATE FUNCTION spindle.drop_queue(queue_name text,
     if_exists boolean DEFAULT false)
@@ -361,7 +369,8 @@ CREATE FUNCTION spindle._queue_info(
     OUT queue_name text, OUT relation regclass, OUT depth bigint,
     OUT leased bigint, OUT delayed bigint, OUT oldest_event_age interval,
     OUT enqueued_total bigint, OUT dequeued_total bigint,
-    OUT dead_lettered_total bigint, OUT waiting_consumers integer)
+    OUT dead_lettered_total bigint, OUT waiting_consumers integer,
+    OUT max_depth bigint, OUT overflow text)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'spindle_queue_info' LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION spindle._queue_info() IS
@@ -369,7 +378,7 @@ COMMENT ON FUNCTION spindle._queue_info() IS
 CREATE VIEW spindle.queues WITH (security_barrier) AS
     SELECT * FROM spindle._queue_info();
 COMMENT ON VIEW spindle.queues IS
-    'one row per queue whose table the caller may SELECT from: depth, leases, delays, totals since server start';
+    'one row per queue whose table the caller may SELECT from: depth, leases, delays, totals since server start, length limit';
 GRANT SELECT ON spindle.queues TO PUBLIC;
 
 -- ===================== The event cache (src/queue/cache.c) =====================

@@ -67,6 +67,7 @@ spindle_shmem_request(void)
 	RequestAddinShmemSpace(spindle_worker_shmem_size());
 	RequestAddinShmemSpace(spindle_touched_shmem_size());
 	spindle_queue_shmem_request();
+	spindle_limits_shmem_request();
 	spindle_cache_shmem_request();
 	spindle_disk_alarm_shmem_request();
 	RequestNamedLWLockTranche("spindle_worker", 1);
@@ -83,6 +84,7 @@ spindle_shmem_startup(void)
 	spindle_worker_shmem_startup();
 	spindle_touched_shmem_startup();
 	spindle_queue_shmem_startup();
+	spindle_limits_shmem_startup();
 	spindle_cache_shmem_startup();
 	spindle_disk_alarm_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
@@ -184,6 +186,8 @@ _PG_init(void)
 	/* what the table layer tells the layers above */
 	spindle_queue_register_hooks();
 	spindle_table_hooks.wake_worker = spindle_worker_nudge;
+	/* and what the queue layer asks the views (queue_limits.c) */
+	spindle_views_register_hooks();
 
 	spindle_bitmap_no_prefetch();
 	spindle_utility_init();

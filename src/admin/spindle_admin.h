@@ -40,4 +40,7 @@ extern Datum spindle_verify_corrupt(PG_FUNCTION_ARGS);
 
 extern void spindle_publication_init(void);
 
+/* views.c */
+extern void spindle_views_register_hooks(void);
+
 #endif							/* SPINDLE_ADMIN_H */

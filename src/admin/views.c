@@ -22,6 +22,12 @@
  * table or spindle dropped concurrently disappears from the output.  The
  * counter builds take their locks conditionally (counters.c).
  *
+ * The count behind a queue's max_depth (queue_count_for_limit, the queue
+ * layer's spindle_queue_count_hook, called by enqueue at the limit with
+ * the queue's table locked): the same unpurged, leased and claimed figures
+ * as spindle.queues, the spindles taken from the table's cached directory
+ * and without their sizes, so it reads no catalog and stats no file.
+ *
  * drop_blocked_by: a full spindle whose every event is purged waits for
  * the removal horizon to pass its newest purger (counters.c keeps its
  * xid).  What holds the horizon is found as VACUUM's horizon is made: a
@@ -37,6 +43,7 @@
 #include <unistd.h>
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
@@ -64,7 +71,7 @@ PG_FUNCTION_INFO_V1(spindle_table_options);
 PG_FUNCTION_INFO_V1(spindle_queue_info);
 
 #define SPINDLE_INFO_COLS 10
-#define QUEUE_INFO_COLS 10
+#define QUEUE_INFO_COLS 12
 
 
 /* One spindle_catalog row. */
@@ -262,10 +269,11 @@ spindle_size(Oid segment, int64 *main_size)
  * The figures of spindle rows[i] (of table facade; rows[i + 1] is the next
  * spindle if it belongs to the same table).  Builds the counters from disk
  * if shared memory does not know them (counters.c); if that cannot be done
- * now without waiting, events and purged are unknown this time.
+ * now without waiting, events and purged are unknown this time.  The size
+ * (a stat() of each of its files) only if sizes.
  */
 static void
-spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
+spindle_figures_ext(CatRow *rows, int nrows, int i, bool sizes, Figures *f)
 {
 	CatRow	   *r = &rows[i];
 	const SpindleEntry *next = (i + 1 < nrows &&
@@ -283,7 +291,12 @@ spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
 		return;					/* dropped meanwhile */
 	have = spindle_counters_get(r->relation, &r->sp, &ci);
 	usable = have && ci.appended >= 0 && ci.in_recovery == recovery;
-	f->size = spindle_size(r->sp.segment, &main_size);
+	/* stat() of its files only for the views, or to tell it never held one */
+	main_size = -1;
+	if (sizes)
+		f->size = spindle_size(r->sp.segment, &main_size);
+	if (!usable && ci.appended < 0 && r->sp.filled_at == 0 && main_size < 0)
+		(void) spindle_size(r->sp.segment, &main_size);
 	if (!usable && ci.appended < 0 && r->sp.filled_at == 0 && main_size == 0)
 	{
 		/*
@@ -316,6 +329,13 @@ spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
 	/* an in-flight reservation may make purged pass what is shown */
 	f->purged = Min(ci.purged, ci.appended);
 	f->latest_purger = ci.latest_purger;
+}
+
+/* spindle_figures_ext with the spindle's size (the views) */
+static void
+spindle_figures(CatRow *rows, int nrows, int i, Figures *f)
+{
+	spindle_figures_ext(rows, nrows, i, true, f);
 }
 
 /*
@@ -574,6 +594,173 @@ leased_within(Oid relid, int64 start, int64 end, TimestampTz now)
 	return total;
 }
 
+/* What the consumer state and the parked runs of a queue say of it. */
+typedef struct QueueFigs
+{
+	int64		leased;			/* parked leases not ended nor handed back */
+	int64		delayed;		/* parked delayed events */
+	int64		claimed;		/* in CLAIM items: being consumed */
+	int64		pending;		/* PENDING items and parked pending runs */
+	QueueState *qs;				/* its state, or NULL */
+} QueueFigs;
+
+/*
+ * Fill *f for queue table relid: the parked runs (a walk of the consumer
+ * relation's tree 0 per kind; only the leases unless all) and the items
+ * of its consumer state (under the state's LWLock, shared; no buffer is
+ * read under it).
+ */
+static void
+queue_shared_figures(Oid relid, TimestampTz now, bool all, QueueFigs *f)
+{
+	int64		returned[MAX_RETURNED_LOOKED_AT][2];
+	int			nreturned = 0;
+	int			i;
+	QueueState *qs;
+
+	memset(f, 0, sizeof(*f));
+	/* delayed and leased events are parked on disk (queue_parked.c) */
+	f->leased = spindle_park_count(relid, SPINDLE_RUN_LEASED, now);
+	if (all)
+	{
+		f->delayed = spindle_park_count(relid, SPINDLE_RUN_DELAYED,
+										DT_NOBEGIN);
+		/* pending on open producers, parked when too many */
+		f->pending = spindle_park_count(relid, SPINDLE_RUN_PENDING,
+										DT_NOBEGIN);
+	}
+	qs = f->qs = spindle_queue_state(relid);
+	if (qs != NULL)
+	{
+		dlist_iter	iter;
+
+		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+		if (qs->relid == relid && qs->dbid == MyDatabaseId)
+			dlist_foreach(iter, &qs->items)
+			{
+				QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+				int64		n = item->end - item->start;
+
+				switch ((QueueItemKind) item->kind)
+				{
+					case QITEM_RETURNED:
+						/* maybe a lease handed back early (undo_leases) */
+						if (nreturned < MAX_RETURNED_LOOKED_AT)
+						{
+							returned[nreturned][0] = item->start;
+							returned[nreturned][1] = item->end;
+							nreturned++;
+						}
+						break;
+					case QITEM_CLAIM:
+						f->claimed += n;
+						break;
+					case QITEM_PENDING:
+						f->pending += n;
+						break;
+					default:
+						break;
+				}
+			}
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	for (i = 0; i < nreturned; i++)
+		f->leased -= leased_within(relid, returned[i][0], returned[i][1], now);
+	f->leased = Max(f->leased, 0);
+}
+
+/*
+ * Events of queue table relid not purged (appended - purged over its
+ * spindles, from the counters; in-flight inserts included), and the
+ * enqueued_at of its oldest spindle with some (0: none).  False if a
+ * spindle's counter is not known right now.
+ */
+static bool
+rows_unpurged(CatRow *rows, int nrows, int64 *unpurged, TimestampTz *oldest)
+{
+	bool		known = true;
+	int			i;
+
+	*unpurged = 0;
+	*oldest = 0;
+	for (i = 0; i < nrows; i++)
+	{
+		Figures		f;
+
+		spindle_figures_ext(rows, nrows, i, false, &f);
+		if (!f.exists)
+			continue;
+		if (!f.known)
+		{
+			known = false;
+			continue;
+		}
+		if (f.events > f.purged)
+		{
+			*unpurged += f.events - f.purged;
+			if (*oldest == 0)
+				*oldest = rows[i].sp.created_at;
+		}
+	}
+	return known;
+}
+
+/* rows_unpurged of queue table relid, its spindles read from the catalog */
+static bool
+queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
+{
+	int			nrows;
+	CatRow	   *rows = load_catalog(relid, &nrows);
+	bool		known = rows_unpurged(rows, nrows, unpurged, oldest);
+
+	pfree(rows);
+	return known;
+}
+
+/*
+ * spindle_queue_count_hook (queue_limits.c): what counts against the
+ * max_depth of queue table relid, its deliverable, delayed and in-flight
+ * events (*counted: not purged, minus leased and being consumed), and all
+ * its events not purged (*unpurged).  O(spindles + parked runs).
+ */
+static bool
+queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged)
+{
+	TimestampTz oldest;
+	QueueFigs	sh;
+	Relation	rel;
+	SpindleDirectory *dir;
+	CatRow	   *rows;
+	int			i;
+	bool		known;
+
+	/* the caller holds the table's lock; its spindles from the directory */
+	rel = relation_open(relid, AccessShareLock);
+	dir = spindle_directory_acquire(rel);
+	rows = palloc(sizeof(CatRow) * Max(dir->nspindles, 1));
+	for (i = 0; i < dir->nspindles; i++)
+	{
+		rows[i].relation = relid;
+		rows[i].sp = dir->spindles[i];
+	}
+	known = rows_unpurged(rows, dir->nspindles, unpurged, &oldest);
+	spindle_directory_release(dir);
+	relation_close(rel, AccessShareLock);
+	pfree(rows);
+	if (!known)
+		return false;
+	queue_shared_figures(relid, GetCurrentTimestamp(), false, &sh);
+	*counted = Max(*unpurged - sh.leased - sh.claimed, 0);
+	return true;
+}
+
+/* Called from _PG_init: the queue layer counts depths through us. */
+void
+spindle_views_register_hooks(void)
+{
+	spindle_queue_count_hook = queue_count_for_limit;
+}
+
 /*
  * spindle._queue_info(): one row per queue of spindle.queue_catalog whose
  * table the caller may read.
@@ -587,25 +774,32 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 	uint64		q;
 	char	  **names;
 	Oid		   *relids;
+	int64	   *max_depths;
+	char	  **overflows;
 	TimestampTz now = GetCurrentTimestamp();
 
 	InitMaterializedSRF(fcinfo, 0);
 	spindle_spi_begin(&spi);
-	nq = spindle_spi_exec("SELECT queue_name, relation::pg_catalog.oid"
+	nq = spindle_spi_exec("SELECT queue_name, relation::pg_catalog.oid,"
+						  " max_depth, overflow"
 						  " FROM spindle.queue_catalog ORDER BY queue_name",
 						  0, NULL, NULL, NULL, true);
 	names = MemoryContextAlloc(spi.outer, sizeof(char *) * Max(nq, 1));
 	relids = MemoryContextAlloc(spi.outer, sizeof(Oid) * Max(nq, 1));
+	max_depths = MemoryContextAlloc(spi.outer, sizeof(int64) * Max(nq, 1));
+	overflows = MemoryContextAlloc(spi.outer, sizeof(char *) * Max(nq, 1));
 	for (q = 0; q < nq; q++)
 	{
 		bool		isnull;
-		char	   *name = SPI_getvalue(SPI_tuptable->vals[q],
-										SPI_tuptable->tupdesc, 1);
+		HeapTuple	tup = SPI_tuptable->vals[q];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		Datum		d;
 
-		names[q] = MemoryContextStrdup(spi.outer, name);
-		relids[q] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[q],
-												   SPI_tuptable->tupdesc, 2,
-												   &isnull));
+		names[q] = MemoryContextStrdup(spi.outer, SPI_getvalue(tup, td, 1));
+		relids[q] = DatumGetObjectId(SPI_getbinval(tup, td, 2, &isnull));
+		d = SPI_getbinval(tup, td, 3, &isnull);
+		max_depths[q] = isnull ? 0 : DatumGetInt64(d);
+		overflows[q] = MemoryContextStrdup(spi.outer, SPI_getvalue(tup, td, 4));
 	}
 	spindle_spi_end(&spi);
 
@@ -613,93 +807,26 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 	{
 		Datum		values[QUEUE_INFO_COLS];
 		bool		nulls[QUEUE_INFO_COLS] = {0};
-		int			nrows;
-		CatRow	   *rows;
-		int			i;
-		int64		unpurged = 0;
-		bool		known = true;
-		TimestampTz oldest = 0;
-		int64		leased = 0;
-		int64		delayed = 0;
-		int64		held = 0;
-		int64		returned[MAX_RETURNED_LOOKED_AT][2];
-		int			nreturned = 0;
+		int64		unpurged;
+		TimestampTz oldest;
+		bool		known;
+		QueueFigs sh;
 		QueueState *qs;
 
 		if (!may_read(relids[q]))
 			continue;
-		rows = load_catalog(relids[q], &nrows);
-		for (i = 0; i < nrows; i++)
-		{
-			Figures		f;
-
-			spindle_figures(rows, nrows, i, &f);
-			if (!f.exists)
-				continue;
-			if (!f.known)
-			{
-				known = false;
-				continue;
-			}
-			if (f.events > f.purged)
-			{
-				unpurged += f.events - f.purged;
-				if (oldest == 0)
-					oldest = rows[i].sp.created_at;
-			}
-		}
-		/* delayed and leased events are parked on disk (queue_parked.c) */
-		delayed = spindle_park_count(relids[q], SPINDLE_RUN_DELAYED,
-									 DT_NOBEGIN);
-		leased = spindle_park_count(relids[q], SPINDLE_RUN_LEASED, now);
-		/* pending on open producers, parked when too many */
-		held = spindle_park_count(relids[q], SPINDLE_RUN_PENDING, DT_NOBEGIN);
-		qs = spindle_queue_state(relids[q]);
-		if (qs != NULL)
-		{
-			dlist_iter	iter;
-
-			LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
-			if (qs->relid == relids[q] && qs->dbid == MyDatabaseId)
-				dlist_foreach(iter, &qs->items)
-				{
-					QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
-					int64		n = item->end - item->start;
-
-					switch ((QueueItemKind) item->kind)
-					{
-						case QITEM_RETURNED:
-							/* maybe a lease handed back early (undo_leases) */
-							if (nreturned < MAX_RETURNED_LOOKED_AT)
-							{
-								returned[nreturned][0] = item->start;
-								returned[nreturned][1] = item->end;
-								nreturned++;
-							}
-							break;
-						case QITEM_CLAIM:
-						case QITEM_PENDING:
-							held += n;
-							break;
-						default:
-							break;
-					}
-				}
-			LWLockRelease(spindle_queue_lock(qs));
-		}
-		/* no buffer is read under the state's lock */
-		for (i = 0; i < nreturned; i++)
-			leased -= leased_within(relids[q], returned[i][0], returned[i][1],
-									now);
-		leased = Max(leased, 0);
+		known = queue_unpurged(relids[q], &unpurged, &oldest);
+		queue_shared_figures(relids[q], now, true, &sh);
+		qs = sh.qs;
 		values[0] = CStringGetTextDatum(names[q]);
 		values[1] = ObjectIdGetDatum(relids[q]);
 		if (known)
-			values[2] = Int64GetDatum(Max(unpurged - leased - delayed - held, 0));
+			values[2] = Int64GetDatum(Max(unpurged - sh.leased - sh.delayed -
+										  sh.claimed - sh.pending, 0));
 		else
 			nulls[2] = true;
-		values[3] = Int64GetDatum(leased);
-		values[4] = Int64GetDatum(delayed);
+		values[3] = Int64GetDatum(sh.leased);
+		values[4] = Int64GetDatum(sh.delayed);
 		if (oldest != 0)
 		{
 			Interval   *age = DatumGetIntervalP(DirectFunctionCall2(timestamp_mi,
@@ -714,6 +841,11 @@ spindle_queue_info(PG_FUNCTION_ARGS)
 		values[7] = Int64GetDatum(qs ? (int64) pg_atomic_read_u64(&qs->dequeued) : 0);
 		values[8] = Int64GetDatum(qs ? (int64) pg_atomic_read_u64(&qs->dead_lettered) : 0);
 		values[9] = Int32GetDatum(qs ? (int32) pg_atomic_read_u32(&qs->waiting) : 0);
+		if (max_depths[q] > 0)
+			values[10] = Int64GetDatum(max_depths[q]);
+		else
+			nulls[10] = true;
+		values[11] = CStringGetTextDatum(overflows[q]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

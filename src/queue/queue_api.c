@@ -14,6 +14,11 @@
  * called by the utility hook; storage/consumer_rel.c), which every drop
  * of the table takes along and a TRUNCATE renews (queue_truncated).
  *
+ * create_queue also takes the queue's length limit (max_depth, overflow),
+ * checked here and stored in the registry row; enqueue and enqueue_batch
+ * of a queue that has one call queue_limits.c before and after their
+ * INSERT.
+ *
  * enqueue and enqueue_batch place their events without the executor when
  * the queue's table has nothing an INSERT must do besides (queue_insert.c).
  * Otherwise they run INSERT INTO spindle_q.<name> (payload,
@@ -361,7 +366,11 @@ spindle_enqueue(PG_FUNCTION_ARGS)
 	delay = delay_arg(fcinfo, 2);
 	spindle_queue_check_payload_size(&q, PG_GETARG_DATUM(1), 0);
 
+	if (q.max_depth > 0)
+		spindle_queue_limit_admit(&q, 1);
 	ids = insert_events(&q, false, PG_GETARG_DATUM(1), NULL, 0, delay, &nids);
+	if (q.max_depth > 0)
+		spindle_queue_limit_release(&q);
 	if (nids == 0)
 		PG_RETURN_NULL();		/* a BEFORE trigger skipped it */
 	PG_RETURN_INT64(ids[0]);
@@ -411,8 +420,12 @@ spindle_enqueue_batch(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (nelems == 0)
 		return (Datum) 0;
+	if (q.max_depth > 0)
+		spindle_queue_limit_admit(&q, nelems);
 	ids = insert_events(&q, true, PointerGetDatum(arr), elems, nelems, delay,
 						 &nids);
+	if (q.max_depth > 0)
+		spindle_queue_limit_release(&q);
 	for (i = 0; i < nids; i++)
 	{
 		Datum		value = Int64GetDatum(ids[i]);
@@ -489,10 +502,53 @@ check_dead_letter_cycle(const char *name, const SpindleQueue *dq)
 	}
 }
 
+/*
+ * The length limit arguments of create_queue (5: max_depth bigint, 6:
+ * overflow text): ERROR 22023 for a max_depth that is not positive, an
+ * overflow that is NULL or not one of the three policies, or an overflow
+ * other than 'reject' without max_depth (it could never apply).
+ */
+static void
+overflow_args(FunctionCallInfo fcinfo, const char *name, int64 *max_depth,
+			  SpindleOverflow *overflow)
+{
+	char	   *ov;
+
+	*max_depth = 0;
+	if (!PG_ARGISNULL(5))
+	{
+		*max_depth = PG_GETARG_INT64(5);
+		if (*max_depth <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid max_depth for queue \"%s\": " INT64_FORMAT,
+							name, *max_depth),
+					 errdetail("max_depth must be positive, or NULL for no limit.")));
+	}
+	if (PG_ARGISNULL(6))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("overflow of queue \"%s\" must not be NULL", name),
+				 errhint("Use 'reject', 'drop_oldest' or 'dead_letter'.")));
+	ov = text_to_cstring(PG_GETARG_TEXT_PP(6));
+	if (!spindle_overflow_parse(ov, overflow))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid overflow for queue \"%s\": \"%s\"", name, ov),
+				 errhint("Use 'reject', 'drop_oldest' or 'dead_letter'.")));
+	if (*overflow != SPINDLE_OVERFLOW_REJECT && *max_depth == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("overflow '%s' of queue \"%s\" needs max_depth", ov,
+						name),
+				 errhint("Set max_depth, the depth at which the policy applies.")));
+}
+
 /* ----------------------------------------------------------------
  * create_queue(queue_name text, events_per_spindle int DEFAULT NULL,
  *				time_to_live interval DEFAULT NULL, max_reads int DEFAULT
- *				NULL, dead_letter_queue text DEFAULT NULL) RETURNS regclass
+ *				NULL, dead_letter_queue text DEFAULT NULL, max_depth bigint
+ *				DEFAULT NULL, overflow text DEFAULT 'reject') RETURNS regclass
  * ----------------------------------------------------------------
  */
 Datum
@@ -506,6 +562,8 @@ spindle_create_queue(PG_FUNCTION_ARGS)
 	StringInfoData sql;
 	const char *sep = " WITH (";
 	int			rc;
+	int64		max_depth = 0;
+	SpindleOverflow overflow;
 
 	/* the arguments */
 	if (!PG_ARGISNULL(1) &&
@@ -545,13 +603,21 @@ spindle_create_queue(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("queue \"%s\" cannot be its own dead-letter queue",
 							name)));
-		if (PG_ARGISNULL(3))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("dead_letter_queue of queue \"%s\" needs max_reads",
-							name),
-					 errdetail("Events move to the dead-letter queue when they have been read more than max_reads times.")));
 	}
+	overflow_args(fcinfo, name, &max_depth, &overflow);
+	if (dlq != NULL && PG_ARGISNULL(3) &&
+		overflow != SPINDLE_OVERFLOW_DEAD_LETTER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dead_letter_queue of queue \"%s\" needs max_reads or overflow 'dead_letter'",
+						name),
+				 errdetail("Events move to the dead-letter queue when they have been read more than max_reads times, or when the queue is full with overflow 'dead_letter'.")));
+	if (dlq == NULL && overflow == SPINDLE_OVERFLOW_DEAD_LETTER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("overflow 'dead_letter' of queue \"%s\" needs a dead_letter_queue",
+						name),
+				 errhint("Name the queue that takes the oldest events in dead_letter_queue, or use overflow 'drop_oldest'.")));
 
 	/* the right to create it, then whether it exists */
 	PreventCommandIfReadOnly("create_queue()");
@@ -645,6 +711,8 @@ spindle_create_queue(PG_FUNCTION_ARGS)
 	q.max_reads = PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3);
 	if (dlq != NULL)
 		strlcpy(q.dead_letter_queue, dlq, NAMEDATALEN);
+	q.max_depth = max_depth;
+	q.overflow = overflow;
 	spindle_queue_register(&q);
 
 	PG_RETURN_OID(q.relid);

@@ -9,7 +9,8 @@
  * A queue "orders" is the spindle table spindle_q.orders (columns msg_id,
  * enqueued_at, visible_at, payload; queue_api.c creates it as the calling
  * role) plus one row of spindle.queue_catalog (queue_name, relation
- * regclass, max_reads, dead_letter_queue, created_at).  The registry is an
+ * regclass, max_reads, dead_letter_queue, created_at, max_depth,
+ * overflow).  The registry is an
  * extension configuration table, so pg_dump dumps its rows; its relation
  * column is a regclass, which pg_dump writes as the table's name and a
  * restore reads back as the new table's OID (a restore creates the tables
@@ -251,7 +252,8 @@ read_registry(const char *name, SpindleQueue *q)
 
 	values[0] = CStringGetTextDatum(name);
 	spindle_spi_begin(&spi);
-	if (spindle_spi_exec("SELECT relation, max_reads, dead_letter_queue"
+	if (spindle_spi_exec("SELECT relation, max_reads, dead_letter_queue,"
+						 "       max_depth, overflow"
 						 "  FROM spindle.queue_catalog"
 						 " WHERE queue_name OPERATOR(pg_catalog.=) $1",
 						 1, types, values, NULL, true) > 0)
@@ -270,6 +272,12 @@ read_registry(const char *name, SpindleQueue *q)
 		if (!isnull)
 			text_to_cstring_buffer(DatumGetTextPP(d), q->dead_letter_queue,
 								   NAMEDATALEN);
+		d = SPI_getbinval(tup, td, 4, &isnull);
+		q->max_depth = isnull ? 0 : DatumGetInt64(d);
+		d = SPI_getbinval(tup, td, 5, &isnull);
+		if (isnull ||
+			!spindle_overflow_parse(TextDatumGetCString(d), &q->overflow))
+			q->overflow = SPINDLE_OVERFLOW_REJECT;	/* the CHECK allows no other */
 		found = true;
 	}
 	spindle_spi_end(&spi);
@@ -425,9 +433,10 @@ void
 spindle_queue_register(const SpindleQueue *q)
 {
 	SpindleSpi	spi;
-	Oid			types[4] = {TEXTOID, REGCLASSOID, INT4OID, TEXTOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Oid			types[6] = {TEXTOID, REGCLASSOID, INT4OID, TEXTOID, INT8OID,
+	TEXTOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 	values[0] = CStringGetTextDatum(q->name);
 	values[1] = ObjectIdGetDatum(q->relid);
@@ -437,11 +446,16 @@ spindle_queue_register(const SpindleQueue *q)
 	values[3] = CStringGetTextDatum(q->dead_letter_queue);
 	if (q->dead_letter_queue[0] == '\0')
 		nulls[3] = 'n';
+	values[4] = Int64GetDatum(q->max_depth);
+	if (q->max_depth <= 0)
+		nulls[4] = 'n';
+	values[5] = CStringGetTextDatum(spindle_overflow_names[q->overflow]);
 	spindle_spi_begin(&spi);
 	spindle_spi_exec("INSERT INTO spindle.queue_catalog"
-					 " (queue_name, relation, max_reads, dead_letter_queue)"
-					 " VALUES ($1, $2, $3, $4)",
-					 4, types, values, nulls, false);
+					 " (queue_name, relation, max_reads, dead_letter_queue,"
+					 "  max_depth, overflow)"
+					 " VALUES ($1, $2, $3, $4, $5, $6)",
+					 6, types, values, nulls, false);
 	spindle_spi_end(&spi);
 	/* forget anything cached about the relation (is it a queue?) */
 	CacheInvalidateRelcacheByRelid(q->relid);
@@ -834,8 +848,13 @@ spindle_queue_assign_ids(Relation facade, TupleTableSlot **slots, int n,
 	 * Only the enqueue's own INSERT: a statement a trigger runs on the way
 	 * has a command id of its own, even into the same queue.
 	 */
-	if (cap != NULL && cap->relid == RelationGetRelid(facade) &&
-		cap->cid == cid)
+	if (cap == NULL || cap->relid != RelationGetRelid(facade) ||
+		cap->cid != cid)
+	{
+		/* not counted by a length limit (queue_limits.c) */
+		spindle_queue_limit_plain_insert(RelationGetRelid(facade));
+	}
+	else
 	{
 		if (cap->nids + n > cap->maxids)
 		{

@@ -604,6 +604,7 @@ spindle_queue_state_reset(Oid relid)
 
 	if (qshared == NULL)
 		return;
+	spindle_queue_limit_forget(relid);
 	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
 	forget_saved(MyDatabaseId, relid);
 	qs = find_state(relid);
@@ -625,6 +626,7 @@ spindle_queue_forget_database(Oid dbid)
 
 	if (qshared == NULL)
 		return;
+	spindle_queue_limits_forget_database(dbid);
 	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
 	forget_saved(dbid, InvalidOid);
 	for (i = 0; i < spindle_max_queues; i++)

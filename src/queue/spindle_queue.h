@@ -36,6 +36,14 @@
 #define SPINDLE_QUEUE_ATT_VISIBLE_AT	3
 #define SPINDLE_QUEUE_ATT_PAYLOAD		4
 
+/* What an enqueue does at a queue's max_depth (queue_limits.c). */
+typedef enum SpindleOverflow
+{
+	SPINDLE_OVERFLOW_REJECT = 0,	/* fail with 54000 */
+	SPINDLE_OVERFLOW_DROP_OLDEST,	/* purge the oldest deliverable events */
+	SPINDLE_OVERFLOW_DEAD_LETTER	/* move them to the dead-letter queue */
+} SpindleOverflow;
+
 /* One queue as its registry row says (spindle.queue_catalog). */
 typedef struct SpindleQueue
 {
@@ -43,6 +51,8 @@ typedef struct SpindleQueue
 	Oid			relid;			/* spindle_q.<name> */
 	int32		max_reads;		/* 0: no limit */
 	char		dead_letter_queue[NAMEDATALEN]; /* "": none */
+	int64		max_depth;		/* 0: no limit */
+	SpindleOverflow overflow;
 } SpindleQueue;
 
 /* GUC spindle.max_payload_size (bytes) */
@@ -258,6 +268,29 @@ extern void spindle_cache_forget_database(Oid dboid);
 extern bool spindle_queue_insert_direct(const SpindleQueue *q,
 										Datum *payloads, int n, Datum delay,
 										int64 **ids, bool *gone);
+
+/* ---- queue_limits.c: max_depth and overflow ---- */
+
+extern const char *const spindle_overflow_names[];
+extern bool spindle_overflow_parse(const char *name, SpindleOverflow *o);
+extern Size spindle_limits_shmem_size(void);
+extern void spindle_limits_shmem_request(void);
+extern void spindle_limits_shmem_startup(void);
+extern void spindle_queue_limit_admit(const SpindleQueue *q, int n);
+extern void spindle_queue_limit_release(const SpindleQueue *q);
+extern void spindle_queue_limit_forget(Oid relid);
+extern void spindle_queue_limits_forget_database(Oid dbid);
+extern void spindle_queue_limit_plain_insert(Oid relid);
+
+/*
+ * What the depth of a queue is by the counters: deliverable plus delayed
+ * plus in-flight events (*counted) and every unpurged one, leased too
+ * (*unpurged); false if a counter could not be read right now.  The admin
+ * layer's views compute it (views.c) and register it at start-up.
+ */
+typedef bool (*spindle_queue_count_fn) (Oid relid, int64 *counted,
+										int64 *unpurged);
+extern PGDLLIMPORT spindle_queue_count_fn spindle_queue_count_hook;
 
 /* ---- queue.c: consuming ---- */
 

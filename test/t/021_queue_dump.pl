@@ -1,6 +1,7 @@
 # pg_dump / pg_restore (custom format, also in parallel) and plain psql of a
 # database with two queues, one the other's dead-letter queue: the registry
-# rows (max_reads, dead_letter_queue, created_at), the tables' options,
+# rows (max_reads, dead_letter_queue, created_at, max_depth, overflow), the
+# tables' options,
 # owners and grants, and the events in msg_id order survive; the restored
 # events get msg_ids of the restored spindles; the restored queues work.
 use strict;
@@ -27,7 +28,8 @@ GRANT CREATE ON SCHEMA spindle_q TO q_owner;
 SET ROLE q_owner;
 SELECT spindle.create_queue('dead', events_per_spindle => 30, time_to_live => '7 days');
 SELECT spindle.create_queue('work', events_per_spindle => 7, time_to_live => '2 days',
-                            max_reads => 3, dead_letter_queue => 'dead');
+                            max_reads => 3, dead_letter_queue => 'dead',
+                            max_depth => 100, overflow => 'dead_letter');
 GRANT INSERT ON spindle_q.work TO q_producer;
 SET ROLE q_producer;
 SELECT count(*) FROM spindle.enqueue_batch('work',
@@ -43,7 +45,8 @@ DELETE FROM spindle_q.work WHERE (payload->>'w')::int <= 10;
 
 my $registry_sql = q{
 SELECT string_agg(queue_name || ' ' || relation::text || ' ' || coalesce(max_reads::text, '-')
-                  || ' ' || coalesce(dead_letter_queue, '-') || ' ' || created_at::text, E'\n'
+                  || ' ' || coalesce(dead_letter_queue, '-') || ' ' || created_at::text
+                  || ' ' || coalesce(max_depth::text, '-') || ' ' || overflow, E'\n'
                   ORDER BY queue_name)
   FROM spindle.queue_catalog};
 my $tables_sql = q{
@@ -62,8 +65,9 @@ SELECT (SELECT count(*) FROM spindle_q.work) || ' ' || (SELECT count(*) FROM spi
 my $src_registry = $node->safe_psql('src', $registry_sql);
 my $src_tables = $node->safe_psql('src', $tables_sql);
 my $src_events = $node->safe_psql('src', $events_sql);
-like($src_registry, qr/^dead spindle_q.dead - - .*\nwork spindle_q.work 3 dead /,
-	'source registry');
+like($src_registry,
+	qr/^dead spindle_q.dead - - .* - reject\nwork spindle_q.work 3 dead .* 100 dead_letter$/,
+	'source registry, with the length limits');
 like($src_tables, qr/events_per_spindle=7;time_to_live=2 days/, 'source options');
 is($node->safe_psql('src', $count_sql), '90 100', 'source events');
 
@@ -151,6 +155,15 @@ SELECT (SELECT max(msg_id) FROM spindle_q.work WHERE NOT payload ? 'after')
        < (SELECT msg_id FROM spindle_q.work WHERE payload ? 'after')}),
 		"t\nt",
 		"$how: enqueue after restore, as the producer, after the restored events");
+	# the restored limit applies: 91 events, a batch of 10 moves the oldest
+	# deliverable one to the dead-letter queue
+	is( $node->safe_psql(
+			$db, q{
+SELECT count(*) FROM spindle.enqueue_batch('work', ARRAY(SELECT to_jsonb(g) FROM generate_series(1, 10) g));
+SELECT (SELECT count(*) FROM spindle_q.work) || ' ' || (SELECT count(*) FROM spindle_q.dead)
+       || ' ' || (SELECT payload->>'w' FROM spindle_q.dead ORDER BY msg_id DESC LIMIT 1)}),
+		"10\n100 101 11",
+		"$how: max_depth and overflow apply after the restore");
 	my ($rc, $out, $err) = $node->psql($db, q{SELECT spindle.drop_queue('dead')});
 	like($err, qr/cannot drop queue "dead" because queue "work" uses it/,
 		"$how: the dead-letter queue is still in use");

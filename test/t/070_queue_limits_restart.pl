@@ -1,0 +1,112 @@
+# Length limits across a crash (issue 19).  A queue's max_depth is applied
+# with an upper bound kept in shared memory (queue_limits.c); a crash
+# (pg_ctl stop -m immediate) loses it, and the first enqueue after the
+# restart counts the queue again from disk.  docs/queues.md: at max_depth
+# deliverable plus delayed events an enqueue is refused (54000) or makes
+# room by its policy; leased events do not count; the events of a
+# producer whose transaction the crash cut off take no room after it.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use SpindleTest;
+
+my $node = PostgreSQL::Test::Cluster->new('queue_limits_restart');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', q{
+shared_preload_libraries = 'spindle'
+max_worker_processes = 16
+spindle.enable_worker = off
+autovacuum = off
+});
+$node->start;
+
+# ERROR's SQLSTATE of $sql, or 'ok'
+sub sqlstate_of
+{
+	my ($sql) = @_;
+	my ($ret, $out, $err) = $node->psql(
+		'postgres', "\\set VERBOSITY verbose\n$sql",
+		on_error_stop => 1);
+	return 'ok' if $ret == 0;
+	return $err =~ /ERROR:\s+([0-9A-Z]{5})/ ? $1 : "failed: $err";
+}
+
+sub payloads
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(string_agg(payload::text, ',' ORDER BY msg_id), '') FROM spindle_q.$q"
+	);
+}
+
+$node->safe_psql('postgres', q{
+CREATE EXTENSION spindle;
+-- reject, max_reads so that leases are durable (docs/queues.md)
+SELECT spindle.create_queue('lr', max_depth => 4, max_reads => 100);
+SELECT spindle.enqueue_batch('lr', ARRAY['1', '2', '3', '4']::jsonb[]);
+SELECT spindle.create_queue('ldrop', max_depth => 3, overflow => 'drop_oldest');
+SELECT spindle.enqueue_batch('ldrop', ARRAY['1', '2', '3']::jsonb[]);
+SELECT spindle.create_queue('lopen', max_depth => 2);
+SELECT spindle.enqueue('lopen', '1');
+});
+# one event of lr leased for an hour, one more enqueued in its place;
+# and one delayed event in place of a consumed one
+is($node->safe_psql('postgres',
+		"SELECT payload FROM spindle.read('lr', 1, '1 hour')"),
+	'1', 'lr: event 1 leased');
+is(sqlstate_of("SELECT spindle.enqueue('lr', '5')"), 'ok',
+	'lr: a leased event takes no room');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM spindle.dequeue('lr', 1)"), '1',
+	'lr: event 2 consumed');
+is(sqlstate_of("SELECT spindle.enqueue('lr', '6', delay => '1 hour')"),
+	'ok', 'lr: a delayed event in its place');
+is(sqlstate_of("SELECT spindle.enqueue('lr', '7')"), '54000',
+	'lr: full before the crash');
+
+# a producer whose transaction the crash cuts off fills lopen
+my $open = $node->background_psql('postgres', on_error_stop => 1);
+$open->query_safe("BEGIN; SELECT spindle.enqueue('lopen', '2');");
+is(sqlstate_of("SELECT spindle.enqueue('lopen', '3')"), '54000',
+	'lopen: an open producer takes the last place');
+
+$node->stop('immediate');
+eval { $open->quit; };
+$node->start;
+
+is(sqlstate_of("SELECT spindle.enqueue('lr', '7')"), '54000',
+	'lr: full after the crash (three deliverable, one delayed)');
+is($node->safe_psql('postgres',
+		"SELECT leased FROM spindle.queues WHERE queue_name = 'lr'"),
+	'1', 'lr: the lease survived the crash');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM spindle.dequeue('lr', 1)"), '1',
+	'lr: one consumed after the crash');
+is(sqlstate_of("SELECT spindle.enqueue('lr', '7')"), 'ok',
+	'lr: room for one');
+is(sqlstate_of("SELECT spindle.enqueue('lr', '8')"), '54000',
+	'lr: and only one');
+
+is(sqlstate_of("SELECT spindle.enqueue('ldrop', '4')"), 'ok',
+	'ldrop: admitted after the crash');
+is(payloads('ldrop'), '2,3,4', 'ldrop: the oldest event was dropped');
+
+is(sqlstate_of("SELECT spindle.enqueue('lopen', '3')"), 'ok',
+	'lopen: the cut-off producer takes no room after the crash');
+is(sqlstate_of("SELECT spindle.enqueue('lopen', '4')"), '54000',
+	'lopen: full again');
+is(payloads('lopen'), '1,3', 'lopen: the committed events');
+
+for my $q (qw(lr ldrop lopen))
+{
+	verify_ok($node, 'postgres', "spindle_q.$q");
+}
+
+$node->stop;
+done_testing();
