@@ -40,13 +40,16 @@
  * crash (the state is rebuilt from disk, where the purge was undone).
  *
  * Locks: the queue table in RowExclusiveLock (dequeue, read, ack) or
- * AccessShareLock (set_visibility), released by a long poll while it
- * sleeps (it holds no claim then) and taken again, with the rights
- * checked again, when it wakes; each spindle touched in
- * RowExclusiveLock; a state's LWLock never while a buffer lock is
- * acquired, and a buffer lock taken before a state lock (see
- * queue_state.c).  PREPARE TRANSACTION of a transaction holding claims is
- * refused: nothing would end the claim.
+ * AccessShareLock (set_visibility); each spindle touched in
+ * RowExclusiveLock, kept to the end of the transaction.  A long poll
+ * releases, before it sleeps (it holds no claim then and purged nothing),
+ * every lock the call took -- the table's and those its attempts took
+ * under a resource owner of their own, spindles included -- and takes
+ * the table again, with the rights checked again, when it wakes; locks
+ * the transaction held before the call stay.  A state's LWLock never
+ * while a buffer lock is acquired, and a buffer lock taken before a state
+ * lock (see queue_state.c).  PREPARE TRANSACTION of a transaction holding
+ * claims is refused: nothing would end the claim.
  *
  *-------------------------------------------------------------------------
  */
@@ -83,6 +86,7 @@
 #include "utils/memutils.h"
 #include "utils/portal.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/rls.h"
 #include "utils/timestamp.h"
 
@@ -2448,8 +2452,10 @@ consumer_open(Consumer *cs)
  * Sleep on the queue's condition variable (prepared) for up to sleep_us,
  * holding no lock on its table meanwhile: a waiter must not make DDL on
  * the queue wait (ALTER, TRUNCATE, drop_queue), nor the producers queued
- * behind that DDL, whose enqueues are what would wake it.  Nothing this
- * call purged or claimed is held (it delivered nothing yet).  Re-opens
+ * behind that DDL, whose enqueues are what would wake it (the locks its
+ * attempts took, on spindles among others, are gone already: see
+ * consume_attempt).  Nothing this call purged or claimed is held (it
+ * delivered nothing yet).  Re-opens
  * the queue afterwards, with all its checks: it may have been altered,
  * truncated, dropped (42P01) or re-created, or the rights revoked.
  * A lock the transaction held before the call stays held.
@@ -2480,11 +2486,93 @@ consume_sleep(Consumer *cs, int64 sleep_us)
 }
 
 /*
+ * The end of a long poll's attempt, whose locks (and nothing else: what
+ * else it took it let go of) its own resource owner holds, a child of
+ * parent: with keep, the locks go to parent, as if taken under it (the
+ * call returns what the attempt delivered); else they are released,
+ * before a sleep.  Only the counts taken under owner go: a lock the
+ * transaction held before the call stays held.
+ */
+static void
+attempt_end(ResourceOwner owner, ResourceOwner parent, bool keep)
+{
+	CurrentResourceOwner = parent;
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_BEFORE_LOCKS, true, false);
+	/* a commit hands the locks to the parent owner, an abort drops them */
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_LOCKS, keep, false);
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_AFTER_LOCKS, true, false);
+	ResourceOwnerDelete(owner);
+}
+
+/*
+ * One attempt of consume (see there), and, if it delivered nothing, the
+ * time to sleep before the next one (0: none; -1: the wait is over).  A
+ * long poll (wait_us > 0) makes the attempt under a resource owner of its
+ * own, so that the locks it takes -- the spindles examined, which
+ * examine() keeps (a dequeue purges in them), the extension's catalogs
+ * read for the directory -- can all be let go before it sleeps: a waiter
+ * must hold nothing that DDL on the queue waits for (review finding F6:
+ * the spindle of a delayed event kept TRUNCATE and drop_queue, and the
+ * producers behind them, waiting for the whole wait).  It delivered
+ * nothing then, so it purged nothing: no lock it lets go covers a change
+ * of its transaction.  An error leaves the owner to the (sub)transaction's
+ * abort, which releases its children.
+ */
+static int64
+consume_attempt(Consumer *cs, int want, int64 wait_us, instr_time start,
+				ConsumeResult *res)
+{
+	ResourceOwner parent = CurrentResourceOwner;
+	ResourceOwner owner = NULL;
+	bool		pool_full = false;
+	int64		sleep_us = -1;
+
+	if (wait_us > 0)
+	{
+		owner = ResourceOwnerCreate(parent, "spindle long poll attempt");
+		CurrentResourceOwner = owner;
+	}
+	PG_TRY();
+	{
+		consume_now(cs, want, res, &pool_full);
+		if (res->n == 0 && pool_full)
+			no_room_for_item();
+		if (res->n == 0 && wait_us > 0)
+		{
+			instr_time	elapsed;
+			TimestampTz due;
+
+			INSTR_TIME_SET_CURRENT(elapsed);
+			INSTR_TIME_SUBTRACT(elapsed, start);
+			if ((int64) INSTR_TIME_GET_MICROSEC(elapsed) < wait_us)
+			{
+				sleep_us = wait_us - (int64) INSTR_TIME_GET_MICROSEC(elapsed);
+				due = next_due(cs->rel, cs->qs);
+				if (due != DT_NOEND)
+					sleep_us = Max(0, Min(sleep_us,
+										  due - GetCurrentTimestamp()));
+			}
+		}
+	}
+	PG_CATCH();
+	{
+		CurrentResourceOwner = parent;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (owner != NULL)
+		attempt_end(owner, parent, res->n > 0);
+	return res->n > 0 ? -1 : sleep_us;
+}
+
+/*
  * Take up to want events, waiting up to wait_us for the first one: the
  * condition variable is registered before each attempt, so an enqueue that
  * commits between the attempt and the sleep still wakes it.  The wait is
  * measured on the monotonic clock (a step of the wall clock neither
- * stretches nor cuts it); due times of items are wall-clock times.
+ * stretches nor cuts it); due times of items are wall-clock times.  While
+ * it sleeps the call holds no lock it took on the queue's relations (see
+ * consume_attempt and consume_sleep).
  */
 static ConsumeResult
 consume(Consumer *cs, int want, int64 wait_us)
@@ -2498,26 +2586,13 @@ consume(Consumer *cs, int want, int64 wait_us)
 	res.n = 0;
 	for (;;)
 	{
-		bool		pool_full = false;
-		instr_time	elapsed;
 		int64		sleep_us;
-		TimestampTz due;
 
 		if (wait_us > 0)
 			ConditionVariablePrepareToSleep(&cs->qs->cv);
-		consume_now(cs, want, &res, &pool_full);
-		if (res.n == 0 && pool_full)
-			no_room_for_item();
-		if (res.n > 0 || wait_us == 0)
+		sleep_us = consume_attempt(cs, want, wait_us, start, &res);
+		if (sleep_us < 0)
 			break;
-		INSTR_TIME_SET_CURRENT(elapsed);
-		INSTR_TIME_SUBTRACT(elapsed, start);
-		if ((int64) INSTR_TIME_GET_MICROSEC(elapsed) >= wait_us)
-			break;
-		sleep_us = wait_us - (int64) INSTR_TIME_GET_MICROSEC(elapsed);
-		due = next_due(cs->rel, cs->qs);
-		if (due != DT_NOEND)
-			sleep_us = Min(sleep_us, due - GetCurrentTimestamp());
 		if (sleep_us > 0)
 			consume_sleep(cs, sleep_us);
 		CHECK_FOR_INTERRUPTS();
