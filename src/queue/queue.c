@@ -74,6 +74,7 @@
 #include "portability/instr_time.h"
 #include "storage/bufmgr.h"
 #include "storage/condition_variable.h"
+#include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
@@ -215,11 +216,35 @@ typedef struct GrantedLease
 	int64		start;			/* the leased ids [start, end) */
 	int64		end;
 	int32		read_count;		/* as granted */
+	TimestampTz due;			/* the lease's end, as granted */
 	SubTransactionId subid;		/* where read() ran (re-parented) */
 	TimestampTz stmt_start;		/* the statement it ran in */
 } GrantedLease;
 
 static List *granted_leases = NIL;	/* GrantedLeases, TopTransactionContext */
+
+/*
+ * Leases undo_leases handed back, still parked LEASED on disk until their
+ * end: the abort that hands them back cannot write (no relation can be
+ * opened there), so the first safe point of this backend makes them READY
+ * and due now on disk (save_handed_back): its next commit (PRE_COMMIT,
+ * the transaction's own if a subtransaction failed), its next consumer
+ * call, or its exit.  Until then the item the hand-back made in shared
+ * memory delivers them (and keeps the state from eviction: it has a read
+ * count); only a crash in between loses the hand-back, and the events
+ * come back when the lease would have ended.  In TopMemoryContext: the
+ * hand-backs of this backend not saved yet.
+ */
+typedef struct HandedBack
+{
+	Oid			relid;			/* the queue table */
+	ParkedRun	run;			/* the ids, read count and end as granted */
+} HandedBack;
+
+static HandedBack *handed_back = NULL;
+static int	nhanded_back = 0;
+static int	handed_back_room = 0;
+static bool handed_back_exit_registered = false;
 
 /*
  * The claim this backend's last ack or dequeue made, so that the next one
@@ -278,6 +303,7 @@ static QueueItem *join_last_claim(QueueState *qs, QueueItem *item);
 static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
 static void fail_portals(SubTransactionId subid);
 static void undo_leases(SubTransactionId subid);
+static void save_handed_back(void);
 static int	return_parked(QueueState *qs, ParkedRun *runs, int n);
 static void queue_xact_callback(XactEvent event, void *arg);
 static void cut_acked_leases(void);
@@ -574,6 +600,7 @@ queue_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			cut_acked_leases();
+			save_handed_back();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (acked_unclaimed || holds_claims())
@@ -674,7 +701,9 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  * happens in the statement that ran read(), hand back the leases read()
  * granted in it at once, as items to examine again (which win over the
  * parked leases: queue_parked.c, P3), but for ids an item holds (an ack
- * in the same statement).  The read still counts: the statement may have failed on the event itself (a
+ * in the same statement), and note them to be saved on disk at the next
+ * safe point (HandedBack): the parked lease stays until then.  The read
+ * still counts: the statement may have failed on the event itself (a
  * poison message its own query processes), which must still reach the
  * dead-letter queue after max_reads deliveries.  Never errors.
  */
@@ -707,7 +736,70 @@ undo_leases(SubTransactionId subid)
 		LWLockRelease(spindle_queue_lock(qs));
 		ConditionVariableBroadcast(&qs->cv);
 		g->slot = -1;
+		/* to be saved on disk at the next safe point (room made by note_granted) */
+		if (nhanded_back < handed_back_room)
+		{
+			HandedBack *hb = &handed_back[nhanded_back++];
+
+			hb->relid = g->relid;
+			hb->run = run;
+			hb->run.due = g->due;
+		}
 	}
+}
+
+/*
+ * Save the hand-backs of this backend on disk (see HandedBack): each
+ * lease still parked as granted becomes READY and due now, flushed (rare:
+ * a statement failed after its read()).  Taken off the
+ * list first, so that an error here fails one commit, not every one (the
+ * rest then come back when their lease would have ended).  In a valid
+ * transaction, holding no LWLock or buffer lock.
+ */
+static void
+save_handed_back(void)
+{
+	HandedBack *hb;
+	ParkedRun  *runs;
+	int			n = nhanded_back;
+	int			i;
+	int			j;
+
+	if (n == 0 || !IsTransactionState())
+		return;
+	hb = palloc(sizeof(HandedBack) * n);
+	memcpy(hb, handed_back, sizeof(HandedBack) * n);
+	nhanded_back = 0;
+	runs = palloc(sizeof(ParkedRun) * n);
+	for (i = 0; i < n; i = j)
+	{
+		int			m = 0;
+
+		for (j = i; j < n && hb[j].relid == hb[i].relid; j++)
+			runs[m++] = hb[j].run;
+		spindle_park_hand_back(hb[i].relid, runs, m);
+	}
+	/* durable now: the transaction that saves them may write nothing else */
+	XLogFlush(XactLastRecEnd);
+	pfree(runs);
+	pfree(hb);
+}
+
+/*
+ * At backend exit (a client that disconnects after its statement failed,
+ * a fast shutdown): save the hand-backs in a transaction of their own.
+ */
+static void
+save_handed_back_at_exit(int code, Datum arg)
+{
+	if (nhanded_back == 0 || !OidIsValid(MyDatabaseId))
+		return;
+	HOLD_INTERRUPTS();
+	AbortOutOfAnyTransaction();
+	StartTransactionCommand();
+	save_handed_back();
+	CommitTransactionCommand();
+	RESUME_INTERRUPTS();
 }
 
 /*
@@ -735,10 +827,27 @@ note_granted(QueueState *qs, const ParkedRun *run)
 	g->start = run->start;
 	g->end = run->end;
 	g->read_count = run->read_count;
+	g->due = run->due;
 	g->subid = GetCurrentSubTransactionId();
 	g->stmt_start = stmt_start;
 	granted_leases = lappend(granted_leases, g);
 	MemoryContextSwitchTo(old);
+	/* room for undo_leases to note each of them, which must not allocate */
+	if (handed_back_room < nhanded_back + list_length(granted_leases))
+	{
+		int			room = Max(16, 2 * (nhanded_back +
+										list_length(granted_leases)));
+
+		handed_back = handed_back == NULL ?
+			MemoryContextAlloc(TopMemoryContext, sizeof(HandedBack) * room) :
+			repalloc(handed_back, sizeof(HandedBack) * room);
+		handed_back_room = room;
+	}
+	if (!handed_back_exit_registered)
+	{
+		before_shmem_exit(save_handed_back_at_exit, (Datum) 0);
+		handed_back_exit_registered = true;
+	}
 }
 
 /*
@@ -2790,6 +2899,7 @@ consume_live(Consumer *cs, int want, int64 wait_us)
 static void
 consumer_init(Consumer *cs, FunctionCallInfo fcinfo, bool purge)
 {
+	save_handed_back();
 	memset(cs, 0, sizeof(*cs));
 	cs->fcinfo = fcinfo;
 	cs->purge = purge;

@@ -749,6 +749,60 @@ spindle_park_forget(Oid relid, const int64 *ranges, int n)
 }
 
 /*
+ * Make the leases in runs (n of them, each as read() granted it: its ids,
+ * the lease's end in due) that a failed statement handed back READY and
+ * due now on disk, keeping their read counts, so that a state rebuilt
+ * from disk (a restart, a crash) delivers them at once instead of when
+ * the lease would have ended.  Only what is still that lease is changed:
+ * ids parked LEASED with that very end (a lease granted since by another
+ * read() has another end, one that ended was taken READY already, one
+ * acknowledged or purged is gone).  While the item the hand-back made
+ * holds the ids, P3 keeps the READY run from being taken: the item
+ * decides.  Opens the consumer relation by the table's OID; nothing to do
+ * if it is gone.  A valid transaction, no LWLock or buffer lock held.
+ */
+void
+spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n)
+{
+	Park		p;
+	TimestampTz now = GetCurrentTimestamp();
+	int			i;
+
+	/* a state not loaded learns the references afresh */
+	if (n == 0 || !park_try_open(relid, spindle_queue_state(relid), &p))
+		return;
+	for (i = 0; i < n; i++)
+	{
+		int64		x = runs[i].start;
+		SpindleRun	r;
+
+		while (x < runs[i].end && spindle_tree_next(&p.runs, x, &r) &&
+			   r.first < runs[i].end)
+		{
+			int64		a = Max(r.first, runs[i].start);
+			int64		b = Min(spindle_run_end(&r), runs[i].end);
+
+			if (r.kind == SPINDLE_RUN_LEASED && r.due == runs[i].due)
+			{
+				SpindleRun	ready = r;
+
+				/* references first: a crash leaves no run without one */
+				ref_tail(&p, b);
+				add_reference(&p, a, now, SPINDLE_RUN_READY);
+				ready.first = a;
+				ready.len = (uint32) (b - a);
+				ready.kind = SPINDLE_RUN_READY;
+				ready.due = now;
+				spindle_tree_upsert(&p.runs, &ready);
+			}
+			x = b;
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	park_close(&p);
+}
+
+/*
  * Open tree 0 of facade's consumer relation as a reader (AccessShareLock,
  * let go by reader_close); false if the queue has no consumer relation.
  */
