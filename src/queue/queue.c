@@ -736,7 +736,7 @@ undo_leases(SubTransactionId subid)
 		LWLockRelease(spindle_queue_lock(qs));
 		ConditionVariableBroadcast(&qs->cv);
 		g->slot = -1;
-		/* to be saved on disk at the next safe point (room made by note_granted) */
+		/* saved on disk at the next safe point (note_granted made room) */
 		if (nhanded_back < handed_back_room)
 		{
 			HandedBack *hb = &handed_back[nhanded_back++];
@@ -787,18 +787,25 @@ save_handed_back(void)
 
 /*
  * At backend exit (a client that disconnects after its statement failed,
- * a fast shutdown): save the hand-backs in a transaction of their own.
+ * a fast shutdown, a backend terminated in a statement after its read()
+ * returned): save the hand-backs in a transaction of their own.  The
+ * transaction under way, if any, is aborted first (as ShutdownPostgres,
+ * which runs after this, would), so that what its abort hands back is
+ * saved too.
  */
 static void
 save_handed_back_at_exit(int code, Datum arg)
 {
-	if (nhanded_back == 0 || !OidIsValid(MyDatabaseId))
+	if (!OidIsValid(MyDatabaseId))
 		return;
 	HOLD_INTERRUPTS();
 	AbortOutOfAnyTransaction();
-	StartTransactionCommand();
-	save_handed_back();
-	CommitTransactionCommand();
+	if (nhanded_back > 0)
+	{
+		StartTransactionCommand();
+		save_handed_back();
+		CommitTransactionCommand();
+	}
 	RESUME_INTERRUPTS();
 }
 

@@ -32,7 +32,10 @@
  * PENDING run whose producer still runs is parked again a second later.
  * The runs taken go back to queue.c, which makes them items to examine
  * again (RETURNED).  A reference is only a hint: one whose run is gone,
- * or was parked again with another due, is dropped when taken.
+ * or was parked again with another due, is dropped when taken.  Leases a
+ * failed statement handed back (items in shared memory at once) are made
+ * READY and due now on disk by their backend's next safe point
+ * (spindle_park_hand_back), if still parked as that lease.
  *
  * The state (QueueState, queue_state.c) caches, for the waits and the
  * fast path of every call, the earliest due of a reference (park_due),
