@@ -259,11 +259,69 @@ park_close(Park *p)
 }
 
 /*
- * Make the state's cache of tree 1 known (qs pinned, writer lock held):
- * the earliest reference is found from the lowest key on.
+ * How many references of tree 1 a state loaded afresh looks at for READY
+ * runs to make due at once (ready_now): a bound on what loading a state
+ * costs when many delayed runs are due within PARK_RETRY.
+ */
+#define READY_LOOK_MAX	4096
+
+static void add_reference(Park *p, int64 first, TimestampTz due, uint16 kind);
+
+/*
+ * A state loaded afresh (writer lock held): the READY runs due within
+ * PARK_RETRY, which a state before it took back and made items of, are
+ * due now.  No item holds them any more -- a restart or a crash leaves
+ * none, and a state is never evicted while an item with a read count
+ * exists (a READY run's have one) -- so nobody examines them until they
+ * are taken again: without this, up to PARK_RETRY after a crash.  Each
+ * becomes due just before now, the time of the take that follows, with a
+ * reference of its own (the old one is dropped when taken: its run's due
+ * no longer matches); at most READY_LOOK_MAX references are looked at (by
+ * their kind, with no lookup but the READY ones').
  */
 static void
-park_learn(QueueState *qs, Park *p)
+ready_now(Park *p, TimestampTz now)
+{
+	SpindleRun	refs[64];
+	int64		from = due_key(now);
+	int64		limit = due_key(now + PARK_RETRY + USECS_PER_SEC);
+	int			looked = 0;
+
+	while (looked < READY_LOOK_MAX)
+	{
+		int64		next;
+		int			n = spindle_tree_pop(&p->due, from, limit, lengthof(refs),
+										 refs, &next, false);
+		int			i;
+
+		if (n == 0)
+			break;
+		for (i = 0; i < n; i++)
+		{
+			SpindleRun	run;
+
+			if (refs[i].kind != SPINDLE_RUN_READY ||
+				!spindle_tree_lookup(&p->runs, refs[i].due, &run) ||
+				run.first != refs[i].due || run.kind != SPINDLE_RUN_READY ||
+				run.due < now)
+				continue;
+			run.due = now - 1;
+			add_reference(p, run.first, run.due, run.kind);
+			spindle_tree_upsert(&p->runs, &run);
+		}
+		looked += n;
+		from = refs[n - 1].first + 1;
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Make the state's cache of tree 1 known (qs pinned, writer lock held):
+ * the earliest reference is found from the lowest key on, once the READY
+ * runs left by an earlier state are made due (ready_now).
+ */
+static void
+park_learn(QueueState *qs, Park *p, TimestampTz now)
 {
 	bool		known;
 	int64		next;
@@ -275,6 +333,7 @@ park_learn(QueueState *qs, Park *p)
 	LWLockRelease(spindle_queue_lock(qs));
 	if (known)
 		return;
+	ready_now(p, now);
 	(void) spindle_tree_pop(&p->due, PG_INT64_MIN, PG_INT64_MIN, 0, NULL,
 							&next, false);
 	/* the last run: the largest first at or below the largest id */
@@ -654,7 +713,7 @@ spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
 	if (!park_due_now(qs, now) || max <= 0)
 		return 0;
 	park_open(facade, qs, &p);
-	park_learn(qs, &p);
+	park_learn(qs, &p, now);
 	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 	from = qs->park_from;
 	LWLockRelease(spindle_queue_lock(qs));
@@ -949,7 +1008,7 @@ spindle_park_next_due(Relation facade, QueueState *qs)
 		Park		p;
 
 		park_open(facade, qs, &p);
-		park_learn(qs, &p);
+		park_learn(qs, &p, GetCurrentTimestamp());
 		park_close(&p);
 		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 		due = qs->park_due;
