@@ -32,7 +32,9 @@
  * PENDING run whose producer still runs is parked again a second later.
  * The runs taken go back to queue.c, which makes them items to examine
  * again (RETURNED).  A reference is only a hint: one whose run is gone,
- * or was parked again with another due, is dropped when taken.  Leases a
+ * or was parked again with another due, is dropped when taken.  A state
+ * loaded afresh makes the READY runs an earlier state took due at once
+ * (ready_now): no item holds them any more.  Leases a
  * failed statement handed back (items in shared memory at once) are made
  * READY and due now on disk by their backend's next safe point
  * (spindle_park_hand_back), if still parked as that lease.
@@ -177,7 +179,8 @@ crel_open(Oid relid, Oid croid, LOCKMODE lockmode)
 
 /*
  * How long a run taken back to be examined stays parked before it is
- * taken again if nothing settled it (a crash, a consumer that died).
+ * taken again if nothing settled it (a consumer that died; after a
+ * restart or a crash, a state loaded afresh takes it at once: ready_now).
  */
 #define PARK_RETRY		(30 * USECS_PER_SEC)
 
