@@ -16,10 +16,12 @@
  *	  READ or SERIALIZABLE, one the caller's snapshot sees --, not
  *	  deleted, not locked, due): dequeue purges it -- xmax = the caller's
  *	  transaction, one WAL record per page (rangepurge.c) -- and returns
- *	  it; read() leases it instead: its claim, marked to_lease, becomes an
- *	  item of kind LEASED (shared memory only) when the read() returns, so
+ *	  it; read() leases it instead: its claim, marked to_lease, becomes a
+ *	  lease parked on disk (queue_parked.c) when the read() returns, so
  *	  that a read() that fails first leases nothing (the abort returns the
- *	  claim like any other); an event read max_reads times is purged by
+ *	  claim like any other), and a statement that fails after it hands
+ *	  the lease back (undo_leases, saved on disk by save_handed_back);
+ *	  an event read max_reads times is purged by
  *	  either and moved to the dead-letter queue;
  *	- inserted, deleted or locked by a running transaction: PENDING on it;
  *	- not due: DELAYED until its visible_at;
