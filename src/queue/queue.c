@@ -21,8 +21,8 @@
  *	  that a read() that fails first leases nothing (the abort returns the
  *	  claim like any other), and a statement that fails after it hands
  *	  the lease back (undo_leases, saved on disk by save_handed_back);
- *	  an event read max_reads times is purged by
- *	  either and moved to the dead-letter queue;
+ *	  an event read max_reads times is purged by either and moved to the
+ *	  dead-letter queue;
  *	- inserted, deleted or locked by a running transaction: PENDING on it;
  *	- not due: DELAYED until its visible_at;
  *	- purged by a committed transaction, aborted, or never an event: gone.
