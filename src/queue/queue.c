@@ -16,11 +16,13 @@
  *	  READ or SERIALIZABLE, one the caller's snapshot sees --, not
  *	  deleted, not locked, due): dequeue purges it -- xmax = the caller's
  *	  transaction, one WAL record per page (rangepurge.c) -- and returns
- *	  it; read() leases it instead: its claim, marked to_lease, becomes an
- *	  item of kind LEASED (shared memory only) when the read() returns, so
+ *	  it; read() leases it instead: its claim, marked to_lease, becomes a
+ *	  lease parked on disk (queue_parked.c) when the read() returns, so
  *	  that a read() that fails first leases nothing (the abort returns the
- *	  claim like any other); an event read max_reads times is purged by
- *	  either and moved to the dead-letter queue;
+ *	  claim like any other), and a statement that fails after it hands
+ *	  the lease back (undo_leases, saved on disk by save_handed_back);
+ *	  an event read max_reads times is purged by either and moved to the
+ *	  dead-letter queue;
  *	- inserted, deleted or locked by a running transaction: PENDING on it;
  *	- not due: DELAYED until its visible_at;
  *	- purged by a committed transaction, aborted, or never an event: gone.
@@ -40,13 +42,16 @@
  * crash (the state is rebuilt from disk, where the purge was undone).
  *
  * Locks: the queue table in RowExclusiveLock (dequeue, read, ack) or
- * AccessShareLock (set_visibility), released by a long poll while it
- * sleeps (it holds no claim then) and taken again, with the rights
- * checked again, when it wakes; each spindle touched in
- * RowExclusiveLock; a state's LWLock never while a buffer lock is
- * acquired, and a buffer lock taken before a state lock (see
- * queue_state.c).  PREPARE TRANSACTION of a transaction holding claims is
- * refused: nothing would end the claim.
+ * AccessShareLock (set_visibility); each spindle touched in
+ * RowExclusiveLock, kept to the end of the transaction.  A long poll
+ * releases, before it sleeps (it holds no claim then and purged nothing),
+ * every lock the call took -- the table's and those its attempts took
+ * under a resource owner of their own, spindles included -- and takes
+ * the table again, with the rights checked again, when it wakes; locks
+ * the transaction held before the call stay.  A state's LWLock never
+ * while a buffer lock is acquired, and a buffer lock taken before a state
+ * lock (see queue_state.c).  PREPARE TRANSACTION of a transaction holding
+ * claims is refused: nothing would end the claim.
  *
  *-------------------------------------------------------------------------
  */
@@ -71,6 +76,7 @@
 #include "portability/instr_time.h"
 #include "storage/bufmgr.h"
 #include "storage/condition_variable.h"
+#include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
@@ -83,6 +89,7 @@
 #include "utils/memutils.h"
 #include "utils/portal.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/rls.h"
 #include "utils/timestamp.h"
 
@@ -211,11 +218,35 @@ typedef struct GrantedLease
 	int64		start;			/* the leased ids [start, end) */
 	int64		end;
 	int32		read_count;		/* as granted */
+	TimestampTz due;			/* the lease's end, as granted */
 	SubTransactionId subid;		/* where read() ran (re-parented) */
 	TimestampTz stmt_start;		/* the statement it ran in */
 } GrantedLease;
 
 static List *granted_leases = NIL;	/* GrantedLeases, TopTransactionContext */
+
+/*
+ * Leases undo_leases handed back, still parked LEASED on disk until their
+ * end: the abort that hands them back cannot write (no relation can be
+ * opened there), so the first safe point of this backend makes them READY
+ * and due now on disk (save_handed_back): its next commit (PRE_COMMIT,
+ * the transaction's own if a subtransaction failed), its next consumer
+ * call, or its exit.  Until then the item the hand-back made in shared
+ * memory delivers them (and keeps the state from eviction: it has a read
+ * count); only a crash in between loses the hand-back, and the events
+ * come back when the lease would have ended.  In TopMemoryContext: the
+ * hand-backs of this backend not saved yet.
+ */
+typedef struct HandedBack
+{
+	Oid			relid;			/* the queue table */
+	ParkedRun	run;			/* the ids, read count and end as granted */
+} HandedBack;
+
+static HandedBack *handed_back = NULL;
+static int	nhanded_back = 0;
+static int	handed_back_room = 0;
+static bool handed_back_exit_registered = false;
 
 /*
  * The claim this backend's last ack or dequeue made, so that the next one
@@ -274,6 +305,7 @@ static QueueItem *join_last_claim(QueueState *qs, QueueItem *item);
 static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
 static void fail_portals(SubTransactionId subid);
 static void undo_leases(SubTransactionId subid);
+static void save_handed_back(void);
 static int	return_parked(QueueState *qs, ParkedRun *runs, int n);
 static void queue_xact_callback(XactEvent event, void *arg);
 static void cut_acked_leases(void);
@@ -570,6 +602,7 @@ queue_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			cut_acked_leases();
+			save_handed_back();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (acked_unclaimed || holds_claims())
@@ -670,7 +703,9 @@ queue_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  * happens in the statement that ran read(), hand back the leases read()
  * granted in it at once, as items to examine again (which win over the
  * parked leases: queue_parked.c, P3), but for ids an item holds (an ack
- * in the same statement).  The read still counts: the statement may have failed on the event itself (a
+ * in the same statement), and note them to be saved on disk at the next
+ * safe point (HandedBack): the parked lease stays until then.  The read
+ * still counts: the statement may have failed on the event itself (a
  * poison message its own query processes), which must still reach the
  * dead-letter queue after max_reads deliveries.  Never errors.
  */
@@ -703,7 +738,77 @@ undo_leases(SubTransactionId subid)
 		LWLockRelease(spindle_queue_lock(qs));
 		ConditionVariableBroadcast(&qs->cv);
 		g->slot = -1;
+		/* saved on disk at the next safe point (note_granted made room) */
+		if (nhanded_back < handed_back_room)
+		{
+			HandedBack *hb = &handed_back[nhanded_back++];
+
+			hb->relid = g->relid;
+			hb->run = run;
+			hb->run.due = g->due;
+		}
 	}
+}
+
+/*
+ * Save the hand-backs of this backend on disk (see HandedBack): each
+ * lease still parked as granted becomes READY and due now, flushed (rare:
+ * a statement failed after its read()).  Taken off the
+ * list first, so that an error here fails one commit, not every one (the
+ * rest then come back when their lease would have ended).  In a valid
+ * transaction, holding no LWLock or buffer lock.
+ */
+static void
+save_handed_back(void)
+{
+	HandedBack *hb;
+	ParkedRun  *runs;
+	int			n = nhanded_back;
+	int			i;
+	int			j;
+
+	if (n == 0 || !IsTransactionState())
+		return;
+	hb = palloc(sizeof(HandedBack) * n);
+	memcpy(hb, handed_back, sizeof(HandedBack) * n);
+	nhanded_back = 0;
+	runs = palloc(sizeof(ParkedRun) * n);
+	for (i = 0; i < n; i = j)
+	{
+		int			m = 0;
+
+		for (j = i; j < n && hb[j].relid == hb[i].relid; j++)
+			runs[m++] = hb[j].run;
+		spindle_park_hand_back(hb[i].relid, runs, m);
+	}
+	/* durable now: the transaction that saves them may write nothing else */
+	XLogFlush(XactLastRecEnd);
+	pfree(runs);
+	pfree(hb);
+}
+
+/*
+ * At backend exit (a client that disconnects after its statement failed,
+ * a fast shutdown, a backend terminated in a statement after its read()
+ * returned): save the hand-backs in a transaction of their own.  The
+ * transaction under way, if any, is aborted first (as ShutdownPostgres,
+ * which runs after this, would), so that what its abort hands back is
+ * saved too.
+ */
+static void
+save_handed_back_at_exit(int code, Datum arg)
+{
+	if (!OidIsValid(MyDatabaseId))
+		return;
+	HOLD_INTERRUPTS();
+	AbortOutOfAnyTransaction();
+	if (nhanded_back > 0)
+	{
+		StartTransactionCommand();
+		save_handed_back();
+		CommitTransactionCommand();
+	}
+	RESUME_INTERRUPTS();
 }
 
 /*
@@ -731,10 +836,27 @@ note_granted(QueueState *qs, const ParkedRun *run)
 	g->start = run->start;
 	g->end = run->end;
 	g->read_count = run->read_count;
+	g->due = run->due;
 	g->subid = GetCurrentSubTransactionId();
 	g->stmt_start = stmt_start;
 	granted_leases = lappend(granted_leases, g);
 	MemoryContextSwitchTo(old);
+	/* room for undo_leases to note each of them, which must not allocate */
+	if (handed_back_room < nhanded_back + list_length(granted_leases))
+	{
+		int			room = Max(16, 2 * (nhanded_back +
+										list_length(granted_leases)));
+
+		handed_back = handed_back == NULL ?
+			MemoryContextAlloc(TopMemoryContext, sizeof(HandedBack) * room) :
+			repalloc(handed_back, sizeof(HandedBack) * room);
+		handed_back_room = room;
+	}
+	if (!handed_back_exit_registered)
+	{
+		before_shmem_exit(save_handed_back_at_exit, (Datum) 0);
+		handed_back_exit_registered = true;
+	}
 }
 
 /*
@@ -2448,8 +2570,10 @@ consumer_open(Consumer *cs)
  * Sleep on the queue's condition variable (prepared) for up to sleep_us,
  * holding no lock on its table meanwhile: a waiter must not make DDL on
  * the queue wait (ALTER, TRUNCATE, drop_queue), nor the producers queued
- * behind that DDL, whose enqueues are what would wake it.  Nothing this
- * call purged or claimed is held (it delivered nothing yet).  Re-opens
+ * behind that DDL, whose enqueues are what would wake it (the locks its
+ * attempts took, on spindles among others, are gone already: see
+ * consume_attempt).  Nothing this call purged or claimed is held (it
+ * delivered nothing yet).  Re-opens
  * the queue afterwards, with all its checks: it may have been altered,
  * truncated, dropped (42P01) or re-created, or the rights revoked.
  * A lock the transaction held before the call stays held.
@@ -2480,11 +2604,93 @@ consume_sleep(Consumer *cs, int64 sleep_us)
 }
 
 /*
+ * The end of a long poll's attempt, whose locks (and nothing else: what
+ * else it took it let go of) its own resource owner holds, a child of
+ * parent: with keep, the locks go to parent, as if taken under it (the
+ * call returns what the attempt delivered); else they are released,
+ * before a sleep.  Only the counts taken under owner go: a lock the
+ * transaction held before the call stays held.
+ */
+static void
+attempt_end(ResourceOwner owner, ResourceOwner parent, bool keep)
+{
+	CurrentResourceOwner = parent;
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_BEFORE_LOCKS, true, false);
+	/* a commit hands the locks to the parent owner, an abort drops them */
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_LOCKS, keep, false);
+	ResourceOwnerRelease(owner, RESOURCE_RELEASE_AFTER_LOCKS, true, false);
+	ResourceOwnerDelete(owner);
+}
+
+/*
+ * One attempt of consume (see there), and, if it delivered nothing, the
+ * time to sleep before the next one (0: none; -1: the wait is over).  A
+ * long poll (wait_us > 0) makes the attempt under a resource owner of its
+ * own, so that the locks it takes -- the spindles examined, which
+ * examine() keeps (a dequeue purges in them), the extension's catalogs
+ * read for the directory -- can all be let go before it sleeps: a waiter
+ * must hold nothing that DDL on the queue waits for (review finding F6:
+ * the spindle of a delayed event kept TRUNCATE and drop_queue, and the
+ * producers behind them, waiting for the whole wait).  It delivered
+ * nothing then, so it purged nothing: no lock it lets go covers a change
+ * of its transaction.  An error leaves the owner to the (sub)transaction's
+ * abort, which releases its children.
+ */
+static int64
+consume_attempt(Consumer *cs, int want, int64 wait_us, instr_time start,
+				ConsumeResult *res)
+{
+	ResourceOwner parent = CurrentResourceOwner;
+	ResourceOwner owner = NULL;
+	bool		pool_full = false;
+	int64		sleep_us = -1;
+
+	if (wait_us > 0)
+	{
+		owner = ResourceOwnerCreate(parent, "spindle long poll attempt");
+		CurrentResourceOwner = owner;
+	}
+	PG_TRY();
+	{
+		consume_now(cs, want, res, &pool_full);
+		if (res->n == 0 && pool_full)
+			no_room_for_item();
+		if (res->n == 0 && wait_us > 0)
+		{
+			instr_time	elapsed;
+			TimestampTz due;
+
+			INSTR_TIME_SET_CURRENT(elapsed);
+			INSTR_TIME_SUBTRACT(elapsed, start);
+			if ((int64) INSTR_TIME_GET_MICROSEC(elapsed) < wait_us)
+			{
+				sleep_us = wait_us - (int64) INSTR_TIME_GET_MICROSEC(elapsed);
+				due = next_due(cs->rel, cs->qs);
+				if (due != DT_NOEND)
+					sleep_us = Max(0, Min(sleep_us,
+										  due - GetCurrentTimestamp()));
+			}
+		}
+	}
+	PG_CATCH();
+	{
+		CurrentResourceOwner = parent;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (owner != NULL)
+		attempt_end(owner, parent, res->n > 0);
+	return res->n > 0 ? -1 : sleep_us;
+}
+
+/*
  * Take up to want events, waiting up to wait_us for the first one: the
  * condition variable is registered before each attempt, so an enqueue that
  * commits between the attempt and the sleep still wakes it.  The wait is
  * measured on the monotonic clock (a step of the wall clock neither
- * stretches nor cuts it); due times of items are wall-clock times.
+ * stretches nor cuts it); due times of items are wall-clock times.  While
+ * it sleeps the call holds no lock it took on the queue's relations (see
+ * consume_attempt and consume_sleep).
  */
 static ConsumeResult
 consume(Consumer *cs, int want, int64 wait_us)
@@ -2498,26 +2704,13 @@ consume(Consumer *cs, int want, int64 wait_us)
 	res.n = 0;
 	for (;;)
 	{
-		bool		pool_full = false;
-		instr_time	elapsed;
 		int64		sleep_us;
-		TimestampTz due;
 
 		if (wait_us > 0)
 			ConditionVariablePrepareToSleep(&cs->qs->cv);
-		consume_now(cs, want, &res, &pool_full);
-		if (res.n == 0 && pool_full)
-			no_room_for_item();
-		if (res.n > 0 || wait_us == 0)
+		sleep_us = consume_attempt(cs, want, wait_us, start, &res);
+		if (sleep_us < 0)
 			break;
-		INSTR_TIME_SET_CURRENT(elapsed);
-		INSTR_TIME_SUBTRACT(elapsed, start);
-		if ((int64) INSTR_TIME_GET_MICROSEC(elapsed) >= wait_us)
-			break;
-		sleep_us = wait_us - (int64) INSTR_TIME_GET_MICROSEC(elapsed);
-		due = next_due(cs->rel, cs->qs);
-		if (due != DT_NOEND)
-			sleep_us = Min(sleep_us, due - GetCurrentTimestamp());
 		if (sleep_us > 0)
 			consume_sleep(cs, sleep_us);
 		CHECK_FOR_INTERRUPTS();
@@ -2715,6 +2908,7 @@ consume_live(Consumer *cs, int want, int64 wait_us)
 static void
 consumer_init(Consumer *cs, FunctionCallInfo fcinfo, bool purge)
 {
+	save_handed_back();
 	memset(cs, 0, sizeof(*cs));
 	cs->fcinfo = fcinfo;
 	cs->purge = purge;

@@ -32,7 +32,12 @@
  * PENDING run whose producer still runs is parked again a second later.
  * The runs taken go back to queue.c, which makes them items to examine
  * again (RETURNED).  A reference is only a hint: one whose run is gone,
- * or was parked again with another due, is dropped when taken.
+ * or was parked again with another due, is dropped when taken.  A state
+ * loaded afresh makes the READY runs an earlier state took due at once
+ * (ready_now): no item holds them any more.  Leases a
+ * failed statement handed back (items in shared memory at once) are made
+ * READY and due now on disk by their backend's next safe point
+ * (spindle_park_hand_back), if still parked as that lease.
  *
  * The state (QueueState, queue_state.c) caches, for the waits and the
  * fast path of every call, the earliest due of a reference (park_due),
@@ -174,7 +179,8 @@ crel_open(Oid relid, Oid croid, LOCKMODE lockmode)
 
 /*
  * How long a run taken back to be examined stays parked before it is
- * taken again if nothing settled it (a crash, a consumer that died).
+ * taken again if nothing settled it (a consumer that died; after a
+ * restart or a crash, a state loaded afresh takes it at once: ready_now).
  */
 #define PARK_RETRY		(30 * USECS_PER_SEC)
 
@@ -256,11 +262,69 @@ park_close(Park *p)
 }
 
 /*
- * Make the state's cache of tree 1 known (qs pinned, writer lock held):
- * the earliest reference is found from the lowest key on.
+ * How many references of tree 1 a state loaded afresh looks at for READY
+ * runs to make due at once (ready_now): a bound on what loading a state
+ * costs when many delayed runs are due within PARK_RETRY.
+ */
+#define READY_LOOK_MAX	4096
+
+static void add_reference(Park *p, int64 first, TimestampTz due, uint16 kind);
+
+/*
+ * A state loaded afresh (writer lock held): the READY runs due within
+ * PARK_RETRY, which a state before it took back and made items of, are
+ * due now.  No item holds them any more -- a restart or a crash leaves
+ * none, and a state is never evicted while an item with a read count
+ * exists (a READY run's have one) -- so nobody examines them until they
+ * are taken again: without this, up to PARK_RETRY after a crash.  Each
+ * becomes due just before now, the time of the take that follows, with a
+ * reference of its own (the old one is dropped when taken: its run's due
+ * no longer matches); at most READY_LOOK_MAX references are looked at (by
+ * their kind, with no lookup but the READY ones').
  */
 static void
-park_learn(QueueState *qs, Park *p)
+ready_now(Park *p, TimestampTz now)
+{
+	SpindleRun	refs[64];
+	int64		from = due_key(now);
+	int64		limit = due_key(now + PARK_RETRY + USECS_PER_SEC);
+	int			looked = 0;
+
+	while (looked < READY_LOOK_MAX)
+	{
+		int64		next;
+		int			n = spindle_tree_pop(&p->due, from, limit, lengthof(refs),
+										 refs, &next, false);
+		int			i;
+
+		if (n == 0)
+			break;
+		for (i = 0; i < n; i++)
+		{
+			SpindleRun	run;
+
+			if (refs[i].kind != SPINDLE_RUN_READY ||
+				!spindle_tree_lookup(&p->runs, refs[i].due, &run) ||
+				run.first != refs[i].due || run.kind != SPINDLE_RUN_READY ||
+				run.due < now)
+				continue;
+			run.due = now - 1;
+			add_reference(p, run.first, run.due, run.kind);
+			spindle_tree_upsert(&p->runs, &run);
+		}
+		looked += n;
+		from = refs[n - 1].first + 1;
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Make the state's cache of tree 1 known (qs pinned, writer lock held):
+ * the earliest reference is found from the lowest key on, once the READY
+ * runs left by an earlier state are made due (ready_now).
+ */
+static void
+park_learn(QueueState *qs, Park *p, TimestampTz now)
 {
 	bool		known;
 	int64		next;
@@ -272,6 +336,7 @@ park_learn(QueueState *qs, Park *p)
 	LWLockRelease(spindle_queue_lock(qs));
 	if (known)
 		return;
+	ready_now(p, now);
 	(void) spindle_tree_pop(&p->due, PG_INT64_MIN, PG_INT64_MIN, 0, NULL,
 							&next, false);
 	/* the last run: the largest first at or below the largest id */
@@ -651,7 +716,7 @@ spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
 	if (!park_due_now(qs, now) || max <= 0)
 		return 0;
 	park_open(facade, qs, &p);
-	park_learn(qs, &p);
+	park_learn(qs, &p, now);
 	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 	from = qs->park_from;
 	LWLockRelease(spindle_queue_lock(qs));
@@ -744,6 +809,60 @@ spindle_park_forget(Oid relid, const int64 *ranges, int n)
 			x = spindle_run_end(&r);
 		}
 		(void) spindle_tree_cut(&p.runs, a, b, &maxrc);
+	}
+	park_close(&p);
+}
+
+/*
+ * Make the leases in runs (n of them, each as read() granted it: its ids,
+ * the lease's end in due) that a failed statement handed back READY and
+ * due now on disk, keeping their read counts, so that a state rebuilt
+ * from disk (a restart, a crash) delivers them at once instead of when
+ * the lease would have ended.  Only what is still that lease is changed:
+ * ids parked LEASED with that very end (a lease granted since by another
+ * read() has another end, one that ended was taken READY already, one
+ * acknowledged or purged is gone).  While the item the hand-back made
+ * holds the ids, P3 keeps the READY run from being taken: the item
+ * decides.  Opens the consumer relation by the table's OID; nothing to do
+ * if it is gone.  A valid transaction, no LWLock or buffer lock held.
+ */
+void
+spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n)
+{
+	Park		p;
+	TimestampTz now = GetCurrentTimestamp();
+	int			i;
+
+	/* a state not loaded learns the references afresh */
+	if (n == 0 || !park_try_open(relid, spindle_queue_state(relid), &p))
+		return;
+	for (i = 0; i < n; i++)
+	{
+		int64		x = runs[i].start;
+		SpindleRun	r;
+
+		while (x < runs[i].end && spindle_tree_next(&p.runs, x, &r) &&
+			   r.first < runs[i].end)
+		{
+			int64		a = Max(r.first, runs[i].start);
+			int64		b = Min(spindle_run_end(&r), runs[i].end);
+
+			if (r.kind == SPINDLE_RUN_LEASED && r.due == runs[i].due)
+			{
+				SpindleRun	ready = r;
+
+				/* references first: a crash leaves no run without one */
+				ref_tail(&p, b);
+				add_reference(&p, a, now, SPINDLE_RUN_READY);
+				ready.first = a;
+				ready.len = (uint32) (b - a);
+				ready.kind = SPINDLE_RUN_READY;
+				ready.due = now;
+				spindle_tree_upsert(&p.runs, &ready);
+			}
+			x = b;
+			CHECK_FOR_INTERRUPTS();
+		}
 	}
 	park_close(&p);
 }
@@ -892,7 +1011,7 @@ spindle_park_next_due(Relation facade, QueueState *qs)
 		Park		p;
 
 		park_open(facade, qs, &p);
-		park_learn(qs, &p);
+		park_learn(qs, &p, GetCurrentTimestamp());
 		park_close(&p);
 		LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 		due = qs->park_due;
