@@ -221,9 +221,29 @@ typedef struct GrantedLease
 	TimestampTz due;			/* the lease's end, as granted */
 	SubTransactionId subid;		/* where read() ran (re-parented) */
 	TimestampTz stmt_start;		/* the statement it ran in */
+	uint64		portal_seq;		/* its portal (GrantPortal), 0: none */
 } GrantedLease;
 
 static List *granted_leases = NIL;	/* GrantedLeases, TopTransactionContext */
+
+/*
+ * The portal a read() granted leases in.  The statements of one simple
+ * query string share their start time, so a failure of a later statement
+ * of the string would hand back the leases of an earlier one whose rows
+ * the client has (review r1, finding 7: delivered twice).  So a callback
+ * of the portal's memory context, deleted when the portal is dropped,
+ * takes the portal's leases off granted_leases: at the end of a statement
+ * that succeeded, the rows are the client's; after an abort, the failed
+ * portal is dropped by the cleanup that follows undo_leases.
+ */
+typedef struct GrantPortal
+{
+	MemoryContextCallback cb;
+	uint64		seq;
+} GrantPortal;
+
+static MemoryContext grant_portal_ctx = NULL;	/* that of the last grant */
+static uint64 grant_portal_seq = 0;
 
 /*
  * Leases undo_leases handed back, still parked LEASED on disk until their
@@ -753,10 +773,16 @@ undo_leases(SubTransactionId subid)
 /*
  * Save the hand-backs of this backend on disk (see HandedBack): each
  * lease still parked as granted becomes READY and due now, flushed (rare:
- * a statement failed after its read()).  Taken off the
- * list first, so that an error here fails one commit, not every one (the
- * rest then come back when their lease would have ended).  In a valid
- * transaction, holding no LWLock or buffer lock.
+ * a statement failed after its read()).  Runs at a commit, at the start
+ * of a consumer call and at the backend's exit, each time on behalf of
+ * statements that are over, so it neither waits for a lock nor fails for
+ * one (review r1, findings 2 and 3: a TRUNCATE of the queue under way
+ * made an unrelated commit fail, and a backend's exit wait forever with
+ * interrupts held): the hand-backs of a queue whose consumer relation is
+ * busy stay in the list for the next safe point.  Taken off the list
+ * first, so that another error fails one commit, not every one (they then
+ * come back when their lease would have ended).  In a valid transaction,
+ * holding no LWLock or buffer lock.
  */
 static void
 save_handed_back(void)
@@ -766,6 +792,7 @@ save_handed_back(void)
 	int			n = nhanded_back;
 	int			i;
 	int			j;
+	bool		saved = false;
 
 	if (n == 0 || !IsTransactionState())
 		return;
@@ -779,10 +806,19 @@ save_handed_back(void)
 
 		for (j = i; j < n && hb[j].relid == hb[i].relid; j++)
 			runs[m++] = hb[j].run;
-		spindle_park_hand_back(hb[i].relid, runs, m);
+		if (spindle_park_hand_back(hb[i].relid, runs, m, true))
+			saved = true;
+		else
+		{
+			/* busy: back on the list (it had room for them) */
+			memcpy(&handed_back[nhanded_back], &hb[i],
+				   sizeof(HandedBack) * (j - i));
+			nhanded_back += j - i;
+		}
 	}
 	/* durable now: the transaction that saves them may write nothing else */
-	XLogFlush(XactLastRecEnd);
+	if (saved)
+		XLogFlush(XactLastRecEnd);
 	pfree(runs);
 	pfree(hb);
 }
@@ -793,7 +829,9 @@ save_handed_back(void)
  * returned): save the hand-backs in a transaction of their own.  The
  * transaction under way, if any, is aborted first (as ShutdownPostgres,
  * which runs after this, would), so that what its abort hands back is
- * saved too.
+ * saved too.  save_handed_back waits for no lock, so the exit cannot hang
+ * with interrupts held; what it cannot save now comes back when its lease
+ * would have ended.
  */
 static void
 save_handed_back_at_exit(int code, Datum arg)
@@ -809,6 +847,46 @@ save_handed_back_at_exit(int code, Datum arg)
 		CommitTransactionCommand();
 	}
 	RESUME_INTERRUPTS();
+}
+
+/* The portal of GrantPortal arg is dropped: its leases are given out. */
+static void
+grant_portal_ended(void *arg)
+{
+	uint64		seq = ((GrantPortal *) arg)->seq;
+	ListCell   *lc;
+
+	if (seq == grant_portal_seq)
+		grant_portal_ctx = NULL;
+	foreach(lc, granted_leases)
+	{
+		GrantedLease *g = lfirst(lc);
+
+		if (g->portal_seq == seq)
+		{
+			granted_leases = foreach_delete_current(granted_leases, lc);
+			pfree(g);
+		}
+	}
+}
+
+/* The GrantPortal number of the running portal (0 if none), registered. */
+static uint64
+grant_portal(void)
+{
+	GrantPortal *gp;
+
+	if (PortalContext == NULL)
+		return 0;
+	if (PortalContext == grant_portal_ctx)
+		return grant_portal_seq;
+	gp = MemoryContextAlloc(PortalContext, sizeof(GrantPortal));
+	gp->seq = ++grant_portal_seq;
+	gp->cb.func = grant_portal_ended;
+	gp->cb.arg = gp;
+	MemoryContextRegisterResetCallback(PortalContext, &gp->cb);
+	grant_portal_ctx = PortalContext;
+	return gp->seq;
 }
 
 /*
@@ -839,6 +917,7 @@ note_granted(QueueState *qs, const ParkedRun *run)
 	g->due = run->due;
 	g->subid = GetCurrentSubTransactionId();
 	g->stmt_start = stmt_start;
+	g->portal_seq = grant_portal();
 	granted_leases = lappend(granted_leases, g);
 	MemoryContextSwitchTo(old);
 	/* room for undo_leases to note each of them, which must not allocate */

@@ -197,19 +197,33 @@ typedef struct Park
 /*
  * Open the consumer relation of queue table relid (RowExclusiveLock), take
  * the writer lock of its parked trees and set p up for state qs (pinned,
- * or NULL).  False if the table has no consumer relation (any more).  No
- * LWLock or buffer lock may be held.
+ * or NULL).  False if the table has no consumer relation (any more), or,
+ * with nowait, if either lock is not free at once (a TRUNCATE or DROP
+ * under way, another writer).  No LWLock or buffer lock may be held.
  */
 static bool
-park_try_open(Oid relid, QueueState *qs, Park *p)
+park_try_open(Oid relid, QueueState *qs, Park *p, bool nowait)
 {
 	Oid			croid = crel_oid(relid);
 	Relation	crel;
 
-	if (!OidIsValid(croid) ||
-		(crel = crel_open(relid, croid, RowExclusiveLock)) == NULL)
+	if (!OidIsValid(croid))
 		return false;
-	LockPage(crel, PARK_TREE_RUNS, ExclusiveLock);
+	/* with nowait, hold the lock first: crel_open then takes a second count */
+	if (nowait && !ConditionalLockRelationOid(croid, RowExclusiveLock))
+		return false;
+	crel = crel_open(relid, croid, RowExclusiveLock);
+	if (nowait)
+		UnlockRelationOid(croid, RowExclusiveLock);
+	if (crel == NULL)
+		return false;
+	if (!nowait)
+		LockPage(crel, PARK_TREE_RUNS, ExclusiveLock);
+	else if (!ConditionalLockPage(crel, PARK_TREE_RUNS, ExclusiveLock))
+	{
+		relation_close(crel, RowExclusiveLock);
+		return false;
+	}
 	p->crel = crel;
 	p->runs.crel = p->due.crel = crel;
 	p->runs.sub = PARK_TREE_RUNS;
@@ -232,7 +246,7 @@ park_open(Relation facade, QueueState *qs, Park *p)
 						RelationGetRelationName(facade)),
 				 errhint("Queue tables are made by spindle.create_queue(), which makes their consumer relation in schema %s.",
 						 SPINDLE_STORAGE_SCHEMA)));
-	if (!park_try_open(RelationGetRelid(facade), qs, p))
+	if (!park_try_open(RelationGetRelid(facade), qs, p, false))
 		elog(ERROR, "spindle: the consumer relation of queue table \"%s\" went away",
 			 RelationGetRelationName(facade));
 }
@@ -785,7 +799,7 @@ spindle_park_forget(Oid relid, const int64 *ranges, int n)
 	TimestampTz now = GetCurrentTimestamp();
 
 	/* a state not loaded learns the references afresh */
-	if (!park_try_open(relid, spindle_queue_state(relid), &p))
+	if (!park_try_open(relid, spindle_queue_state(relid), &p, false))
 		return;
 	for (i = 0; i < n; i++)
 	{
@@ -824,18 +838,23 @@ spindle_park_forget(Oid relid, const int64 *ranges, int n)
  * acknowledged or purged is gone).  While the item the hand-back made
  * holds the ids, P3 keeps the READY run from being taken: the item
  * decides.  Opens the consumer relation by the table's OID; nothing to do
- * if it is gone.  A valid transaction, no LWLock or buffer lock held.
+ * if it is gone.  With nowait (a commit or a backend's exit: someone
+ * else's business must not wait or fail for this), returns false, having
+ * done nothing, if a lock it needs is not free at once.  A valid
+ * transaction, no LWLock or buffer lock held.
  */
-void
-spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n)
+bool
+spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n, bool nowait)
 {
 	Park		p;
 	TimestampTz now = GetCurrentTimestamp();
 	int			i;
 
+	if (n == 0)
+		return true;
 	/* a state not loaded learns the references afresh */
-	if (n == 0 || !park_try_open(relid, spindle_queue_state(relid), &p))
-		return;
+	if (!park_try_open(relid, spindle_queue_state(relid), &p, nowait))
+		return !nowait || !OidIsValid(spindle_consumer_rel_oid(relid));
 	for (i = 0; i < n; i++)
 	{
 		int64		x = runs[i].start;
@@ -865,6 +884,7 @@ spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n)
 		}
 	}
 	park_close(&p);
+	return true;
 }
 
 /*

@@ -218,7 +218,8 @@ extern bool spindle_park_take_one(Relation facade, QueueState *qs,
 extern void spindle_park_forget(Oid relid, const int64 *ranges, int n);
 extern bool spindle_park_relet(Relation facade, QueueState *qs, int64 msg_id,
 							   TimestampTz due);
-extern void spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n);
+extern bool spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n,
+								   bool nowait);
 extern TimestampTz spindle_park_next_due(Relation facade, QueueState *qs);
 extern int64 spindle_park_next(Relation facade, QueueState *qs, int64 x,
 							   int64 *end);

@@ -144,5 +144,31 @@ is($node->safe_psql('postgres',
 		q{SELECT leased FROM spindle.queues WHERE queue_name = 'hb5'}),
 	'5', 'leased again: 5 leased');
 
+# ---- exit while another session holds the queue ---------------------------
+# The exit's save waits for no lock (review r1, finding 2): with a TRUNCATE
+# of the queue open in another session, the failing session's backend used
+# to wait for the consumer relation's lock with interrupts held, so that
+# neither pg_terminate_backend nor a fast shutdown could end it.  Now it
+# exits at once, the hand-back unsaved (the events come back when the
+# lease would have ended, here never: the TRUNCATE empties the queue).
+make_queue('hb6');
+{
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	my $pid = $s->query('SELECT pg_backend_pid()');
+	$s->query(sprintf($failing, 'hb6'));
+	like($s->{stderr}, qr/division by zero/, 'exit_busy: the statement failed');
+	my $t = $node->background_psql('postgres', on_error_stop => 0);
+	$t->query_safe('BEGIN; TRUNCATE spindle_q.hb6');
+	$s->quit;
+	ok(defined wait_for($node, 'postgres',
+			"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid", 20),
+		'exit_busy: the failing backend exits while the TRUNCATE holds the queue');
+	$t->query_safe('COMMIT');
+	$t->quit;
+}
+$node->restart(mode => 'fast');
+is(read_events($node, 'hb6', 5, '0', 'hb6: read after the restart'), '',
+	'exit_busy: the truncated queue is empty');
+
 $node->stop;
 done_testing();
