@@ -3,7 +3,8 @@
 # backlog.sh).  Sourced, not run.  The caller sets NAME (for messages) and
 # PORT, and may set EXTRA_CONF (lines appended to postgresql.conf).
 #
-# cluster_start: initdb in a new temp dir ($tmp), unix socket only, as user
+# cluster_start: initdb (with BENCH_INITDB_OPTS, e.g. -k for data checksums)
+# in a new temp dir ($tmp), unix socket only, as user
 # postgres when run as root; measures the shared memory of a server without
 # spindle ($shm_without), then starts it with spindle preloaded and creates
 # database "bench" with the extension.  The cluster and the temp dir are
@@ -54,7 +55,8 @@ SHM_TOTAL="SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name IS NO
 SHM_SPINDLE="SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name LIKE 'spindle%'"
 
 cluster_start() {
-    "${AS_PG[@]}" "$BIN/initdb" -D "$tmp/data" -U postgres -A trust >/dev/null
+    # shellcheck disable=SC2086
+    "${AS_PG[@]}" "$BIN/initdb" -D "$tmp/data" -U postgres -A trust ${BENCH_INITDB_OPTS:-} >/dev/null
     cat >> "$tmp/data/postgresql.conf" <<CONF
 port = $PORT
 listen_addresses = ''

@@ -35,6 +35,9 @@
 #
 #   PG_CONFIG     the PostgreSQL installation (spindle installed in it)
 #   BENCH_EVENTS  events per drain (default 50000)
+#   BENCH_INITDB_OPTS  options of initdb: -k for data checksums, with which
+#                 the first hint bit a reader sets on a page after a
+#                 checkpoint writes its image too (as wal_log_hints = on)
 #   ROUNDS        rounds (default 3)
 #   BENCH_PORT    the cluster's port (default 5518); BENCH_KEEP=1 keeps it
 # Usage: [BENCH_EVENTS=50000] [ROUNDS=3] bench/wal_checkpoint.sh
@@ -58,7 +61,7 @@ if [[ -f $("$PG_CONFIG" --sharedir)/extension/pgq.control ]]; then
 else
     echo "  PgQ is not installed (postgresql-15-pgq3): not measured"
 fi
-header "BENCH_EVENTS = $N, $ROUNDS rounds"
+header "BENCH_EVENTS = $N, $ROUNDS rounds, data checksums $(q "SHOW data_checksums"), wal_log_hints $(q "SHOW wal_log_hints")"
 
 fill() {        # fill SYSTEM: a fresh queue of N events
     case $1 in
