@@ -8,9 +8,13 @@
 #   enqueue BENCH_EVENTS events (not measured), CHECKPOINT, then consume them
 #   all, one transaction per call, from a DO block (COMMIT after each call, no
 #   client round trip), and measure pg_current_wal_insert_lsn() before and
-#   after the drain; then the system's own cleanup (below) and the LSN again.
-#   pg_waldump --stats=record of the drain's range splits its WAL into record
-#   types, record bytes and full-page-image bytes.
+#   after the drain; then wait SETTLE seconds (what the spindle worker does
+#   after the drain), the system's own cleanup (below) and the LSN again.
+#   SETTLE seconds pass between the fill and the CHECKPOINT too, so that
+#   what the worker does after a fill happens before the checkpoint in every
+#   round rather than in some.  pg_waldump --stats=record of the whole
+#   range (drain, wait, cleanup) splits its WAL into record types, record
+#   bytes and full-page-image bytes.
 #
 #   dequeue     spindle.dequeue(q, 100) until it returns nothing; cleanup:
 #               spindle.drop_spindles(q) (the worker would do the same)
@@ -42,7 +46,8 @@
 #   BENCH_INITDB_OPTS  options of initdb: -k for data checksums, with which
 #                 the first hint bit a reader sets on a page after a
 #                 checkpoint writes its image too (as wal_log_hints = on)
-#   ROUNDS        rounds (default 3)
+#   ROUNDS        rounds (default 3); SETTLE: the waits above (default 3 s,
+#                 3 naptimes of the worker)
 #   BENCH_PORT    the cluster's port (default 5518); BENCH_KEEP=1 keeps it
 # Usage: [BENCH_EVENTS=50000] [ROUNDS=3] bench/wal_checkpoint.sh
 set -euo pipefail
@@ -51,6 +56,7 @@ NAME=wal_checkpoint.sh
 PORT=${BENCH_PORT:-5518}
 N=${BENCH_EVENTS:-50000}
 ROUNDS=${ROUNDS:-3}
+SETTLE=${SETTLE:-3}
 EXTRA_CONF="checkpoint_timeout = '1h'
 max_wal_size = '8GB'
 wal_keep_size = '8GB'
@@ -134,16 +140,18 @@ for ((r = 1; r <= ROUNDS; r++)); do
     printf '  round %d/%d, B per event, drain (drain + cleanup):' "$r" "$ROUNDS"
     for s in "${order[@]}"; do
         fill "$s"
+        sleep "$SETTLE"
         q "CHECKPOINT"
         read -r s0 b0 <<<"$(q "SELECT l, l - '0/0'::pg_lsn FROM pg_current_wal_insert_lsn() l" | tr '|' ' ')"
         got=$(drain "$s")
         read -r s1 b1 <<<"$(q "SELECT l, l - '0/0'::pg_lsn FROM pg_current_wal_insert_lsn() l" | tr '|' ' ')"
+        sleep "$SETTLE"
         cleanup_sys "$s"
-        b2=$(lsn)
+        read -r s2 b2 <<<"$(q "SELECT l, l - '0/0'::pg_lsn FROM pg_current_wal_insert_lsn() l" | tr '|' ' ')"
         [[ $got == "$N" ]] || echo "  warning: $s took $got events, not $N"
         echo "scale=2; ($b1 - $b0) / $N" | bc >> "$tmp/drain.$s"
         echo "scale=2; ($b2 - $b0) / $N" | bc >> "$tmp/all.$s"
-        ((r < ROUNDS)) || waldump "$s" "$s0" "$s1"
+        ((r < ROUNDS)) || waldump "$s" "$s0" "$s2"
         printf ' %s %s (%s)' "$s" "$(tail -1 "$tmp/drain.$s")" "$(tail -1 "$tmp/all.$s")"
     done
     echo
@@ -151,17 +159,18 @@ done
 
 echo
 echo "== medians of $ROUNDS rounds, WAL bytes per consumed event (CHECKPOINT before each drain)"
-printf '%-10s %12s %18s %12s %12s %14s\n' system drain "drain + cleanup" records FPI "vs heap"
-hd=$(median < "$tmp/drain.heap")
+printf '%-10s %12s %18s %12s %12s %14s\n' system drain "+ wait, cleanup" records FPI "all vs heap"
+hd=$(median < "$tmp/all.heap")
 for s in $SYSTEMS; do
     d=$(median < "$tmp/drain.$s"); a=$(median < "$tmp/all.$s")
     read -r rec fpi <<<"$(awk -v n="$N" '$1 == "Total" {printf "%.1f %.1f", $3 / n, $4 / n}' "$tmp/waldump.$s")"
-    printf '%-10s %12s %18s %12s %12s %14.2f\n' "$s" "$d" "$a" "$rec" "$fpi" "$(echo "$d / $hd" | bc -l)"
+    printf '%-10s %12s %18s %12s %12s %14.2f\n' "$s" "$d" "$a" "$rec" "$fpi" "$(echo "$a / $hd" | bc -l)"
 done
 echo "   rounds, drain: $(for s in $SYSTEMS; do printf '%s: %s| ' "$s" "$(tr '\n' ' ' < "$tmp/drain.$s")"; done)"
-echo "   records and FPI: pg_waldump --stats=record of the last round's drain, bytes per event"
+echo "   rounds, all:   $(for s in $SYSTEMS; do printf '%s: %s| ' "$s" "$(tr '\n' ' ' < "$tmp/all.$s")"; done)"
+echo "   records and FPI: pg_waldump --stats=record of the last round's drain + wait + cleanup, bytes per event"
 echo
-echo "== the last round's drain by record type (pg_waldump --stats=record; rows of >= 1 % of"
+echo "== the last round's drain + wait + cleanup by record type (pg_waldump --stats=record; rows of >= 1 % of"
 echo "   the drain's bytes), bytes per event: records, FPI, combined; count per event"
 for s in $SYSTEMS; do
     echo "-- $s"
