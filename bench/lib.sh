@@ -1,7 +1,8 @@
 # bench/lib.sh: the throwaway cluster and small helpers shared by the
 # by-hand benchmarks (bench/wal_checkpoint.sh, queues.sh, sparse.sh,
 # backlog.sh).  Sourced, not run.  The caller sets NAME (for messages) and
-# PORT, and may set EXTRA_CONF (lines appended to postgresql.conf).
+# PORT, and may set EXTRA_CONF (lines appended to postgresql.conf); the user
+# may add lines of their own with BENCH_CONF (e.g. a spindle setting).
 #
 # cluster_start: initdb (with BENCH_INITDB_OPTS, e.g. -k for data checksums)
 # in a new temp dir ($tmp), unix socket only, as user
@@ -62,6 +63,7 @@ port = $PORT
 listen_addresses = ''
 unix_socket_directories = '$tmp'
 ${EXTRA_CONF:-}
+${BENCH_CONF:-}
 CONF
     pgctl start
     shm_without=$(psql -At -d postgres -c "$SHM_TOTAL")
