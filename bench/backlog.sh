@@ -137,7 +137,7 @@ while :; do
     echo "$(since "$t0") $ns $(queue_bytes bq) $tb" >> "$tmp/after"
     if [[ $ns == "$last" ]]; then stable=$((stable + 2)); else stable=0; last=$ns; fi
     ((stable < 10)) || break
-    (($(echo "$(now) - $t0 < 120" | bc))) || break
+    (($(calc "$(now) - $t0 < 120" %d))) || break
     sleep 2
 done
 read -r _ ns_end size_end table_end <<<"$(tail -1 "$tmp/after")"
@@ -147,7 +147,7 @@ echo
 echo "== dequeue(q, 100), ms (pgbench -r, one client, $ROUNDS rounds of $CALLS calls, synchronous_commit off)"
 a=$(median < "$tmp/lat.bq"); b=$(median < "$tmp/lat.sq")
 printf '  %-48s %10s\n' "$N-event backlog, start of the drain" "$a" "1 000-event backlog (steady)" "$b"
-echo "  ratio $(echo "scale=2; $a / $b" | bc); median of the rounds' own ratios" \
+echo "  ratio $(calc "$a / $b"); median of the rounds' own ratios" \
      "$(paste "$tmp/lat.bq" "$tmp/lat.sq" | awk '{print $1 / $2}' | median)"
 echo "  rounds: bq $(tr '\n' ' ' < "$tmp/lat.bq")| sq $(tr '\n' ' ' < "$tmp/lat.sq")"
 echo "  the drain: mean $drain_mean ms over $left events"
@@ -158,5 +158,5 @@ echo "== producers: fill $fill_refused refused; during the drain $prod_ok enqueu
 echo "== size (bytes): empty queue $base; with the backlog $with_backlog; steady queue sq $steady"
 echo "   after the drain (s, spindles, queue bytes, table bytes):"
 sed 's/^/     /' "$tmp/after"
-echo "   bound (empty + 2 full spindles of $full_size): $bound; at the end $size_end, $(echo "scale=2; $size_end / $bound" | bc) x the bound;" \
+echo "   bound (empty + 2 full spindles of $full_size): $bound; at the end $size_end, $(calc "$size_end / $bound") x the bound;" \
      "the table (facade + slot map + index) $table_end"

@@ -46,7 +46,10 @@ q() { psql -At -d "$PGDATABASE" -c "$*"; }
 q_try() { psql -At -d "$PGDATABASE" -c "$*" 2>&1; }
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 now() { date +%s.%N; }
-since() { echo "$(now) - $1" | bc -l | xargs printf '%.1f'; }
+# calc EXPR [FORMAT]: EXPR in floating point (awk), printed with FORMAT
+# (default %.2f)
+calc() { awk "BEGIN { printf \"${2:-%.2f}\\n\", ($1) }"; }
+since() { calc "$(now) - $1" %.1f; }
 pgctl() { "${AS_PG[@]}" "$BIN/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w "$@" >/dev/null; }
 # lsn: the current WAL insert position, in bytes
 lsn() { q "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn"; }

@@ -210,7 +210,7 @@ for x in sN hN s10 h10; do
     esac
     printf '%-40s %10s %10s\n' "$l" "$(median < "$tmp/$x.cold")" "$(median < "$tmp/$x.warm")"
 done
-ratio() { echo "scale=2; $(median < "$tmp/$1.warm") / $(median < "$tmp/$2.warm")" | bc; }
+ratio() { calc "$(median < "$tmp/$1.warm") / $(median < "$tmp/$2.warm")"; }
 echo "   warm ratios: sN / s10 $(ratio sN s10), sN / hN $(ratio sN hN), hN / h10 $(ratio hN h10), s10 / h10 $(ratio s10 h10)"
 # the median of each round's own ratio
 rr() { for ((r = 1; r <= ROUNDS; r++)); do

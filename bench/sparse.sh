@@ -129,7 +129,7 @@ for ((k = 1; k <= steps; k++)); do
     for x in "${order[@]}"; do
         s0=$(now)
         read -r wal ref first <<<"$(step "$x")"
-        secs=$(echo "$(cat "$tmp/secs.$x") + $(now) - $s0" | bc -l)
+        secs=$(calc "$(cat "$tmp/secs.$x") + $(now) - $s0" %.3f)
         echo "$secs" > "$tmp/secs.$x"
         if ((k * 10 % steps == 0)) && [[ $x == h* ]]; then
             b0=$(lsn); q "VACUUM $x" >/dev/null; wal=$((wal + $(lsn) - b0))
@@ -156,16 +156,16 @@ cat "$tmp/samples"
 echo
 echo "== WAL per event (the WAL position's advance over each queue's turns / $N)"
 for x in $SYSTEMS; do
-    w=$(echo "scale=1; $(cat "$tmp/wal.$x") / $N" | bc)
+    w=$(calc "$(cat "$tmp/wal.$x") / $N" %.1f)
     base=${x:0:1}0
     if [[ -f $tmp/wal.$base && $x != "$base" ]]; then
-        printf '  %-4s %8s B/event, %5.2f x %s\n' "$x" "$w" "$(echo "$(cat "$tmp/wal.$x") / $(cat "$tmp/wal.$base")" | bc -l)" "$base"
+        printf '  %-4s %8s B/event, %5.2f x %s\n' "$x" "$w" "$(calc "$(cat "$tmp/wal.$x") / $(cat "$tmp/wal.$base")")" "$base"
     else
         printf '  %-4s %8s B/event\n' "$x" "$w"
     fi
 done
 echo "== time in each queue's turns (s; the machine is shared: indicative only)"
-for x in $SYSTEMS; do printf '  %-4s %8.1f s, %8.0f events/s\n' "$x" "$(cat "$tmp/secs.$x")" "$(echo "$N / $(cat "$tmp/secs.$x")" | bc -l)"; done
+for x in $SYSTEMS; do printf '  %-4s %8.1f s, %8.0f events/s\n' "$x" "$(cat "$tmp/secs.$x")" "$(calc "$N / $(cat "$tmp/secs.$x")" %.0f)"; done
 echo "== producers refused"
 for x in $SYSTEMS; do
     printf '  %-4s %s events refused%s\n' "$x" "$(cat "$tmp/refused.$x")" \

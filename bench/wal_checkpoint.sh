@@ -160,8 +160,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
         cleanup_sys "$s"
         read -r s2 b2 <<<"$(q "SELECT l, l - '0/0'::pg_lsn FROM pg_current_wal_insert_lsn() l" | tr '|' ' ')"
         [[ $got == "$N" ]] || echo "  warning: $s took $got events, not $N"
-        echo "scale=2; ($b1 - $b0) / $N" | bc >> "$tmp/drain.$s"
-        echo "scale=2; ($b2 - $b0) / $N" | bc >> "$tmp/all.$s"
+        calc "($b1 - $b0) / $N" >> "$tmp/drain.$s"
+        calc "($b2 - $b0) / $N" >> "$tmp/all.$s"
         ((r < ROUNDS)) || waldump "$s" "$s0" "$s2"
         printf ' %s %s (%s)' "$s" "$(tail -1 "$tmp/drain.$s")" "$(tail -1 "$tmp/all.$s")"
     done
@@ -175,7 +175,7 @@ hd=$(median < "$tmp/all.heap")
 for s in $SYSTEMS; do
     d=$(median < "$tmp/drain.$s"); a=$(median < "$tmp/all.$s")
     read -r rec fpi <<<"$(awk -v n="$N" '$1 == "Total" {printf "%.1f %.1f", $3 / n, $4 / n}' "$tmp/waldump.$s")"
-    printf '%-10s %12s %18s %12s %12s %14.2f\n' "$s" "$d" "$a" "$rec" "$fpi" "$(echo "$a / $hd" | bc -l)"
+    printf '%-10s %12s %18s %12s %12s %14.2f\n' "$s" "$d" "$a" "$rec" "$fpi" "$(calc "$a / $hd")"
 done
 echo "   rounds, drain: $(for s in $SYSTEMS; do printf '%s: %s| ' "$s" "$(tr '\n' ' ' < "$tmp/drain.$s")"; done)"
 echo "   rounds, all:   $(for s in $SYSTEMS; do printf '%s: %s| ' "$s" "$(tr '\n' ' ' < "$tmp/all.$s")"; done)"
