@@ -148,7 +148,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     for ((i = 0; i < nsys; i++)); do
         j=$(((i + r - 1) % nsys + 1)); order+=("${!j}")
     done
-    printf '  round %d/%d, B per event, drain (drain + cleanup):' "$r" "$ROUNDS"
+    printf '  round %d/%d, B per event, drain (all):' "$r" "$ROUNDS"
     for s in "${order[@]}"; do
         fill "$s"
         sleep "$SETTLE"
