@@ -86,7 +86,7 @@ include $(PGXS)
 # ---- benchmark harness (issue 9): bench/run.sh; the report is
 # docs/benchmarks.md.  Needs spindle installed (scripts/build.sh or make
 # install); as root it installs PgQ, pg_partman and gnuplot itself.
-.PHONY: bench bench-short bench-stragglers
+.PHONY: bench bench-short bench-stragglers bench-wal-checkpoint bench-queues bench-sparse bench-backlog
 bench:
 	PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/run.sh
 bench-short:
@@ -97,3 +97,18 @@ bench-short:
 # script's header.
 bench-stragglers:
 	PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/stragglers.sh
+# issue 19, each a script that prints its figures (the scale knob and the
+# full size in its header; sections in docs/benchmarks.md, kept in
+# bench/<name>.md and spliced in by bench/report.py --splice):
+# WAL per consumed event with a CHECKPOINT before the drain (BENCH_EVENTS)
+bench-wal-checkpoint:
+	PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/wal_checkpoint.sh
+# dequeue(q, 1) round-robin over many queues, shared memory (BENCH_QUEUES)
+bench-queues:
+	PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/queues.sh
+# size with 1 in 1 000 events delayed or leased forever (BENCH_EVENTS)
+bench-sparse:
+	PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/sparse.sh
+# dequeue(q, 100) from a large backlog, and the size once drained (BENCH_EVENTS)
+bench-backlog:
+	PG_CONFIG=$(PG_CONFIG) bash $(srcdir)/bench/backlog.sh

@@ -1050,6 +1050,11 @@ def write(R, outdir):
                 "sudo make bench-short          # short mode (CI: test/t/045_bench_short.pl), "
                 "< 3 minutes\n"
                 "BENCH_OUT=/tmp/b make bench    # write the report elsewhere\n"
+                "make bench-stragglers          # by hand, each printing its figures: the\n"
+                "make bench-wal-checkpoint      # sections after section 8, kept in\n"
+                "make bench-queues              # bench/<name>.md; put into this report by\n"
+                "make bench-sparse              # python3 bench/report.py --splice docs/benchmarks.md\n"
+                "make bench-backlog\n"
                 "```\n\n"
                 "`bench/run.sh` installs postgresql-15-pgq3, postgresql-15-partman and gnuplot-nox "
                 "when they are missing (as root), runs `bench/harness.py` as user postgres (when "
@@ -1141,20 +1146,63 @@ def write(R, outdir):
         with open(apath) as fh:
             analysis = fh.read().rstrip() + "\n"
 
-    # benchmarks with scripts of their own, run by hand (bench/stragglers.sh,
-    # `make bench-stragglers`): their section is kept in bench/stragglers.md
-    # and quoted as written, before "How to run"
-    by_hand = ""
-    spath = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stragglers.md")
-    if os.path.exists(spath) and not R.get("short"):
-        with open(spath) as fh:
-            by_hand = fh.read().rstrip() + "\n\n"
+    # benchmarks with scripts of their own, run by hand (BY_HAND): their
+    # sections are quoted as written, before "How to run"
+    by_hand = "" if R.get("short") else by_hand_sections()
 
     doc = head + "\n" + summary + "\n" + (analysis + "\n" if analysis else "") + machine_sec + \
         "\n" + "\n".join(body) + "\n" + by_hand + howto
     with open(os.path.join(outdir, "benchmarks.md"), "w") as f:
         f.write(doc)
     return doc
+
+
+# The benchmarks run by hand, each with a make target and a script of its
+# own that prints its figures; their sections of docs/benchmarks.md are kept
+# in these files (written from a run's output) and copied in, in this order.
+BY_HAND = ["stragglers.md",      # make bench-stragglers (bench/stragglers.sh)
+           "wal_checkpoint.md",  # make bench-wal-checkpoint
+           "queues.md",          # make bench-queues
+           "sparse.md",          # make bench-sparse
+           "backlog.md"]         # make bench-backlog
+
+
+def by_hand_sections():
+    """The by-hand sections (BY_HAND that exist), as one text."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = ""
+    for name in BY_HAND:
+        path = os.path.join(here, name)
+        if os.path.exists(path):
+            with open(path) as fh:
+                out += fh.read().rstrip() + "\n\n"
+    return out
+
+
+def splice(doc_path):
+    """Replace the by-hand sections of an existing report (from the first
+    of them to "## How to run") with the current fragments, so that a
+    by-hand run reaches docs/benchmarks.md without a full `make bench`."""
+    with open(doc_path) as fh:
+        doc = fh.read()
+    first = None
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in BY_HAND:
+        path = os.path.join(here, name)
+        if os.path.exists(path):
+            with open(path) as fh:
+                title = fh.readline().rstrip("\n")
+            at = doc.find("\n" + title + "\n")
+            if at >= 0 and (first is None or at < first):
+                first = at
+    end = doc.find("\n## How to run\n")
+    if end < 0:
+        raise SystemExit("%s has no \"## How to run\" section" % doc_path)
+    if first is None or first > end:
+        first = end
+    doc = doc[:first + 1] + by_hand_sections() + doc[end + 1:]
+    with open(doc_path, "w") as fh:
+        fh.write(doc)
 
 
 SCRIPTS = """-- enqueue (one per transaction; batches: enqueue_batch / INSERT ... SELECT
@@ -1181,3 +1229,12 @@ SELECT pgq.finish_batch(:bid);
 \\endif
 COMMIT;
 """
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "--splice":
+        splice(sys.argv[2])
+    else:
+        raise SystemExit("usage: report.py --splice docs/benchmarks.md "
+                         "(the report itself is written by harness.py)")
