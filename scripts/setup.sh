@@ -15,6 +15,7 @@ PACKAGES=(
     postgresql-15-pgq3
     postgresql-15-partman
     gnuplot-nox
+    bc
 )
 
 missing=()
