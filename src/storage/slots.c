@@ -126,8 +126,10 @@ typedef struct SlotEntry
 	int64		spindle_no;
 	int64		capacity;		/* its number of virtual slots */
 	pg_atomic_uint64 used;		/* slots handed out (may pass capacity) */
+	pg_atomic_uint64 placed;	/* what a count from disk would find */
 	pg_atomic_uint32 inflight;	/* reservations not yet placed and mapped */
 	pg_atomic_uint32 full;
+	pg_atomic_uint32 recent;	/* used since the last eviction sweep */
 	pg_atomic_uint64 filled_at; /* TimestampTz when it became full */
 } SlotEntry;
 
@@ -181,6 +183,7 @@ static List *capacity_changes = NIL;
  */
 static Oid	unplaced_segment = InvalidOid;
 static int64 unplaced_spindle_no = 0;
+static int64 unplaced_end = 0;	/* one past its last slot */
 
 static void
 release_unplaced(void)
@@ -317,6 +320,33 @@ spindle_slots_full_below(Oid facade)
 }
 
 /*
+ * Remove an eighth of the full marks to make room for another table's.  A
+ * mark only saves counting: no counter is evicted on its word (evictable),
+ * so a table that loses its mark counts its full spindles from disk again,
+ * finds them full and raises it anew.  The caller holds SlotsLock
+ * exclusively.
+ */
+static void
+evict_marks(void)
+{
+	HASH_SEQ_STATUS status;
+	FullMark   *m;
+	int			target = Max(spindle_max_spindles / 8, 1);
+	int			evicted = 0;
+
+	hash_seq_init(&status, mark_hash);
+	while ((m = hash_seq_search(&status)) != NULL)
+	{
+		hash_search(mark_hash, &m->key, HASH_REMOVE, NULL);
+		if (++evicted >= target)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+	}
+}
+
+/*
  * Record that spindle sp (open as seg) is full: raise its table's full
  * mark to cover it.  Not for a spindle or table that a rollback can take
  * away without a drop (spindle_slots_forget clears the mark when its
@@ -345,6 +375,11 @@ raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
 	key.segment = RelationGetRelid(facade);
 	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
 	m = hash_search(mark_hash, &key, HASH_ENTER_NULL, &found);
+	if (m == NULL)
+	{
+		evict_marks();
+		m = hash_search(mark_hash, &key, HASH_ENTER_NULL, &found);
+	}
 	if (m != NULL && (!found || m->full_below <= sp->spindle_no))
 	{
 		m->full_below = sp->spindle_no + 1;
@@ -558,28 +593,73 @@ mark_full(SlotEntry *e)
 }
 
 /*
- * Remove entries of full spindles to make room (a full spindle is below its
- * table's full mark, else it is counted again if it is needed), but never
- * one with a reservation still in flight: its k is not on disk yet, and a
- * rebuilt counter would hand it out again.  (A reservation whose insert fails
- * before placing its tuple is given back when its transaction aborts.)
- * The caller holds SlotsLock exclusively.  Returns how many it removed.
+ * Can this entry go, to be rebuilt from disk when needed again?  Only if
+ * the count from disk gives back exactly what it says (see the header):
+ * no reservation in flight (its k is not on disk yet) and the highest slot
+ * handed out placed and mapped (placed reaches used, capped at the
+ * capacity), so that no slot taken by a reservation that never placed its
+ * event lies past what the disk records; a consumer may have passed such
+ * a slot as gone, and a rebuilt counter would hand it out again.  A full
+ * spindle whose last reservation was lost keeps its entry until its fill
+ * time is recorded (spindle_slots_recorded).  The caller holds SlotsLock
+ * exclusively, so no reservation starts or ends meanwhile.
+ */
+static bool
+evictable(SlotEntry *e)
+{
+	uint64		used = pg_atomic_read_u64(&e->used);
+
+	if (pg_atomic_read_u32(&e->inflight) != 0)
+		return false;
+	return pg_atomic_read_u64(&e->placed) >= Min(used, (uint64) e->capacity);
+}
+
+/*
+ * Remove entries to make room: a sweep with a second chance over the whole
+ * table.  Evictable entries of full spindles go (they are needed only if
+ * a consumer or maintenance asks again); those of open spindles go if not
+ * used since the last sweep, whose recent bits this sweep clears; if that
+ * frees less than an eighth of the table, evictable entries used recently
+ * go too, up to an eighth, so that a sweep frees room for many builds and
+ * its cost is shared by them.  The caller holds SlotsLock exclusively.
+ * Returns how many it removed.
  */
 static int
-evict_full_entries(void)
+evict_entries(void)
 {
 	HASH_SEQ_STATUS status;
 	SlotEntry  *e;
 	int			evicted = 0;
+	int			target = Max(spindle_max_spindles / 8, 1);
 
 	hash_seq_init(&status, slot_hash);
 	while ((e = hash_seq_search(&status)) != NULL)
-		if (pg_atomic_read_u32(&e->full) &&
-			pg_atomic_read_u32(&e->inflight) == 0)
+	{
+		bool		recent = pg_atomic_read_u32(&e->recent) != 0;
+
+		if (recent)
+			pg_atomic_write_u32(&e->recent, 0);
+		if ((pg_atomic_read_u32(&e->full) || !recent) && evictable(e))
 		{
 			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
 			evicted++;
 		}
+	}
+	if (evicted < target)
+	{
+		hash_seq_init(&status, slot_hash);
+		while ((e = hash_seq_search(&status)) != NULL)
+		{
+			if (!evictable(e))
+				continue;
+			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
+			if (++evicted >= target)
+			{
+				hash_seq_term(&status);
+				break;
+			}
+		}
+	}
 	if (evicted > 0)
 		slot_shared->removals++;
 	return evicted;
@@ -620,6 +700,8 @@ retry:
 	removals = slot_shared->removals;
 	e = lookup(sp.segment);
 	present = e != NULL && e->spindle_no == sp.spindle_no;
+	if (present && !pg_atomic_read_u32(&e->recent))
+		pg_atomic_write_u32(&e->recent, 1);
 	known_full = known_full_locked(RelationGetRelid(facade), &sp);
 	LWLockRelease(slot_shared->lock);
 	if (present)
@@ -673,24 +755,26 @@ retry:
 		e = hash_search(slot_hash, &key, HASH_ENTER_NULL, &found);
 		if (e == NULL)
 		{
-			evicted = evict_full_entries();
+			evicted = evict_entries();
 			e = hash_search(slot_hash, &key, HASH_ENTER_NULL, &found);
 		}
 		if (e == NULL)
 		{
 			LWLockRelease(slot_shared->lock);
 			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("out of spindle slot counters"),
-					 errdetail("Every one of the %d counters belongs to a spindle that is not full.",
+					 errdetail("Every one of the %d counters (spindle.max_open_spindles) belongs to a spindle with an insert in progress, or whose last insert failed before placing its events.",
 							   spindle_max_spindles),
-					 errhint("Increase spindle.max_open_spindles.")));
+					 errhint("Increase spindle.max_open_spindles, or insert an event into tables whose last insert failed.")));
 		}
 		e->spindle_no = sp.spindle_no;
 		e->capacity = spindle_effective_capacity(&sp);
 		pg_atomic_init_u64(&e->used, (uint64) used);
+		pg_atomic_init_u64(&e->placed, (uint64) used);
 		pg_atomic_init_u32(&e->inflight, 0);
 		pg_atomic_init_u32(&e->full, 0);
+		pg_atomic_init_u32(&e->recent, 1);
 		pg_atomic_init_u64(&e->filled_at, 0);
 		if (full)
 			(void) mark_full(e);
@@ -705,7 +789,7 @@ retry:
 	}
 	LWLockRelease(slot_shared->lock);
 	if (evicted >= 0)
-		elog(DEBUG1, "spindle: evicted %d slot counters of full spindles",
+		elog(DEBUG1, "spindle: evicted %d slot counters",
 			 evicted);
 
 	if (nextseg != NULL)
@@ -781,6 +865,8 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 			correct_capacity(sp);
 			continue;
 		}
+		if (!pg_atomic_read_u32(&e->recent))
+			pg_atomic_write_u32(&e->recent, 1);
 		pg_atomic_fetch_add_u32(&e->inflight, 1);
 		n = pg_atomic_fetch_add_u64(&e->used, nwanted);
 		if (n >= (uint64) e->capacity)
@@ -797,6 +883,7 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 			register_callbacks();
 			unplaced_segment = sp->segment;
 			unplaced_spindle_no = sp->spindle_no;
+			unplaced_end = (int64) n + got;
 		}
 		if (filled)
 		{
@@ -965,7 +1052,16 @@ spindle_slots_placed(SpindleEntry *sp)
 	/* never evicted meanwhile: it had a reservation in flight */
 	if (e != NULL && e->spindle_no == sp->spindle_no &&
 		pg_atomic_read_u32(&e->inflight) > 0)
+	{
+		uint64		placed = pg_atomic_read_u64(&e->placed);
+
+		/* on disk now: raise placed to its end, before inflight drops */
+		while (placed < (uint64) unplaced_end &&
+			   !pg_atomic_compare_exchange_u64(&e->placed, &placed,
+											   (uint64) unplaced_end))
+			;
 		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+	}
 	LWLockRelease(slot_shared->lock);
 	unplaced_segment = InvalidOid;
 }
