@@ -44,6 +44,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "lib/ilist.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/hsearch.h"
@@ -61,9 +62,30 @@ typedef struct DirCacheEntry
 	Oid			facade;			/* hash key */
 	SpindleDirectory *current;	/* NULL or the newest directory */
 	int64		open_spindle_no;	/* where this backend last inserted */
+	dlist_node	lru;			/* in dir_lru, most recently acquired first */
+	bool		in_xact;		/* acquired by the current transaction */
 } DirCacheEntry;
 
 static HTAB *dir_cache = NULL;
+
+/*
+ * The cache holds at most DIR_CACHE_MAX directories beyond those the
+ * current transaction acquired: a backend that goes round many tables
+ * reads the directories it no longer holds again (one index probe of the
+ * catalog), as core reads a relation's catalog rows again after its
+ * relcache entry went.  So the memory of the cache and every walk of it
+ * (invalidations, sweep_dropped_tables) stay bounded whatever the number
+ * of tables.
+ */
+#define DIR_CACHE_MAX	1024
+
+static dlist_head dir_lru = DLIST_STATIC_INIT(dir_lru);
+
+/* facades whose entries the current transaction acquired (in_xact) */
+static List *dir_xact_facades = NIL;
+
+/* dir_invalidations when sweep_dropped_tables last looked */
+static uint64 dir_swept_invalidations = 0;
 
 static List *dir_graveyard = NIL;	/* stale, still pinned directories */
 
@@ -217,14 +239,18 @@ dir_invalidate(Datum arg, Oid relid)
 	}
 }
 
-/* At transaction end every pin is gone: free stale directories. */
+/*
+ * At transaction end every pin is gone: free stale directories.  Only the
+ * entries this transaction acquired can hold a pin, an update or rows of
+ * their own (all three are set by acquire_directory), so only they are
+ * looked at.
+ */
 static void
 dir_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
-	HASH_SEQ_STATUS status;
-	DirCacheEntry *e;
 	bool		aborted;
+	List	   *facades;
 
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
 		event != XACT_EVENT_PARALLEL_COMMIT &&
@@ -242,13 +268,23 @@ dir_xact_callback(XactEvent event, void *arg)
 			free_directory((SpindleDirectory *) lfirst(lc));
 		list_free(old);
 	}
+	facades = dir_xact_facades;
+	dir_xact_facades = NIL;
 	if (dir_cache == NULL)
-		return;
-	hash_seq_init(&status, dir_cache);
-	while ((e = hash_seq_search(&status)) != NULL)
 	{
-		SpindleDirectory *dir = e->current;
+		list_free(facades);
+		return;
+	}
+	foreach(lc, facades)
+	{
+		Oid			facade = lfirst_oid(lc);
+		DirCacheEntry *e = hash_search(dir_cache, &facade, HASH_FIND, NULL);
+		SpindleDirectory *dir;
 
+		if (e == NULL)
+			continue;
+		e->in_xact = false;
+		dir = e->current;
 		if (dir == NULL)
 			continue;
 		dir->pins = 0;
@@ -265,6 +301,7 @@ dir_xact_callback(XactEvent event, void *arg)
 		else
 			dir->has_own = false;
 	}
+	list_free(facades);
 }
 
 /*
@@ -277,16 +314,18 @@ static void
 dir_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					 SubTransactionId parentSubid, void *arg)
 {
-	HASH_SEQ_STATUS status;
-	DirCacheEntry *e;
+	ListCell   *lc;
 
 	if (event != SUBXACT_EVENT_ABORT_SUB || !spindle_xact_wrote_catalog() ||
 		dir_cache == NULL)
 		return;
-	hash_seq_init(&status, dir_cache);
-	while ((e = hash_seq_search(&status)) != NULL)
+	/* has_own is set only by this transaction's acquires */
+	foreach(lc, dir_xact_facades)
 	{
-		if (e->current != NULL && e->current->has_own)
+		Oid			facade = lfirst_oid(lc);
+		DirCacheEntry *e = hash_search(dir_cache, &facade, HASH_FIND, NULL);
+
+		if (e != NULL && e->current != NULL && e->current->has_own)
 		{
 			e->current->stale = true;
 			e->current->needs_full = true;
@@ -731,10 +770,15 @@ sweep_dropped_tables(Oid keep)
 	int			ngone = 0;
 	int			i;
 
-	/* once per transaction is enough */
-	if (MyProc->lxid == swept_in)
+	/*
+	 * Once per transaction is enough, and only if an invalidation came
+	 * since the last sweep: a directory becomes stale only by one.
+	 */
+	if (MyProc->lxid == swept_in ||
+		dir_invalidations == dir_swept_invalidations)
 		return;
 	swept_in = MyProc->lxid;
+	dir_swept_invalidations = dir_invalidations;
 	hash_seq_init(&status, dir_cache);
 	while ((e = hash_seq_search(&status)) != NULL)
 	{
@@ -747,9 +791,40 @@ sweep_dropped_tables(Oid keep)
 	for (i = 0; i < ngone; i++)
 	{
 		e = hash_search(dir_cache, &gone[i], HASH_FIND, NULL);
-		if (e != NULL && e->current != NULL)
+		if (e == NULL)
+			continue;
+		if (e->current != NULL)
 			free_directory(e->current);
+		dlist_delete(&e->lru);
 		(void) hash_search(dir_cache, &gone[i], HASH_REMOVE, NULL);
+	}
+}
+
+/*
+ * Keep the cache within DIR_CACHE_MAX entries: drop the least recently
+ * acquired ones that the current transaction has not acquired (those
+ * alone may be pinned, updating or hold rows of their own).
+ */
+static void
+evict_directories(void)
+{
+	long		excess = hash_get_num_entries(dir_cache) - DIR_CACHE_MAX;
+	dlist_node *cur = dir_lru.head.prev;
+
+	/* from the least recently acquired */
+	while (excess > 0 && cur != &dir_lru.head)
+	{
+		DirCacheEntry *e = dlist_container(DirCacheEntry, lru, cur);
+
+		cur = cur->prev;
+		if (e->in_xact)
+			continue;
+		Assert(e->current == NULL || e->current->pins == 0);
+		if (e->current != NULL)
+			free_directory(e->current);
+		dlist_delete(&e->lru);
+		(void) hash_search(dir_cache, &e->facade, HASH_REMOVE, NULL);
+		excess--;
 	}
 }
 
@@ -902,7 +977,21 @@ acquire_directory(Relation facade, bool complete)
 	{
 		e->current = NULL;
 		e->open_spindle_no = 0;
+		e->in_xact = false;
+		dlist_push_head(&dir_lru, &e->lru);
 	}
+	else if (dlist_head_node(&dir_lru) != &e->lru)
+		dlist_move_head(&dir_lru, &e->lru);
+	if (!e->in_xact)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		dir_xact_facades = lappend_oid(dir_xact_facades, relid);
+		MemoryContextSwitchTo(old);
+		e->in_xact = true;
+	}
+	if (!found && hash_get_num_entries(dir_cache) > DIR_CACHE_MAX)
+		evict_directories();
 	dir = e->current;
 	if (dir == NULL || dir->stale || (complete && dir->partial) ||
 		(dir->parallel_read && !IsInParallelMode()))
