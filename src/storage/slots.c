@@ -37,13 +37,37 @@
  * full ones until their fill time is in the directory: an entry is the
  * only record of when its spindle filled until maintenance writes it down.
  *
- * The hash table has a fixed size (spindle.max_open_spindles).  Entries of
- * full spindles are evicted when it is full (they are not needed again:
- * their spindles are below the full mark), or dropped once their fill time
- * is recorded; entries of spindles created by a transaction that rolls
- * back are removed at its end, those of a dropped database (and its full
- * marks) when DROP DATABASE ends.  The full marks have as many entries; a
- * table that finds no room has none, and its spindles are counted as before.
+ * The hash table has a fixed size (spindle.max_open_spindles), but no
+ * spindle needs its entry for long: every queue has an open spindle, and a
+ * server with more queues than entries must go round them.  An entry may
+ * be evicted, to be rebuilt from disk when needed again, when the count
+ * from disk would give back exactly its value (evictable()): no
+ * reservation in flight (its k is not on disk yet), and its highest slot
+ * handed out placed and mapped.  The entry keeps, besides the slots it
+ * handed out (used), one past the highest slot placed and mapped
+ * (placed: raised by spindle_slots_placed before the reservation stops
+ * being in flight, built equal to used).  A reservation that never placed
+ * its tuples (its insert failed in between) leaves placed below used:
+ * rebuilt from disk, the counter would hand out those slots again, though
+ * a consumer may already have passed them as gone (the head's count said
+ * they were handed out, the map was empty, no reservation was in flight),
+ * and the new events there would never be delivered.  Such an entry stays
+ * until the next insert into its spindle places slots past the lost ones
+ * (then placed reaches used again), or, for a full spindle, until its
+ * fill time is recorded (then the directory says it is full).  So an
+ * entry is pinned only by an insert in progress or by a failed insert
+ * that was its spindle's last; "out of spindle slot counters" (53400)
+ * means that many of those.  Eviction is a sweep with a second chance
+ * (an entry used since the last sweep stays, unless the sweep would free
+ * less than an eighth of the table), so that a busy open spindle keeps
+ * its counter while idle ones give theirs up, and one sweep makes room
+ * for many builds.  Entries of spindles created by a transaction that
+ * rolls back are removed at its end, those of a dropped database (and its
+ * full marks) when DROP DATABASE ends.  The full marks have as many
+ * entries; when they are all taken an eighth of them goes: a mark only
+ * spares counting (no entry is evicted on its word), so a table that lost
+ * its mark finds its full spindles full again by counting and raises it
+ * anew.
  *
  * A capacity change (ALTER TABLE SET (events_per_spindle), which gives the
  * new capacity to the spindles with no events yet) tells us each spindle
@@ -72,10 +96,9 @@
  *                         filled_at is never earlier than the truth.
  *   spindle_slots_used    slots used and whether full, counting the pages
  *                         when no counter knows, but building no counter:
- *                         counters are few (spindle.max_open_spindles) and
- *                         only full ones can be evicted, so a reader (a
- *                         consumer finding the queue's head) must not take
- *                         them.
+ *                         counters are few (spindle.max_open_spindles), so
+ *                         a reader (a consumer finding the queue's head)
+ *                         does not take one it would not keep.
  *   spindle_slots_view    shared memory only, no page read (the views, and
  *                         counters.c before it counts the pages itself).
  *   spindle_slots_count_disk   always from the pages (counters.c's builds,
