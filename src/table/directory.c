@@ -25,6 +25,15 @@
  * deliver one) never changes or frees it under the caller; a stale copy
  * still pinned is kept in a graveyard until its last release.
  *
+ * The cache is bounded and never walked whole on the hot path, so that a
+ * backend going round many tables (100 000 queues) pays the same per call
+ * as one using a few: it keeps at most DIR_CACHE_MAX directories beyond
+ * those the current transaction acquired (least recently acquired go
+ * first, and are read again when needed); an invalidation finds the
+ * directory of a spindle relation through a map from spindle to table
+ * (seg_owner); transaction end looks only at the directories the
+ * transaction acquired.
+ *
  * Locks: reading the catalog for a directory takes AccessShareLock on the
  * catalog tables and their indexes (directory_catalog.c), kept to the end
  * of the transaction; every lock is taken before the invalidations that
@@ -86,6 +95,56 @@ static List *dir_xact_facades = NIL;
 
 /* dir_invalidations when sweep_dropped_tables last looked */
 static uint64 dir_swept_invalidations = 0;
+
+/*
+ * Which facade's cached directory holds each spindle relation, so that an
+ * invalidation of a spindle finds its directory without a walk of the
+ * cache.  A mapping is entered for every spindle a directory gets (a full
+ * read, or the spindles added by an update) and removed when a directory
+ * loses the spindle or leaves the cache; one left over (a directory freed
+ * at transaction end, an update that failed) only costs a lookup that
+ * finds nothing to mark.
+ */
+typedef struct SegOwner
+{
+	Oid			segment;		/* hash key */
+	Oid			facade;
+} SegOwner;
+
+static HTAB *seg_owner = NULL;
+
+static void
+seg_owner_add(Oid facade, const SpindleEntry *spindles, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		SegOwner   *o = hash_search(seg_owner, &spindles[i].segment,
+									HASH_ENTER, NULL);
+
+		o->facade = facade;
+	}
+}
+
+static void
+seg_owner_remove(Oid facade, Oid segment)
+{
+	SegOwner   *o = hash_search(seg_owner, &segment, HASH_FIND, NULL);
+
+	if (o != NULL && o->facade == facade)
+		hash_search(seg_owner, &segment, HASH_REMOVE, NULL);
+}
+
+/* dir leaves the cache (or is replaced by a full read): forget its spindles */
+static void
+seg_owner_forget(SpindleDirectory *dir)
+{
+	int			i;
+
+	for (i = 0; i < dir->nspindles; i++)
+		seg_owner_remove(dir->facade, dir->spindles[i].segment);
+}
 
 static List *dir_graveyard = NIL;	/* stale, still pinned directories */
 
@@ -216,26 +275,48 @@ dir_invalidate(Datum arg, Oid relid)
 {
 	HASH_SEQ_STATUS status;
 	DirCacheEntry *e;
+	SegOwner   *o;
+	ListCell   *lc;
 
 	dir_invalidations++;
 	if (dir_cache == NULL)
 		return;
-	hash_seq_init(&status, dir_cache);
-	while ((e = hash_seq_search(&status)) != NULL)
+	if (!OidIsValid(relid))
 	{
-		SpindleDirectory *dir = e->current;
-
-		if (dir == NULL)
-			continue;
-		if (!OidIsValid(relid) || dir->updating)
+		hash_seq_init(&status, dir_cache);
+		while ((e = hash_seq_search(&status)) != NULL)
 		{
-			dir->stale = true;
-			dir->needs_full = true;
+			if (e->current != NULL)
+			{
+				e->current->stale = true;
+				e->current->needs_full = true;
+			}
 		}
-		else if (relid == e->facade)
-			dir->stale = true;
-		else
-			note_segment_invalidation(dir, relid);
+		return;
+	}
+	/* a directory being updated (only this transaction's can be) */
+	foreach(lc, dir_xact_facades)
+	{
+		Oid			facade = lfirst_oid(lc);
+
+		e = hash_search(dir_cache, &facade, HASH_FIND, NULL);
+		if (e != NULL && e->current != NULL && e->current->updating)
+		{
+			e->current->stale = true;
+			e->current->needs_full = true;
+		}
+	}
+	/* the facade itself */
+	e = hash_search(dir_cache, &relid, HASH_FIND, NULL);
+	if (e != NULL && e->current != NULL)
+		e->current->stale = true;
+	/* one of its spindles */
+	o = hash_search(seg_owner, &relid, HASH_FIND, NULL);
+	if (o != NULL)
+	{
+		e = hash_search(dir_cache, &o->facade, HASH_FIND, NULL);
+		if (e != NULL && e->current != NULL)
+			note_segment_invalidation(e->current, relid);
 	}
 }
 
@@ -295,6 +376,7 @@ dir_xact_callback(XactEvent event, void *arg)
 		 */
 		if (dir->updating || (aborted && dir->has_own))
 		{
+			seg_owner_forget(dir);
 			free_directory(dir);
 			e->current = NULL;
 		}
@@ -346,6 +428,11 @@ spindle_directory_init(void)
 	ctl.entrysize = sizeof(DirCacheEntry);
 	ctl.hcxt = TopMemoryContext;
 	dir_cache = hash_create("spindle directories", 64, &ctl,
+							HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(SegOwner);
+	ctl.hcxt = TopMemoryContext;
+	seg_owner = hash_create("spindle directory owners", 256, &ctl,
 							HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	CacheRegisterRelcacheCallback(dir_invalidate, (Datum) 0);
 	RegisterXactCallback(dir_xact_callback, NULL);
@@ -528,6 +615,7 @@ read_directory(Relation facade, SpindleCatalogRels *cr, Snapshot snap,
 	dir->nspindles = n;
 	dir->partial = tail_only && tup != NULL;
 	sort_directory(dir);
+	seg_owner_add(dir->facade, dir->spindles, n);
 	return dir;
 }
 
@@ -559,6 +647,7 @@ apply_changes(SpindleDirectory *dir, const bool *removed,
 		if (removed != NULL && removed[i])
 		{
 			newpos[i] = -1;
+			seg_owner_remove(dir->facade, dir->spindles[i].segment);
 			continue;
 		}
 		newpos[i] = nkept;
@@ -570,6 +659,7 @@ apply_changes(SpindleDirectory *dir, const bool *removed,
 	reserve_spindles(dir, ntotal);
 	if (nadded > 0)
 		memcpy(&dir->spindles[nkept], added, sizeof(SpindleEntry) * nadded);
+	seg_owner_add(dir->facade, added, nadded);
 	for (i = 0; i < nadded; i++)
 	{
 		addv[i] = nkept + i;
@@ -794,7 +884,10 @@ sweep_dropped_tables(Oid keep)
 		if (e == NULL)
 			continue;
 		if (e->current != NULL)
+		{
+			seg_owner_forget(e->current);
 			free_directory(e->current);
+		}
 		dlist_delete(&e->lru);
 		(void) hash_search(dir_cache, &gone[i], HASH_REMOVE, NULL);
 	}
@@ -821,7 +914,10 @@ evict_directories(void)
 			continue;
 		Assert(e->current == NULL || e->current->pins == 0);
 		if (e->current != NULL)
+		{
+			seg_owner_forget(e->current);
 			free_directory(e->current);
+		}
 		dlist_delete(&e->lru);
 		(void) hash_search(dir_cache, &e->facade, HASH_REMOVE, NULL);
 		excess--;
@@ -897,6 +993,9 @@ refresh_directory(Relation facade, DirCacheEntry *e, bool complete)
 	}
 	if (dir == NULL)
 	{
+		/* what it holds now is read again: forget it first */
+		if (old != NULL)
+			seg_owner_forget(old);
 		/* a producer needs only the newest spindles (read_directory) */
 		dir = read_directory(facade, &cr, snap,
 							 !complete && !spindle_created_here(facade) &&
