@@ -102,13 +102,25 @@
 
 int			spindle_max_payload_size = 64 * 1024 * 1024;
 
-/* One registry row as this backend last read it. */
+/*
+ * One registry row as this backend last read it, removed by an
+ * invalidation of its table.  queue_names maps the table back to the name,
+ * so that an invalidation finds its entry without a walk of the cache:
+ * with many queues, every invalidation would otherwise cost a walk of all
+ * the queues this backend ever used.
+ */
 typedef struct QueueCacheEntry
 {
 	char		name[NAMEDATALEN];	/* hash key */
-	bool		valid;			/* false after an invalidation of relid */
+	bool		valid;
 	SpindleQueue q;
 } QueueCacheEntry;
+
+typedef struct QueueNameEntry
+{
+	Oid			relid;			/* hash key */
+	char		name[NAMEDATALEN];
+} QueueNameEntry;
 
 /* Whether a relation is a queue table (see spindle_relation_is_queue). */
 typedef struct IsQueueEntry
@@ -118,6 +130,7 @@ typedef struct IsQueueEntry
 } IsQueueEntry;
 
 static HTAB *queue_cache = NULL;
+static HTAB *queue_names = NULL;
 static HTAB *is_queue_cache = NULL;
 static SpindleIdCapture *capture_top = NULL;
 
@@ -293,6 +306,7 @@ bool
 spindle_queue_lookup(const char *name, SpindleQueue *q, bool missing_ok)
 {
 	QueueCacheEntry *e;
+	QueueNameEntry *n;
 	SpindleQueue found;
 	bool		exists;
 
@@ -321,6 +335,13 @@ spindle_queue_lookup(const char *name, SpindleQueue *q, bool missing_ok)
 	e = hash_search(queue_cache, name, HASH_ENTER, NULL);
 	e->q = found;
 	e->valid = true;
+	n = hash_search(queue_names, &found.relid, HASH_ENTER, &exists);
+	if (exists && strcmp(n->name, name) != 0)
+	{
+		/* the table had another name: that entry is stale */
+		hash_search(queue_cache, n->name, HASH_REMOVE, NULL);
+	}
+	strlcpy(n->name, name, NAMEDATALEN);
 	*q = found;
 	return true;
 }
@@ -1177,12 +1198,26 @@ queue_relcache_callback(Datum arg, Oid relid)
 				hash_search(is_queue_cache, &e->relid, HASH_REMOVE, NULL);
 		}
 	}
-	if (queue_cache != NULL)
+	if (queue_cache != NULL && OidIsValid(relid))
 	{
+		QueueNameEntry *n = hash_search(queue_names, &relid, HASH_FIND, NULL);
+
+		if (n != NULL)
+		{
+			hash_search(queue_cache, n->name, HASH_REMOVE, NULL);
+			hash_search(queue_names, &relid, HASH_REMOVE, NULL);
+		}
+	}
+	else if (queue_cache != NULL)
+	{
+		QueueNameEntry *n;
+
 		hash_seq_init(&status, queue_cache);
 		while ((q = hash_seq_search(&status)) != NULL)
-			if (!OidIsValid(relid) || q->q.relid == relid)
-				q->valid = false;
+			hash_search(queue_cache, q->name, HASH_REMOVE, NULL);
+		hash_seq_init(&status, queue_names);
+		while ((n = hash_seq_search(&status)) != NULL)
+			hash_search(queue_names, &n->relid, HASH_REMOVE, NULL);
 	}
 }
 
@@ -1447,6 +1482,11 @@ spindle_queue_catalog_init(void)
 	ctl.hcxt = TopMemoryContext;
 	queue_cache = hash_create("spindle queues", 64, &ctl,
 							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(QueueNameEntry);
+	ctl.hcxt = TopMemoryContext;
+	queue_names = hash_create("spindle queue names", 64, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	ctl.keysize = sizeof(Oid);
 	ctl.entrysize = sizeof(IsQueueEntry);
 	ctl.hcxt = TopMemoryContext;

@@ -37,13 +37,37 @@
  * full ones until their fill time is in the directory: an entry is the
  * only record of when its spindle filled until maintenance writes it down.
  *
- * The hash table has a fixed size (spindle.max_open_spindles).  Entries of
- * full spindles are evicted when it is full (they are not needed again:
- * their spindles are below the full mark), or dropped once their fill time
- * is recorded; entries of spindles created by a transaction that rolls
- * back are removed at its end, those of a dropped database (and its full
- * marks) when DROP DATABASE ends.  The full marks have as many entries; a
- * table that finds no room has none, and its spindles are counted as before.
+ * The hash table has a fixed size (spindle.max_open_spindles), but no
+ * spindle needs its entry for long: every queue has an open spindle, and a
+ * server with more queues than entries must go round them.  An entry may
+ * be evicted, to be rebuilt from disk when needed again, when the count
+ * from disk would give back exactly its value (evictable()): no
+ * reservation in flight (its k is not on disk yet), and its highest slot
+ * handed out placed and mapped.  The entry keeps, besides the slots it
+ * handed out (used), one past the highest slot placed and mapped
+ * (placed: raised by spindle_slots_placed before the reservation stops
+ * being in flight, built equal to used).  A reservation that never placed
+ * its tuples (its insert failed in between) leaves placed below used:
+ * rebuilt from disk, the counter would hand out those slots again, though
+ * a consumer may already have passed them as gone (the head's count said
+ * they were handed out, the map was empty, no reservation was in flight),
+ * and the new events there would never be delivered.  Such an entry stays
+ * until the next insert into its spindle places slots past the lost ones
+ * (then placed reaches used again), or, for a full spindle, until its
+ * fill time is recorded (then the directory says it is full).  So an
+ * entry is pinned only by an insert in progress or by a failed insert
+ * that was its spindle's last; "out of spindle slot counters" (53400)
+ * means that many of those.  Eviction is a sweep with a second chance
+ * (an entry used since the last sweep stays, unless the sweep would free
+ * less than an eighth of the table), so that a busy open spindle keeps
+ * its counter while idle ones give theirs up, and one sweep makes room
+ * for many builds.  Entries of spindles created by a transaction that
+ * rolls back are removed at its end, those of a dropped database (and its
+ * full marks) when DROP DATABASE ends.  The full marks have as many
+ * entries; when they are all taken an eighth of them goes: a mark only
+ * spares counting (no entry is evicted on its word), so a table that lost
+ * its mark finds its full spindles full again by counting and raises it
+ * anew.
  *
  * A capacity change (ALTER TABLE SET (events_per_spindle), which gives the
  * new capacity to the spindles with no events yet) tells us each spindle
@@ -72,10 +96,9 @@
  *                         filled_at is never earlier than the truth.
  *   spindle_slots_used    slots used and whether full, counting the pages
  *                         when no counter knows, but building no counter:
- *                         counters are few (spindle.max_open_spindles) and
- *                         only full ones can be evicted, so a reader (a
- *                         consumer finding the queue's head) must not take
- *                         them.
+ *                         counters are few (spindle.max_open_spindles), so
+ *                         a reader (a consumer finding the queue's head)
+ *                         does not take one it would not keep.
  *   spindle_slots_view    shared memory only, no page read (the views, and
  *                         counters.c before it counts the pages itself).
  *   spindle_slots_count_disk   always from the pages (counters.c's builds,
@@ -126,8 +149,10 @@ typedef struct SlotEntry
 	int64		spindle_no;
 	int64		capacity;		/* its number of virtual slots */
 	pg_atomic_uint64 used;		/* slots handed out (may pass capacity) */
+	pg_atomic_uint64 placed;	/* what a count from disk would find */
 	pg_atomic_uint32 inflight;	/* reservations not yet placed and mapped */
 	pg_atomic_uint32 full;
+	pg_atomic_uint32 recent;	/* used since the last eviction sweep */
 	pg_atomic_uint64 filled_at; /* TimestampTz when it became full */
 } SlotEntry;
 
@@ -181,6 +206,7 @@ static List *capacity_changes = NIL;
  */
 static Oid	unplaced_segment = InvalidOid;
 static int64 unplaced_spindle_no = 0;
+static int64 unplaced_end = 0;	/* one past its last slot */
 
 static void
 release_unplaced(void)
@@ -317,6 +343,33 @@ spindle_slots_full_below(Oid facade)
 }
 
 /*
+ * Remove an eighth of the full marks to make room for another table's.  A
+ * mark only saves counting: no counter is evicted on its word (evictable),
+ * so a table that loses its mark counts its full spindles from disk again,
+ * finds them full and raises it anew.  The caller holds SlotsLock
+ * exclusively.
+ */
+static void
+evict_marks(void)
+{
+	HASH_SEQ_STATUS status;
+	FullMark   *m;
+	int			target = Max(spindle_max_spindles / 8, 1);
+	int			evicted = 0;
+
+	hash_seq_init(&status, mark_hash);
+	while ((m = hash_seq_search(&status)) != NULL)
+	{
+		hash_search(mark_hash, &m->key, HASH_REMOVE, NULL);
+		if (++evicted >= target)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+	}
+}
+
+/*
  * Record that spindle sp (open as seg) is full: raise its table's full
  * mark to cover it.  Not for a spindle or table that a rollback can take
  * away without a drop (spindle_slots_forget clears the mark when its
@@ -345,6 +398,11 @@ raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
 	key.segment = RelationGetRelid(facade);
 	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
 	m = hash_search(mark_hash, &key, HASH_ENTER_NULL, &found);
+	if (m == NULL)
+	{
+		evict_marks();
+		m = hash_search(mark_hash, &key, HASH_ENTER_NULL, &found);
+	}
 	if (m != NULL && (!found || m->full_below <= sp->spindle_no))
 	{
 		m->full_below = sp->spindle_no + 1;
@@ -558,28 +616,73 @@ mark_full(SlotEntry *e)
 }
 
 /*
- * Remove entries of full spindles to make room (a full spindle is below its
- * table's full mark, else it is counted again if it is needed), but never
- * one with a reservation still in flight: its k is not on disk yet, and a
- * rebuilt counter would hand it out again.  (A reservation whose insert fails
- * before placing its tuple is given back when its transaction aborts.)
- * The caller holds SlotsLock exclusively.  Returns how many it removed.
+ * Can this entry go, to be rebuilt from disk when needed again?  Only if
+ * the count from disk gives back exactly what it says (see the header):
+ * no reservation in flight (its k is not on disk yet) and the highest slot
+ * handed out placed and mapped (placed reaches used, capped at the
+ * capacity), so that no slot taken by a reservation that never placed its
+ * event lies past what the disk records; a consumer may have passed such
+ * a slot as gone, and a rebuilt counter would hand it out again.  A full
+ * spindle whose last reservation was lost keeps its entry until its fill
+ * time is recorded (spindle_slots_recorded).  The caller holds SlotsLock
+ * exclusively, so no reservation starts or ends meanwhile.
+ */
+static bool
+evictable(SlotEntry *e)
+{
+	uint64		used = pg_atomic_read_u64(&e->used);
+
+	if (pg_atomic_read_u32(&e->inflight) != 0)
+		return false;
+	return pg_atomic_read_u64(&e->placed) >= Min(used, (uint64) e->capacity);
+}
+
+/*
+ * Remove entries to make room: a sweep with a second chance over the whole
+ * table.  Evictable entries of full spindles go (they are needed only if
+ * a consumer or maintenance asks again); those of open spindles go if not
+ * used since the last sweep, whose recent bits this sweep clears; if that
+ * frees less than an eighth of the table, evictable entries used recently
+ * go too, up to an eighth, so that a sweep frees room for many builds and
+ * its cost is shared by them.  The caller holds SlotsLock exclusively.
+ * Returns how many it removed.
  */
 static int
-evict_full_entries(void)
+evict_entries(void)
 {
 	HASH_SEQ_STATUS status;
 	SlotEntry  *e;
 	int			evicted = 0;
+	int			target = Max(spindle_max_spindles / 8, 1);
 
 	hash_seq_init(&status, slot_hash);
 	while ((e = hash_seq_search(&status)) != NULL)
-		if (pg_atomic_read_u32(&e->full) &&
-			pg_atomic_read_u32(&e->inflight) == 0)
+	{
+		bool		recent = pg_atomic_read_u32(&e->recent) != 0;
+
+		if (recent)
+			pg_atomic_write_u32(&e->recent, 0);
+		if ((pg_atomic_read_u32(&e->full) || !recent) && evictable(e))
 		{
 			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
 			evicted++;
 		}
+	}
+	if (evicted < target)
+	{
+		hash_seq_init(&status, slot_hash);
+		while ((e = hash_seq_search(&status)) != NULL)
+		{
+			if (!evictable(e))
+				continue;
+			hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
+			if (++evicted >= target)
+			{
+				hash_seq_term(&status);
+				break;
+			}
+		}
+	}
 	if (evicted > 0)
 		slot_shared->removals++;
 	return evicted;
@@ -620,6 +723,8 @@ retry:
 	removals = slot_shared->removals;
 	e = lookup(sp.segment);
 	present = e != NULL && e->spindle_no == sp.spindle_no;
+	if (present && !pg_atomic_read_u32(&e->recent))
+		pg_atomic_write_u32(&e->recent, 1);
 	known_full = known_full_locked(RelationGetRelid(facade), &sp);
 	LWLockRelease(slot_shared->lock);
 	if (present)
@@ -673,24 +778,26 @@ retry:
 		e = hash_search(slot_hash, &key, HASH_ENTER_NULL, &found);
 		if (e == NULL)
 		{
-			evicted = evict_full_entries();
+			evicted = evict_entries();
 			e = hash_search(slot_hash, &key, HASH_ENTER_NULL, &found);
 		}
 		if (e == NULL)
 		{
 			LWLockRelease(slot_shared->lock);
 			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("out of spindle slot counters"),
-					 errdetail("Every one of the %d counters belongs to a spindle that is not full.",
+					 errdetail("Every one of the %d counters (spindle.max_open_spindles) belongs to a spindle with an insert in progress, or whose last insert failed before placing its events.",
 							   spindle_max_spindles),
-					 errhint("Increase spindle.max_open_spindles.")));
+					 errhint("Increase spindle.max_open_spindles, or insert an event into tables whose last insert failed.")));
 		}
 		e->spindle_no = sp.spindle_no;
 		e->capacity = spindle_effective_capacity(&sp);
 		pg_atomic_init_u64(&e->used, (uint64) used);
+		pg_atomic_init_u64(&e->placed, (uint64) used);
 		pg_atomic_init_u32(&e->inflight, 0);
 		pg_atomic_init_u32(&e->full, 0);
+		pg_atomic_init_u32(&e->recent, 1);
 		pg_atomic_init_u64(&e->filled_at, 0);
 		if (full)
 			(void) mark_full(e);
@@ -705,7 +812,7 @@ retry:
 	}
 	LWLockRelease(slot_shared->lock);
 	if (evicted >= 0)
-		elog(DEBUG1, "spindle: evicted %d slot counters of full spindles",
+		elog(DEBUG1, "spindle: evicted %d slot counters",
 			 evicted);
 
 	if (nextseg != NULL)
@@ -781,6 +888,8 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 			correct_capacity(sp);
 			continue;
 		}
+		if (!pg_atomic_read_u32(&e->recent))
+			pg_atomic_write_u32(&e->recent, 1);
 		pg_atomic_fetch_add_u32(&e->inflight, 1);
 		n = pg_atomic_fetch_add_u64(&e->used, nwanted);
 		if (n >= (uint64) e->capacity)
@@ -797,6 +906,7 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 			register_callbacks();
 			unplaced_segment = sp->segment;
 			unplaced_spindle_no = sp->spindle_no;
+			unplaced_end = (int64) n + got;
 		}
 		if (filled)
 		{
@@ -965,7 +1075,16 @@ spindle_slots_placed(SpindleEntry *sp)
 	/* never evicted meanwhile: it had a reservation in flight */
 	if (e != NULL && e->spindle_no == sp->spindle_no &&
 		pg_atomic_read_u32(&e->inflight) > 0)
+	{
+		uint64		placed = pg_atomic_read_u64(&e->placed);
+
+		/* on disk now: raise placed to its end, before inflight drops */
+		while (placed < (uint64) unplaced_end &&
+			   !pg_atomic_compare_exchange_u64(&e->placed, &placed,
+											   (uint64) unplaced_end))
+			;
 		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+	}
 	LWLockRelease(slot_shared->lock);
 	unplaced_segment = InvalidOid;
 }

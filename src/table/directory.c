@@ -25,6 +25,15 @@
  * deliver one) never changes or frees it under the caller; a stale copy
  * still pinned is kept in a graveyard until its last release.
  *
+ * The cache is bounded and never walked whole on the hot path, so that a
+ * backend going round many tables (100 000 queues) pays the same per call
+ * as one using a few: it keeps at most DIR_CACHE_MAX directories beyond
+ * those the current transaction acquired (least recently acquired go
+ * first, and are read again when needed); an invalidation finds the
+ * directory of a spindle relation through a map from spindle to table
+ * (seg_owner); transaction end looks only at the directories the
+ * transaction acquired.
+ *
  * Locks: reading the catalog for a directory takes AccessShareLock on the
  * catalog tables and their indexes (directory_catalog.c), kept to the end
  * of the transaction; every lock is taken before the invalidations that
@@ -44,6 +53,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "lib/ilist.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/hsearch.h"
@@ -61,9 +71,80 @@ typedef struct DirCacheEntry
 	Oid			facade;			/* hash key */
 	SpindleDirectory *current;	/* NULL or the newest directory */
 	int64		open_spindle_no;	/* where this backend last inserted */
+	dlist_node	lru;			/* in dir_lru, most recently acquired first */
+	bool		in_xact;		/* acquired by the current transaction */
 } DirCacheEntry;
 
 static HTAB *dir_cache = NULL;
+
+/*
+ * The cache holds at most DIR_CACHE_MAX directories beyond those the
+ * current transaction acquired: a backend that goes round many tables
+ * reads the directories it no longer holds again (one index probe of the
+ * catalog), as core reads a relation's catalog rows again after its
+ * relcache entry went.  So the memory of the cache and every walk of it
+ * (invalidations, sweep_dropped_tables) stay bounded whatever the number
+ * of tables.
+ */
+#define DIR_CACHE_MAX	1024
+
+static dlist_head dir_lru = DLIST_STATIC_INIT(dir_lru);
+
+/* facades whose entries the current transaction acquired (in_xact) */
+static List *dir_xact_facades = NIL;
+
+/* dir_invalidations when sweep_dropped_tables last looked */
+static uint64 dir_swept_invalidations = 0;
+
+/*
+ * Which facade's cached directory holds each spindle relation, so that an
+ * invalidation of a spindle finds its directory without a walk of the
+ * cache.  A mapping is entered for every spindle a directory gets (a full
+ * read, or the spindles added by an update) and removed when a directory
+ * loses the spindle or leaves the cache; one left over (a directory freed
+ * at transaction end, an update that failed) only costs a lookup that
+ * finds nothing to mark.
+ */
+typedef struct SegOwner
+{
+	Oid			segment;		/* hash key */
+	Oid			facade;
+} SegOwner;
+
+static HTAB *seg_owner = NULL;
+
+static void
+seg_owner_add(Oid facade, const SpindleEntry *spindles, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		SegOwner   *o = hash_search(seg_owner, &spindles[i].segment,
+									HASH_ENTER, NULL);
+
+		o->facade = facade;
+	}
+}
+
+static void
+seg_owner_remove(Oid facade, Oid segment)
+{
+	SegOwner   *o = hash_search(seg_owner, &segment, HASH_FIND, NULL);
+
+	if (o != NULL && o->facade == facade)
+		hash_search(seg_owner, &segment, HASH_REMOVE, NULL);
+}
+
+/* dir leaves the cache (or is replaced by a full read): forget its spindles */
+static void
+seg_owner_forget(SpindleDirectory *dir)
+{
+	int			i;
+
+	for (i = 0; i < dir->nspindles; i++)
+		seg_owner_remove(dir->facade, dir->spindles[i].segment);
+}
 
 static List *dir_graveyard = NIL;	/* stale, still pinned directories */
 
@@ -194,37 +275,63 @@ dir_invalidate(Datum arg, Oid relid)
 {
 	HASH_SEQ_STATUS status;
 	DirCacheEntry *e;
+	SegOwner   *o;
+	ListCell   *lc;
 
 	dir_invalidations++;
 	if (dir_cache == NULL)
 		return;
-	hash_seq_init(&status, dir_cache);
-	while ((e = hash_seq_search(&status)) != NULL)
+	if (!OidIsValid(relid))
 	{
-		SpindleDirectory *dir = e->current;
-
-		if (dir == NULL)
-			continue;
-		if (!OidIsValid(relid) || dir->updating)
+		hash_seq_init(&status, dir_cache);
+		while ((e = hash_seq_search(&status)) != NULL)
 		{
-			dir->stale = true;
-			dir->needs_full = true;
+			if (e->current != NULL)
+			{
+				e->current->stale = true;
+				e->current->needs_full = true;
+			}
 		}
-		else if (relid == e->facade)
-			dir->stale = true;
-		else
-			note_segment_invalidation(dir, relid);
+		return;
+	}
+	/* a directory being updated (only this transaction's can be) */
+	foreach(lc, dir_xact_facades)
+	{
+		Oid			facade = lfirst_oid(lc);
+
+		e = hash_search(dir_cache, &facade, HASH_FIND, NULL);
+		if (e != NULL && e->current != NULL && e->current->updating)
+		{
+			e->current->stale = true;
+			e->current->needs_full = true;
+		}
+	}
+	/* the facade itself */
+	e = hash_search(dir_cache, &relid, HASH_FIND, NULL);
+	if (e != NULL && e->current != NULL)
+		e->current->stale = true;
+	/* one of its spindles */
+	o = hash_search(seg_owner, &relid, HASH_FIND, NULL);
+	if (o != NULL)
+	{
+		e = hash_search(dir_cache, &o->facade, HASH_FIND, NULL);
+		if (e != NULL && e->current != NULL)
+			note_segment_invalidation(e->current, relid);
 	}
 }
 
-/* At transaction end every pin is gone: free stale directories. */
+/*
+ * At transaction end every pin is gone: free stale directories.  Only the
+ * entries this transaction acquired can hold a pin, an update or rows of
+ * their own (all three are set by acquire_directory), so only they are
+ * looked at.
+ */
 static void
 dir_xact_callback(XactEvent event, void *arg)
 {
 	ListCell   *lc;
-	HASH_SEQ_STATUS status;
-	DirCacheEntry *e;
 	bool		aborted;
+	List	   *facades;
 
 	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
 		event != XACT_EVENT_PARALLEL_COMMIT &&
@@ -242,13 +349,23 @@ dir_xact_callback(XactEvent event, void *arg)
 			free_directory((SpindleDirectory *) lfirst(lc));
 		list_free(old);
 	}
+	facades = dir_xact_facades;
+	dir_xact_facades = NIL;
 	if (dir_cache == NULL)
-		return;
-	hash_seq_init(&status, dir_cache);
-	while ((e = hash_seq_search(&status)) != NULL)
 	{
-		SpindleDirectory *dir = e->current;
+		list_free(facades);
+		return;
+	}
+	foreach(lc, facades)
+	{
+		Oid			facade = lfirst_oid(lc);
+		DirCacheEntry *e = hash_search(dir_cache, &facade, HASH_FIND, NULL);
+		SpindleDirectory *dir;
 
+		if (e == NULL)
+			continue;
+		e->in_xact = false;
+		dir = e->current;
 		if (dir == NULL)
 			continue;
 		dir->pins = 0;
@@ -259,12 +376,14 @@ dir_xact_callback(XactEvent event, void *arg)
 		 */
 		if (dir->updating || (aborted && dir->has_own))
 		{
+			seg_owner_forget(dir);
 			free_directory(dir);
 			e->current = NULL;
 		}
 		else
 			dir->has_own = false;
 	}
+	list_free(facades);
 }
 
 /*
@@ -277,16 +396,18 @@ static void
 dir_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					 SubTransactionId parentSubid, void *arg)
 {
-	HASH_SEQ_STATUS status;
-	DirCacheEntry *e;
+	ListCell   *lc;
 
 	if (event != SUBXACT_EVENT_ABORT_SUB || !spindle_xact_wrote_catalog() ||
 		dir_cache == NULL)
 		return;
-	hash_seq_init(&status, dir_cache);
-	while ((e = hash_seq_search(&status)) != NULL)
+	/* has_own is set only by this transaction's acquires */
+	foreach(lc, dir_xact_facades)
 	{
-		if (e->current != NULL && e->current->has_own)
+		Oid			facade = lfirst_oid(lc);
+		DirCacheEntry *e = hash_search(dir_cache, &facade, HASH_FIND, NULL);
+
+		if (e != NULL && e->current != NULL && e->current->has_own)
 		{
 			e->current->stale = true;
 			e->current->needs_full = true;
@@ -307,6 +428,11 @@ spindle_directory_init(void)
 	ctl.entrysize = sizeof(DirCacheEntry);
 	ctl.hcxt = TopMemoryContext;
 	dir_cache = hash_create("spindle directories", 64, &ctl,
+							HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(SegOwner);
+	ctl.hcxt = TopMemoryContext;
+	seg_owner = hash_create("spindle directory owners", 256, &ctl,
 							HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	CacheRegisterRelcacheCallback(dir_invalidate, (Datum) 0);
 	RegisterXactCallback(dir_xact_callback, NULL);
@@ -489,6 +615,7 @@ read_directory(Relation facade, SpindleCatalogRels *cr, Snapshot snap,
 	dir->nspindles = n;
 	dir->partial = tail_only && tup != NULL;
 	sort_directory(dir);
+	seg_owner_add(dir->facade, dir->spindles, n);
 	return dir;
 }
 
@@ -520,6 +647,7 @@ apply_changes(SpindleDirectory *dir, const bool *removed,
 		if (removed != NULL && removed[i])
 		{
 			newpos[i] = -1;
+			seg_owner_remove(dir->facade, dir->spindles[i].segment);
 			continue;
 		}
 		newpos[i] = nkept;
@@ -531,6 +659,7 @@ apply_changes(SpindleDirectory *dir, const bool *removed,
 	reserve_spindles(dir, ntotal);
 	if (nadded > 0)
 		memcpy(&dir->spindles[nkept], added, sizeof(SpindleEntry) * nadded);
+	seg_owner_add(dir->facade, added, nadded);
 	for (i = 0; i < nadded; i++)
 	{
 		addv[i] = nkept + i;
@@ -731,10 +860,15 @@ sweep_dropped_tables(Oid keep)
 	int			ngone = 0;
 	int			i;
 
-	/* once per transaction is enough */
-	if (MyProc->lxid == swept_in)
+	/*
+	 * Once per transaction is enough, and only if an invalidation came
+	 * since the last sweep: a directory becomes stale only by one.
+	 */
+	if (MyProc->lxid == swept_in ||
+		dir_invalidations == dir_swept_invalidations)
 		return;
 	swept_in = MyProc->lxid;
+	dir_swept_invalidations = dir_invalidations;
 	hash_seq_init(&status, dir_cache);
 	while ((e = hash_seq_search(&status)) != NULL)
 	{
@@ -747,9 +881,46 @@ sweep_dropped_tables(Oid keep)
 	for (i = 0; i < ngone; i++)
 	{
 		e = hash_search(dir_cache, &gone[i], HASH_FIND, NULL);
-		if (e != NULL && e->current != NULL)
+		if (e == NULL)
+			continue;
+		if (e->current != NULL)
+		{
+			seg_owner_forget(e->current);
 			free_directory(e->current);
+		}
+		dlist_delete(&e->lru);
 		(void) hash_search(dir_cache, &gone[i], HASH_REMOVE, NULL);
+	}
+}
+
+/*
+ * Keep the cache within DIR_CACHE_MAX entries: drop the least recently
+ * acquired ones that the current transaction has not acquired (those
+ * alone may be pinned, updating or hold rows of their own).
+ */
+static void
+evict_directories(void)
+{
+	long		excess = hash_get_num_entries(dir_cache) - DIR_CACHE_MAX;
+	dlist_node *cur = dir_lru.head.prev;
+
+	/* from the least recently acquired */
+	while (excess > 0 && cur != &dir_lru.head)
+	{
+		DirCacheEntry *e = dlist_container(DirCacheEntry, lru, cur);
+
+		cur = cur->prev;
+		if (e->in_xact)
+			continue;
+		Assert(e->current == NULL || e->current->pins == 0);
+		if (e->current != NULL)
+		{
+			seg_owner_forget(e->current);
+			free_directory(e->current);
+		}
+		dlist_delete(&e->lru);
+		(void) hash_search(dir_cache, &e->facade, HASH_REMOVE, NULL);
+		excess--;
 	}
 }
 
@@ -822,6 +993,9 @@ refresh_directory(Relation facade, DirCacheEntry *e, bool complete)
 	}
 	if (dir == NULL)
 	{
+		/* what it holds now is read again: forget it first */
+		if (old != NULL)
+			seg_owner_forget(old);
 		/* a producer needs only the newest spindles (read_directory) */
 		dir = read_directory(facade, &cr, snap,
 							 !complete && !spindle_created_here(facade) &&
@@ -902,7 +1076,21 @@ acquire_directory(Relation facade, bool complete)
 	{
 		e->current = NULL;
 		e->open_spindle_no = 0;
+		e->in_xact = false;
+		dlist_push_head(&dir_lru, &e->lru);
 	}
+	else if (dlist_head_node(&dir_lru) != &e->lru)
+		dlist_move_head(&dir_lru, &e->lru);
+	if (!e->in_xact)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		dir_xact_facades = lappend_oid(dir_xact_facades, relid);
+		MemoryContextSwitchTo(old);
+		e->in_xact = true;
+	}
+	if (!found && hash_get_num_entries(dir_cache) > DIR_CACHE_MAX)
+		evict_directories();
 	dir = e->current;
 	if (dir == NULL || dir->stale || (complete && dir->partial) ||
 		(dir->parallel_read && !IsInParallelMode()))
