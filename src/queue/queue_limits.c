@@ -40,6 +40,11 @@
  *    INSERT rights can apply the owner's policy.
  *  - dead_letter: the same events are moved to the dead-letter queue by
  *    one INSERT as the owner, in the producer's transaction.
+ * Code run as the owner is run as PostgreSQL's maintenance commands run a
+ * table owner's code (run_as_owner): SECURITY_RESTRICTED_OPERATION and
+ * search_path = pg_catalog, pg_temp, so the owner's triggers and rules on
+ * the dead-letter queue must qualify the names they use, and a producer
+ * cannot have its own functions or temporary objects run as the owner.
  * If fewer events can be taken (the rest are leased, delayed, claimed by
  * consumers or the producer's own uncommitted ones), the enqueue fails
  * with 54000 and changes nothing.
@@ -79,6 +84,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -301,22 +307,77 @@ report_full(const SpindleQueue *q, int64 depth, int n, const char *why)
 }
 
 /*
+ * Run make_room's statement sql (args: queue name, need) as owner, as
+ * PostgreSQL's maintenance commands run code as a table's owner:
+ * SECURITY_RESTRICTED_OPERATION, and a search_path of pg_catalog, pg_temp
+ * in a GUC nest level of its own, so that neither a function a producer
+ * created under a name the owner's triggers or rules call unqualified nor
+ * a temporary object of the producer runs with the owner's rights.  The
+ * user, security context and GUCs are restored on the way out, on error
+ * too.  Returns SPI_processed.
+ */
+static int64
+run_as_owner(const SpindleQueue *q, Oid owner, const char *sql,
+			 Datum *values)
+{
+	Oid			types[2] = {TEXTOID, INT4OID};
+	Oid			save_user;
+	int			save_sec;
+	int			save_nestlevel;
+	int			rc;
+	int64		taken;
+
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	PG_TRY();
+	{
+		(void) set_config_option("search_path", "pg_catalog, pg_temp",
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+								 true, 0, false);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		rc = SPI_execute_with_args(sql, 2, types, values, NULL, false, 0);
+		if (rc != (q->overflow == SPINDLE_OVERFLOW_DEAD_LETTER ?
+				   SPI_OK_INSERT : SPI_OK_SELECT))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("could not make room in queue \"%s\": %s", q->name,
+							SPI_result_code_string(rc)),
+					 errhint("Drop the INSTEAD rule of the dead-letter queue's table.")));
+		taken = (int64) SPI_processed;
+		SPI_finish();
+	}
+	PG_CATCH();
+	{
+		/* the (sub)transaction's abort ends SPI; put the user back now */
+		AtEOXact_GUC(false, save_nestlevel);
+		SetUserIdAndSecContext(save_user, save_sec);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	AtEOXact_GUC(true, save_nestlevel);
+	SetUserIdAndSecContext(save_user, save_sec);
+	return taken;
+}
+
+/*
  * Take the need oldest deliverable events of q off the queue in the
- * current transaction, as the queue's owner: dequeued (drop_oldest), or
- * moved to the dead-letter queue (dead_letter).  Returns how many it took.
- * Runs with the limit lock held; the dequeue takes its own locks.
+ * current transaction, as the queue's owner (run_as_owner): dequeued
+ * (drop_oldest), or moved to the dead-letter queue (dead_letter).  Returns
+ * how many it took.  Runs with the limit lock held; the dequeue takes its
+ * own locks.  Every name in the statements is schema-qualified; the
+ * owner's triggers and rules on the dead-letter queue run with the
+ * restricted search_path.
  */
 static int64
 make_room(const SpindleQueue *q, int64 need)
 {
-	Oid			save_user;
-	int			save_sec;
 	Oid			owner;
 	HeapTuple	tup;
 	char	   *sql;
-	Oid			types[2] = {TEXTOID, INT4OID};
 	Datum		values[2];
-	int			rc;
 	int64		taken;
 
 	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(q->relid));
@@ -336,21 +397,7 @@ make_room(const SpindleQueue *q, int64 need)
 	values[0] = CStringGetTextDatum(q->name);
 	values[1] = Int32GetDatum((int32) need);
 
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	rc = SPI_execute_with_args(sql, 2, types, values, NULL, false, 0);
-	if (rc != (q->overflow == SPINDLE_OVERFLOW_DEAD_LETTER ?
-			   SPI_OK_INSERT : SPI_OK_SELECT))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("could not make room in queue \"%s\": %s", q->name,
-						SPI_result_code_string(rc)),
-				 errhint("Drop the INSTEAD rule of the dead-letter queue's table.")));
-	taken = (int64) SPI_processed;
-	SPI_finish();
-	SetUserIdAndSecContext(save_user, save_sec);
+	taken = run_as_owner(q, owner, sql, values);
 
 	if (q->overflow == SPINDLE_OVERFLOW_DEAD_LETTER && taken > 0)
 	{
