@@ -26,7 +26,12 @@
  * layer's spindle_queue_count_hook, called by enqueue at the limit with
  * the queue's table locked): the same unpurged, leased and claimed figures
  * as spindle.queues, the spindles taken from the table's cached directory
- * and without their sizes, so it reads no catalog and stats no file.
+ * and without their sizes, so it reads no catalog and stats no file.  It
+ * never fails: a spindle whose counter cannot be built now (its lock is
+ * held by a writer, or by a prepared transaction after a restart) is
+ * counted from its pages under AccessShareLock (counters.c,
+ * spindle_counters_count_now), the one place where this file may wait
+ * for a lock (a drop or detach of that spindle).
  *
  * drop_blocked_by: a full spindle whose every event is purged waits for
  * the removal horizon to pass its newest purger (counters.c keeps its
@@ -673,10 +678,14 @@ queue_shared_figures(Oid relid, TimestampTz now, bool all, QueueFigs *f)
  * Events of queue table relid not purged (appended - purged over its
  * spindles, from the counters; in-flight inserts included), and the
  * enqueued_at of its oldest spindle with some (0: none).  False if a
- * spindle's counter is not known right now.
+ * spindle's counter is not known right now -- unless count_now, where such
+ * a spindle is counted from its pages instead (spindle_counters_count_now:
+ * the limit of a queue must have a figure, and an exact one, see
+ * queue_count_for_limit), so the answer is always true.
  */
 static bool
-rows_unpurged(CatRow *rows, int nrows, int64 *unpurged, TimestampTz *oldest)
+rows_unpurged(CatRow *rows, int nrows, bool count_now, int64 *unpurged,
+			  TimestampTz *oldest)
 {
 	bool		known = true;
 	int			i;
@@ -690,6 +699,13 @@ rows_unpurged(CatRow *rows, int nrows, int64 *unpurged, TimestampTz *oldest)
 		spindle_figures_ext(rows, nrows, i, false, &f);
 		if (!f.exists)
 			continue;
+		if (!f.known && count_now)
+		{
+			f.known = true;
+			f.purged = 0;
+			f.events = spindle_counters_count_now(rows[i].relation,
+												  &rows[i].sp);
+		}
 		if (!f.known)
 		{
 			known = false;
@@ -711,7 +727,7 @@ queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
 {
 	int			nrows;
 	CatRow	   *rows = load_catalog(relid, &nrows);
-	bool		known = rows_unpurged(rows, nrows, unpurged, oldest);
+	bool		known = rows_unpurged(rows, nrows, false, unpurged, oldest);
 
 	pfree(rows);
 	return known;
@@ -721,7 +737,11 @@ queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
  * spindle_queue_count_hook (queue_limits.c): what counts against the
  * max_depth of queue table relid, its deliverable, delayed and in-flight
  * events (*counted: not purged, minus leased and being consumed), and all
- * its events not purged (*unpurged).  O(spindles + parked runs).
+ * its events not purged (*unpurged).  O(spindles + parked runs), plus a
+ * read of the pages of each spindle whose counter cannot be built now (a
+ * writer or a prepared transaction holds it): an enqueue must not fail
+ * for want of a count, and an upper bound (its slots, its capacity) would
+ * make drop_oldest drop more than it must.  Always true.
  */
 static bool
 queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged)
@@ -743,7 +763,7 @@ queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged)
 		rows[i].relation = relid;
 		rows[i].sp = dir->spindles[i];
 	}
-	known = rows_unpurged(rows, dir->nspindles, unpurged, &oldest);
+	known = rows_unpurged(rows, dir->nspindles, true, unpurged, &oldest);
 	spindle_directory_release(dir);
 	relation_close(rel, AccessShareLock);
 	pfree(rows);

@@ -29,7 +29,10 @@
  * crash, a full hash, the queue's drop or TRUNCATE committed) is only a
  * recount: nothing of it is on disk.  So an enqueue below the limit costs a
  * lock and a hash lookup, and one at the limit a recount of
- * O(spindles + parked lease runs), never a scan of the events.
+ * O(spindles + parked lease runs), never a scan of the queue: only a
+ * spindle whose counter cannot be built right now (a writer or a prepared
+ * transaction holds it) has its pages read, so that the count is always
+ * made, and exact (views.c, queue_count_for_limit).
  *
  * The policies, at the limit, for a batch of n (n > max_depth is refused
  * with 54000 whatever the policy):
@@ -449,14 +452,10 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 	gen_now = pg_atomic_read_u64(gen_of(q->relid));
 	if (bound_admit(q->relid, n, q->max_depth, gen_now))
 		return;
+	/* the admin layer's count never fails (views.c) */
 	if (spindle_queue_count_hook == NULL ||
 		!spindle_queue_count_hook(q->relid, &counted, &unpurged))
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not count the events of queue \"%s\" for its max_depth",
-						q->name),
-				 errdetail("A counter of one of its spindles is being rebuilt, or a transaction that wrote in it holds its lock."),
-				 errhint("Try again.")));
+		elog(ERROR, "could not count the events of queue \"%s\"", q->name);
 	if (counted + n > q->max_depth)
 	{
 		int64		need = counted + n - q->max_depth;

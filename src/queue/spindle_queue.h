@@ -286,8 +286,9 @@ extern void spindle_queue_limit_plain_insert(Oid relid);
 /*
  * What the depth of a queue is by the counters: deliverable plus delayed
  * plus in-flight events (*counted) and every unpurged one, leased too
- * (*unpurged); false if a counter could not be read right now.  The admin
- * layer's views compute it (views.c) and register it at start-up.
+ * (*unpurged).  The admin layer's views compute it (views.c) and register
+ * it at start-up; it counts a spindle from disk when its counter cannot be
+ * had, so it returns true (false would be an internal error).
  */
 typedef bool (*spindle_queue_count_fn) (Oid relid, int64 *counted,
 										int64 *unpurged);

@@ -325,6 +325,7 @@ extern bool spindle_counters_get(Oid facade, const SpindleEntry *sp,
 								 SpindleCountersInfo *info);
 extern bool spindle_counters_build(Oid facade, const SpindleEntry *sp,
 								   const SpindleEntry *next);
+extern int64 spindle_counters_count_now(Oid facade, const SpindleEntry *sp);
 extern int64 spindle_counters_table_inserts(Oid facade);
 extern void spindle_counters_forget(Oid segment);
 extern void spindle_counters_forget_database(Oid dboid);

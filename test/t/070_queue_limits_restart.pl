@@ -23,6 +23,7 @@ shared_preload_libraries = 'spindle'
 max_worker_processes = 16
 spindle.enable_worker = off
 autovacuum = off
+max_prepared_transactions = 4
 });
 $node->start;
 
@@ -103,7 +104,38 @@ is(sqlstate_of("SELECT spindle.enqueue('lopen', '4')"), '54000',
 	'lopen: full again');
 is(payloads('lopen'), '1,3', 'lopen: the committed events');
 
-for my $q (qw(lr ldrop lopen))
+# A prepared producer across a restart (review f1): its spindle keeps its
+# lock, so no counter of it can be built from disk; the count reads the
+# spindle's pages instead.  Its event takes room, and exactly one: never
+# "could not count" (55P03), and drop_oldest drops no more than it must.
+$node->safe_psql('postgres', q{
+SELECT spindle.create_queue('lprep', max_depth => 3);
+SELECT spindle.enqueue('lprep', '1');
+BEGIN; SELECT spindle.enqueue('lprep', '2'); PREPARE TRANSACTION 'lprep_p';
+SELECT spindle.create_queue('lpdrop', max_depth => 3, overflow => 'drop_oldest');
+SELECT spindle.enqueue_batch('lpdrop', ARRAY['1', '2']::jsonb[]);
+BEGIN; SELECT spindle.enqueue('lpdrop', '3'); PREPARE TRANSACTION 'lpdrop_p';
+});
+$node->restart;
+
+is(sqlstate_of("SELECT spindle.enqueue('lprep', '3')"), 'ok',
+	'lprep: admitted after the restart beside a prepared producer');
+is(sqlstate_of("SELECT spindle.enqueue('lprep', '4')"), '54000',
+	'lprep: the prepared event takes the last place');
+is(sqlstate_of("SELECT spindle.enqueue('lprep', '4')"), '54000',
+	'lprep: still full when counted again');
+$node->safe_psql('postgres', "ROLLBACK PREPARED 'lprep_p'");
+is(sqlstate_of("SELECT spindle.enqueue('lprep', '4')"), 'ok',
+	'lprep: room again once the prepared producer rolled back');
+is(payloads('lprep'), '1,3,4', 'lprep: the committed events');
+
+is(sqlstate_of("SELECT spindle.enqueue('lpdrop', '4')"), 'ok',
+	'lpdrop: admitted after the restart beside a prepared producer');
+is(payloads('lpdrop'), '2,4', 'lpdrop: only the oldest event was dropped');
+$node->safe_psql('postgres', "COMMIT PREPARED 'lpdrop_p'");
+is(payloads('lpdrop'), '2,3,4', 'lpdrop: the prepared event committed');
+
+for my $q (qw(lr ldrop lopen lprep lpdrop))
 {
 	verify_ok($node, 'postgres', "spindle_q.$q");
 }
