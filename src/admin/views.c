@@ -603,6 +603,7 @@ leased_within(Oid relid, int64 start, int64 end, TimestampTz now)
 typedef struct QueueFigs
 {
 	int64		leased;			/* parked leases not ended nor handed back */
+	TimestampTz leases_until;	/* the earliest end of a parked lease */
 	int64		delayed;		/* parked delayed events */
 	int64		claimed;		/* in CLAIM items: being consumed */
 	int64		pending;		/* PENDING items and parked pending runs */
@@ -625,14 +626,15 @@ queue_shared_figures(Oid relid, TimestampTz now, bool all, QueueFigs *f)
 
 	memset(f, 0, sizeof(*f));
 	/* delayed and leased events are parked on disk (queue_parked.c) */
-	f->leased = spindle_park_count(relid, SPINDLE_RUN_LEASED, now);
+	f->leased = spindle_park_count(relid, SPINDLE_RUN_LEASED, now,
+								   &f->leases_until);
 	if (all)
 	{
 		f->delayed = spindle_park_count(relid, SPINDLE_RUN_DELAYED,
-										DT_NOBEGIN);
+										DT_NOBEGIN, NULL);
 		/* pending on open producers, parked when too many */
 		f->pending = spindle_park_count(relid, SPINDLE_RUN_PENDING,
-										DT_NOBEGIN);
+										DT_NOBEGIN, NULL);
 	}
 	qs = f->qs = spindle_queue_state(relid);
 	if (qs != NULL)
@@ -737,14 +739,18 @@ queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
  * spindle_queue_count_hook (queue_limits.c): what counts against the
  * max_depth of queue table relid, its deliverable, delayed and in-flight
  * events (*counted: not purged, minus leased and being consumed), and all
- * its events not purged (*unpurged).  O(spindles + parked runs), plus a
+ * its events not purged (*unpurged), the leases not ended (*leased) and
+ * the earliest end of a parked lease (*leases_until: the leases counted,
+ * and those handed back, last at least until then).  O(spindles + parked
+ * runs), plus a
  * read of the pages of each spindle whose counter cannot be built now (a
  * writer or a prepared transaction holds it): an enqueue must not fail
  * for want of a count, and an upper bound (its slots, its capacity) would
  * make drop_oldest drop more than it must.  Always true.
  */
 static bool
-queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged)
+queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged,
+					  int64 *leased, TimestampTz *leases_until)
 {
 	TimestampTz oldest;
 	QueueFigs	sh;
@@ -771,6 +777,8 @@ queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged)
 		return false;
 	queue_shared_figures(relid, GetCurrentTimestamp(), false, &sh);
 	*counted = Max(*unpurged - sh.leased - sh.claimed, 0);
+	*leased = Min(sh.leased, *unpurged);
+	*leases_until = sh.leases_until;
 	return true;
 }
 

@@ -21,7 +21,15 @@
  * (leased ones too): the count of the last recount plus every event
  * admitted since.  Purges, rolled-back inserts and leases only lower the
  * true figure, so while bound + n <= max_depth the enqueue is admitted
- * without counting anything.  Otherwise it recounts: the storage layer's
+ * without counting anything.  A second bound leaves out the leases the
+ * recount found (live_bound), and holds until the earliest of them can
+ * end (until; a recount learns it in the walk it makes anyway): before
+ * then a lease ends only when handed back (a failed statement's, or
+ * set_visibility), which calls spindle_queue_limit_leases_back, and that
+ * forces a recount as a plain insert does.  So however many events are
+ * leased, an enqueue below max_depth by the events not leased counts
+ * nothing (review f2: it recounted at each call once the leases alone
+ * passed max_depth, walking every parked lease).  Otherwise it recounts: the storage layer's
  * counters of each spindle (shared memory, O(spindles)), the queue's
  * parked leases (a walk of the parked runs) and the claims of its
  * consumer state, through spindle_queue_count_hook (views.c computes
@@ -71,7 +79,8 @@
  * after it is released.
  *
  * Invariant: for every queue with an entry whose bucket counter still
- * equals the entry's gen, bound >= the queue's events not purged.
+ * equals the entry's gen, bound >= the queue's events not purged, and,
+ * before until, live_bound >= those of them not under a lease.
  *
  *-------------------------------------------------------------------------
  */
@@ -113,6 +122,8 @@ typedef struct LimitEntry
 {
 	LimitKey	key;
 	int64		bound;			/* >= the queue's events not purged ... */
+	int64		live_bound;		/* >= those not under a lease, before until */
+	TimestampTz until;			/* when the first lease counted can end */
 	uint64		gen;			/* ... while its plain_gen bucket is this */
 } LimitEntry;
 
@@ -206,8 +217,22 @@ spindle_queue_limit_plain_insert(Oid relid)
 }
 
 /*
- * Admit n events into queue relid by its bound alone: true, and the bound
- * raised by n, if one is kept for generation gen_now and bound + n fits
+ * Leases of queue table relid ended before their time (handed back by a
+ * failed statement, or moved to an earlier end by set_visibility): the
+ * live_bound of its limit no longer holds, and the next enqueue counts
+ * (one atomic add).  Call once the change is seen by a count.
+ */
+void
+spindle_queue_limit_leases_back(Oid relid)
+{
+	if (plain_gen != NULL)
+		pg_atomic_fetch_add_u64(gen_of(relid), 1);
+}
+
+/*
+ * Admit n events into queue relid by its bounds alone: true, and both
+ * bounds raised by n, if they are kept for generation gen_now and the one
+ * that holds now (live_bound before until, bound after) + n fits
  * max_depth.  The caller holds the queue's limit lock: only its holder
  * writes an entry's fields, so LimitsLock is taken shared (an exclusive
  * holder, who adds or removes entries, waits for it).
@@ -221,9 +246,13 @@ bound_admit(Oid relid, int n, int64 max_depth, uint64 gen_now)
 
 	LWLockAcquire(limits_lock, LW_SHARED);
 	e = hash_search(limits_hash, &key, HASH_FIND, NULL);
-	if (e != NULL && e->gen == gen_now && e->bound + n <= max_depth)
+	if (e != NULL && e->gen == gen_now &&
+		(e->bound + n <= max_depth ||
+		 (e->live_bound + n <= max_depth &&
+		  GetCurrentTimestamp() < e->until)))
 	{
 		e->bound += n;
+		e->live_bound += n;
 		admitted = true;
 	}
 	LWLockRelease(limits_lock);
@@ -231,11 +260,13 @@ bound_admit(Oid relid, int n, int64 max_depth, uint64 gen_now)
 }
 
 /*
- * Keep bound for queue relid, for generation gen (not kept when the hash
- * is full).  The caller holds the queue's limit lock.
+ * Keep the bounds of queue relid for generation gen (not kept when the
+ * hash is full): bound, and live_bound until until.  The caller holds the
+ * queue's limit lock.
  */
 static void
-bound_set(Oid relid, int64 bound, uint64 gen)
+bound_set(Oid relid, int64 bound, int64 live_bound, TimestampTz until,
+		  uint64 gen)
 {
 	LimitKey	key = {MyDatabaseId, relid};
 	LimitEntry *e;
@@ -245,6 +276,8 @@ bound_set(Oid relid, int64 bound, uint64 gen)
 	if (e != NULL)
 	{
 		e->bound = bound;
+		e->live_bound = live_bound;
+		e->until = until;
 		e->gen = gen;
 	}
 	LWLockRelease(limits_lock);
@@ -428,6 +461,8 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 	uint64		gen_now;
 	int64		counted;
 	int64		unpurged;
+	int64		leased;
+	TimestampTz leases_until;
 
 	if (n > q->max_depth)
 		ereport(ERROR,
@@ -454,7 +489,8 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 		return;
 	/* the admin layer's count never fails (views.c) */
 	if (spindle_queue_count_hook == NULL ||
-		!spindle_queue_count_hook(q->relid, &counted, &unpurged))
+		!spindle_queue_count_hook(q->relid, &counted, &unpurged, &leased,
+								  &leases_until))
 		elog(ERROR, "could not count the events of queue \"%s\"", q->name);
 	if (counted + n > q->max_depth)
 	{
@@ -468,7 +504,8 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 						"too few deliverable events could be dropped" :
 						"too few deliverable events could be moved to the dead-letter queue");
 	}
-	bound_set(q->relid, unpurged + n, gen_now);
+	bound_set(q->relid, unpurged + n, unpurged - leased + n, leases_until,
+			  gen_now);
 }
 
 /* The events admitted by spindle_queue_limit_admit are placed. */
