@@ -239,6 +239,62 @@ SELECT p.oid::regprocedure
    AND NOT has_function_privilege('public', p.oid, 'EXECUTE')
  ORDER BY 1;
 
+-- The overflow policies run as the queue's owner (a producer with INSERT
+-- alone may apply them), as PostgreSQL's maintenance commands run code as
+-- a table's owner: restricted, with search_path = pg_catalog, pg_temp.  A
+-- producer's function named as one the owner's dead-letter trigger calls
+-- unqualified must not run as the owner: the trigger finds no function
+-- (42883) and the enqueue changes nothing; qualified, it works.
+CREATE SCHEMA pq_own AUTHORIZATION regress_pq_owner;
+CREATE SCHEMA pq_prod AUTHORIZATION regress_pq_producer;
+SET ROLE regress_pq_owner;
+GRANT USAGE ON SCHEMA pq_own TO PUBLIC;
+CREATE TABLE pq_own.secret (s text);
+INSERT INTO pq_own.secret VALUES ('the owner''s secret');
+CREATE TABLE pq_own.notes (who text, note text);
+CREATE FUNCTION pq_own.note(t text) RETURNS void LANGUAGE sql
+    AS 'INSERT INTO pq_own.notes SELECT current_user, t';
+CREATE FUNCTION pq_own.dl_trigger() RETURNS trigger LANGUAGE plpgsql
+    AS $$ BEGIN PERFORM note('dead-lettered'); RETURN NEW; END $$;
+SELECT spindle.create_queue('pq_dl');
+CREATE TRIGGER pq_dl_note BEFORE INSERT ON spindle_q.pq_dl
+    FOR EACH ROW EXECUTE FUNCTION pq_own.dl_trigger();
+SELECT spindle.create_queue('pq_full', max_depth => 1,
+    overflow => 'dead_letter', dead_letter_queue => 'pq_dl');
+GRANT INSERT ON spindle_q.pq_full TO regress_pq_producer;
+SELECT spindle.enqueue('pq_full', '1') > 0 AS enqueued;
+SET ROLE regress_pq_producer;
+SELECT pq_try('SELECT s FROM pq_own.secret');
+GRANT USAGE ON SCHEMA pq_prod TO PUBLIC;
+CREATE TABLE pq_prod.loot (who text, s text);
+GRANT INSERT ON pq_prod.loot TO PUBLIC;
+CREATE FUNCTION pq_prod.note(t text) RETURNS void LANGUAGE sql
+    AS 'INSERT INTO pq_prod.loot SELECT current_user, s FROM pq_own.secret';
+SET search_path = pq_prod, pq_own, public;
+SELECT pq_try('SELECT spindle.enqueue(''pq_full'', ''2'')');
+SELECT pq_try('SELECT spindle.enqueue_batch(''pq_full'', ''{3}'')::text');
+RESET search_path;
+SELECT * FROM pq_prod.loot;
+RESET ROLE;
+SELECT payload FROM spindle_q.pq_full ORDER BY msg_id;
+SELECT count(*) FROM spindle_q.pq_dl;
+SET ROLE regress_pq_owner;
+CREATE OR REPLACE FUNCTION pq_own.dl_trigger() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$ BEGIN PERFORM pq_own.note('dead-lettered'); RETURN NEW; END $$;
+SET ROLE regress_pq_producer;
+SET search_path = pq_prod, pq_own, public;
+SELECT pq_try('SELECT (spindle.enqueue(''pq_full'', ''2'') > 0)::text');
+RESET search_path;
+SELECT * FROM pq_prod.loot;
+RESET ROLE;
+SELECT payload FROM spindle_q.pq_full ORDER BY msg_id;
+SELECT payload FROM spindle_q.pq_dl ORDER BY msg_id;
+SELECT * FROM pq_own.notes;
+SELECT spindle.drop_queue('pq_full');
+SELECT spindle.drop_queue('pq_dl');
+DROP SCHEMA pq_own, pq_prod CASCADE;
+
 SELECT spindle.drop_queue('pq_once');
 SELECT spindle.drop_queue('pq_dead');
 SELECT spindle.drop_queue('pq');

@@ -26,7 +26,12 @@
  * layer's spindle_queue_count_hook, called by enqueue at the limit with
  * the queue's table locked): the same unpurged, leased and claimed figures
  * as spindle.queues, the spindles taken from the table's cached directory
- * and without their sizes, so it reads no catalog and stats no file.
+ * and without their sizes, so it reads no catalog and stats no file.  It
+ * never fails: a spindle whose counter cannot be built now (its lock is
+ * held by a writer, or by a prepared transaction after a restart) is
+ * counted from its pages under AccessShareLock (counters.c,
+ * spindle_counters_count_now), the one place where this file may wait
+ * for a lock (a drop or detach of that spindle).
  *
  * drop_blocked_by: a full spindle whose every event is purged waits for
  * the removal horizon to pass its newest purger (counters.c keeps its
@@ -598,6 +603,7 @@ leased_within(Oid relid, int64 start, int64 end, TimestampTz now)
 typedef struct QueueFigs
 {
 	int64		leased;			/* parked leases not ended nor handed back */
+	TimestampTz leases_until;	/* the earliest end of a parked lease */
 	int64		delayed;		/* parked delayed events */
 	int64		claimed;		/* in CLAIM items: being consumed */
 	int64		pending;		/* PENDING items and parked pending runs */
@@ -620,14 +626,15 @@ queue_shared_figures(Oid relid, TimestampTz now, bool all, QueueFigs *f)
 
 	memset(f, 0, sizeof(*f));
 	/* delayed and leased events are parked on disk (queue_parked.c) */
-	f->leased = spindle_park_count(relid, SPINDLE_RUN_LEASED, now);
+	f->leased = spindle_park_count(relid, SPINDLE_RUN_LEASED, now,
+								   &f->leases_until);
 	if (all)
 	{
 		f->delayed = spindle_park_count(relid, SPINDLE_RUN_DELAYED,
-										DT_NOBEGIN);
+										DT_NOBEGIN, NULL);
 		/* pending on open producers, parked when too many */
 		f->pending = spindle_park_count(relid, SPINDLE_RUN_PENDING,
-										DT_NOBEGIN);
+										DT_NOBEGIN, NULL);
 	}
 	qs = f->qs = spindle_queue_state(relid);
 	if (qs != NULL)
@@ -673,10 +680,14 @@ queue_shared_figures(Oid relid, TimestampTz now, bool all, QueueFigs *f)
  * Events of queue table relid not purged (appended - purged over its
  * spindles, from the counters; in-flight inserts included), and the
  * enqueued_at of its oldest spindle with some (0: none).  False if a
- * spindle's counter is not known right now.
+ * spindle's counter is not known right now -- unless count_now, where such
+ * a spindle is counted from its pages instead (spindle_counters_count_now:
+ * the limit of a queue must have a figure, and an exact one, see
+ * queue_count_for_limit), so the answer is always true.
  */
 static bool
-rows_unpurged(CatRow *rows, int nrows, int64 *unpurged, TimestampTz *oldest)
+rows_unpurged(CatRow *rows, int nrows, bool count_now, int64 *unpurged,
+			  TimestampTz *oldest)
 {
 	bool		known = true;
 	int			i;
@@ -690,6 +701,13 @@ rows_unpurged(CatRow *rows, int nrows, int64 *unpurged, TimestampTz *oldest)
 		spindle_figures_ext(rows, nrows, i, false, &f);
 		if (!f.exists)
 			continue;
+		if (!f.known && count_now)
+		{
+			f.known = true;
+			f.purged = 0;
+			f.events = spindle_counters_count_now(rows[i].relation,
+												  &rows[i].sp);
+		}
 		if (!f.known)
 		{
 			known = false;
@@ -711,7 +729,7 @@ queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
 {
 	int			nrows;
 	CatRow	   *rows = load_catalog(relid, &nrows);
-	bool		known = rows_unpurged(rows, nrows, unpurged, oldest);
+	bool		known = rows_unpurged(rows, nrows, false, unpurged, oldest);
 
 	pfree(rows);
 	return known;
@@ -721,10 +739,18 @@ queue_unpurged(Oid relid, int64 *unpurged, TimestampTz *oldest)
  * spindle_queue_count_hook (queue_limits.c): what counts against the
  * max_depth of queue table relid, its deliverable, delayed and in-flight
  * events (*counted: not purged, minus leased and being consumed), and all
- * its events not purged (*unpurged).  O(spindles + parked runs).
+ * its events not purged (*unpurged), the leases not ended (*leased) and
+ * the earliest end of a parked lease (*leases_until: the leases counted,
+ * and those handed back, last at least until then).  O(spindles + parked
+ * runs), plus a
+ * read of the pages of each spindle whose counter cannot be built now (a
+ * writer or a prepared transaction holds it): an enqueue must not fail
+ * for want of a count, and an upper bound (its slots, its capacity) would
+ * make drop_oldest drop more than it must.  Always true.
  */
 static bool
-queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged)
+queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged,
+					  int64 *leased, TimestampTz *leases_until)
 {
 	TimestampTz oldest;
 	QueueFigs	sh;
@@ -743,7 +769,7 @@ queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged)
 		rows[i].relation = relid;
 		rows[i].sp = dir->spindles[i];
 	}
-	known = rows_unpurged(rows, dir->nspindles, unpurged, &oldest);
+	known = rows_unpurged(rows, dir->nspindles, true, unpurged, &oldest);
 	spindle_directory_release(dir);
 	relation_close(rel, AccessShareLock);
 	pfree(rows);
@@ -751,6 +777,8 @@ queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged)
 		return false;
 	queue_shared_figures(relid, GetCurrentTimestamp(), false, &sh);
 	*counted = Max(*unpurged - sh.leased - sh.claimed, 0);
+	*leased = Min(sh.leased, *unpurged);
+	*leases_until = sh.leases_until;
 	return true;
 }
 

@@ -757,6 +757,8 @@ undo_leases(SubTransactionId subid)
 			(void) return_parked(qs, &run, 1);
 		LWLockRelease(spindle_queue_lock(qs));
 		ConditionVariableBroadcast(&qs->cv);
+		/* they count against max_depth again (queue_limits.c) */
+		spindle_queue_limit_leases_back(g->relid);
 		g->slot = -1;
 		/* saved on disk at the next safe point (note_granted made room) */
 		if (nhanded_back < handed_back_room)
@@ -3466,7 +3468,11 @@ spindle_set_visibility(PG_FUNCTION_ARGS)
 								   plus_usecs(GetCurrentTimestamp(), vt_us));
 	/* waiters may sleep until the lease's old end: let them look again */
 	if (found)
+	{
 		ConditionVariableBroadcast(&qs->cv);
+		/* it may end before the limit's bound expects (queue_limits.c) */
+		spindle_queue_limit_leases_back(RelationGetRelid(rel));
+	}
 	spindle_queue_state_unpin(qs);
 	table_close(rel, NoLock);
 	PG_RETURN_BOOL(found);

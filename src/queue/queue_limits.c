@@ -21,7 +21,15 @@
  * (leased ones too): the count of the last recount plus every event
  * admitted since.  Purges, rolled-back inserts and leases only lower the
  * true figure, so while bound + n <= max_depth the enqueue is admitted
- * without counting anything.  Otherwise it recounts: the storage layer's
+ * without counting anything.  A second bound leaves out the leases the
+ * recount found (live_bound), and holds until the earliest of them can
+ * end (until; a recount learns it in the walk it makes anyway): before
+ * then a lease ends only when handed back (a failed statement's, or
+ * set_visibility), which calls spindle_queue_limit_leases_back, and that
+ * forces a recount as a plain insert does.  So however many events are
+ * leased, an enqueue below max_depth by the events not leased counts
+ * nothing (review f2: it recounted at each call once the leases alone
+ * passed max_depth, walking every parked lease).  Otherwise it recounts: the storage layer's
  * counters of each spindle (shared memory, O(spindles)), the queue's
  * parked leases (a walk of the parked runs) and the claims of its
  * consumer state, through spindle_queue_count_hook (views.c computes
@@ -29,7 +37,10 @@
  * crash, a full hash, the queue's drop or TRUNCATE committed) is only a
  * recount: nothing of it is on disk.  So an enqueue below the limit costs a
  * lock and a hash lookup, and one at the limit a recount of
- * O(spindles + parked lease runs), never a scan of the events.
+ * O(spindles + parked lease runs), never a scan of the queue: only a
+ * spindle whose counter cannot be built right now (a writer or a prepared
+ * transaction holds it) has its pages read, so that the count is always
+ * made, and exact (views.c, queue_count_for_limit).
  *
  * The policies, at the limit, for a batch of n (n > max_depth is refused
  * with 54000 whatever the policy):
@@ -40,6 +51,11 @@
  *    INSERT rights can apply the owner's policy.
  *  - dead_letter: the same events are moved to the dead-letter queue by
  *    one INSERT as the owner, in the producer's transaction.
+ * Code run as the owner is run as PostgreSQL's maintenance commands run a
+ * table owner's code (run_as_owner): SECURITY_RESTRICTED_OPERATION and
+ * search_path = pg_catalog, pg_temp, so the owner's triggers and rules on
+ * the dead-letter queue must qualify the names they use, and a producer
+ * cannot have its own functions or temporary objects run as the owner.
  * If fewer events can be taken (the rest are leased, delayed, claimed by
  * consumers or the producer's own uncommitted ones), the enqueue fails
  * with 54000 and changes nothing.
@@ -63,7 +79,8 @@
  * after it is released.
  *
  * Invariant: for every queue with an entry whose bucket counter still
- * equals the entry's gen, bound >= the queue's events not purged.
+ * equals the entry's gen, bound >= the queue's events not purged, and,
+ * before until, live_bound >= those of them not under a lease.
  *
  *-------------------------------------------------------------------------
  */
@@ -79,6 +96,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -104,6 +122,8 @@ typedef struct LimitEntry
 {
 	LimitKey	key;
 	int64		bound;			/* >= the queue's events not purged ... */
+	int64		live_bound;		/* >= those not under a lease, before until */
+	TimestampTz until;			/* when the first lease counted can end */
 	uint64		gen;			/* ... while its plain_gen bucket is this */
 } LimitEntry;
 
@@ -197,8 +217,22 @@ spindle_queue_limit_plain_insert(Oid relid)
 }
 
 /*
- * Admit n events into queue relid by its bound alone: true, and the bound
- * raised by n, if one is kept for generation gen_now and bound + n fits
+ * Leases of queue table relid ended before their time (handed back by a
+ * failed statement, or moved to an earlier end by set_visibility): the
+ * live_bound of its limit no longer holds, and the next enqueue counts
+ * (one atomic add).  Call once the change is seen by a count.
+ */
+void
+spindle_queue_limit_leases_back(Oid relid)
+{
+	if (plain_gen != NULL)
+		pg_atomic_fetch_add_u64(gen_of(relid), 1);
+}
+
+/*
+ * Admit n events into queue relid by its bounds alone: true, and both
+ * bounds raised by n, if they are kept for generation gen_now and the one
+ * that holds now (live_bound before until, bound after) + n fits
  * max_depth.  The caller holds the queue's limit lock: only its holder
  * writes an entry's fields, so LimitsLock is taken shared (an exclusive
  * holder, who adds or removes entries, waits for it).
@@ -212,9 +246,13 @@ bound_admit(Oid relid, int n, int64 max_depth, uint64 gen_now)
 
 	LWLockAcquire(limits_lock, LW_SHARED);
 	e = hash_search(limits_hash, &key, HASH_FIND, NULL);
-	if (e != NULL && e->gen == gen_now && e->bound + n <= max_depth)
+	if (e != NULL && e->gen == gen_now &&
+		(e->bound + n <= max_depth ||
+		 (e->live_bound + n <= max_depth &&
+		  GetCurrentTimestamp() < e->until)))
 	{
 		e->bound += n;
+		e->live_bound += n;
 		admitted = true;
 	}
 	LWLockRelease(limits_lock);
@@ -222,11 +260,13 @@ bound_admit(Oid relid, int n, int64 max_depth, uint64 gen_now)
 }
 
 /*
- * Keep bound for queue relid, for generation gen (not kept when the hash
- * is full).  The caller holds the queue's limit lock.
+ * Keep the bounds of queue relid for generation gen (not kept when the
+ * hash is full): bound, and live_bound until until.  The caller holds the
+ * queue's limit lock.
  */
 static void
-bound_set(Oid relid, int64 bound, uint64 gen)
+bound_set(Oid relid, int64 bound, int64 live_bound, TimestampTz until,
+		  uint64 gen)
 {
 	LimitKey	key = {MyDatabaseId, relid};
 	LimitEntry *e;
@@ -236,6 +276,8 @@ bound_set(Oid relid, int64 bound, uint64 gen)
 	if (e != NULL)
 	{
 		e->bound = bound;
+		e->live_bound = live_bound;
+		e->until = until;
 		e->gen = gen;
 	}
 	LWLockRelease(limits_lock);
@@ -301,22 +343,77 @@ report_full(const SpindleQueue *q, int64 depth, int n, const char *why)
 }
 
 /*
+ * Run make_room's statement sql (args: queue name, need) as owner, as
+ * PostgreSQL's maintenance commands run code as a table's owner:
+ * SECURITY_RESTRICTED_OPERATION, and a search_path of pg_catalog, pg_temp
+ * in a GUC nest level of its own, so that neither a function a producer
+ * created under a name the owner's triggers or rules call unqualified nor
+ * a temporary object of the producer runs with the owner's rights.  The
+ * user, security context and GUCs are restored on the way out, on error
+ * too.  Returns SPI_processed.
+ */
+static int64
+run_as_owner(const SpindleQueue *q, Oid owner, const char *sql,
+			 Datum *values)
+{
+	Oid			types[2] = {TEXTOID, INT4OID};
+	Oid			save_user;
+	int			save_sec;
+	int			save_nestlevel;
+	int			rc;
+	int64		taken;
+
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+	PG_TRY();
+	{
+		(void) set_config_option("search_path", "pg_catalog, pg_temp",
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+								 true, 0, false);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		rc = SPI_execute_with_args(sql, 2, types, values, NULL, false, 0);
+		if (rc != (q->overflow == SPINDLE_OVERFLOW_DEAD_LETTER ?
+				   SPI_OK_INSERT : SPI_OK_SELECT))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("could not make room in queue \"%s\": %s", q->name,
+							SPI_result_code_string(rc)),
+					 errhint("Drop the INSTEAD rule of the dead-letter queue's table.")));
+		taken = (int64) SPI_processed;
+		SPI_finish();
+	}
+	PG_CATCH();
+	{
+		/* the (sub)transaction's abort ends SPI; put the user back now */
+		AtEOXact_GUC(false, save_nestlevel);
+		SetUserIdAndSecContext(save_user, save_sec);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	AtEOXact_GUC(true, save_nestlevel);
+	SetUserIdAndSecContext(save_user, save_sec);
+	return taken;
+}
+
+/*
  * Take the need oldest deliverable events of q off the queue in the
- * current transaction, as the queue's owner: dequeued (drop_oldest), or
- * moved to the dead-letter queue (dead_letter).  Returns how many it took.
- * Runs with the limit lock held; the dequeue takes its own locks.
+ * current transaction, as the queue's owner (run_as_owner): dequeued
+ * (drop_oldest), or moved to the dead-letter queue (dead_letter).  Returns
+ * how many it took.  Runs with the limit lock held; the dequeue takes its
+ * own locks.  Every name in the statements is schema-qualified; the
+ * owner's triggers and rules on the dead-letter queue run with the
+ * restricted search_path.
  */
 static int64
 make_room(const SpindleQueue *q, int64 need)
 {
-	Oid			save_user;
-	int			save_sec;
 	Oid			owner;
 	HeapTuple	tup;
 	char	   *sql;
-	Oid			types[2] = {TEXTOID, INT4OID};
 	Datum		values[2];
-	int			rc;
 	int64		taken;
 
 	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(q->relid));
@@ -336,21 +433,7 @@ make_room(const SpindleQueue *q, int64 need)
 	values[0] = CStringGetTextDatum(q->name);
 	values[1] = Int32GetDatum((int32) need);
 
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	rc = SPI_execute_with_args(sql, 2, types, values, NULL, false, 0);
-	if (rc != (q->overflow == SPINDLE_OVERFLOW_DEAD_LETTER ?
-			   SPI_OK_INSERT : SPI_OK_SELECT))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("could not make room in queue \"%s\": %s", q->name,
-						SPI_result_code_string(rc)),
-				 errhint("Drop the INSTEAD rule of the dead-letter queue's table.")));
-	taken = (int64) SPI_processed;
-	SPI_finish();
-	SetUserIdAndSecContext(save_user, save_sec);
+	taken = run_as_owner(q, owner, sql, values);
 
 	if (q->overflow == SPINDLE_OVERFLOW_DEAD_LETTER && taken > 0)
 	{
@@ -378,6 +461,8 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 	uint64		gen_now;
 	int64		counted;
 	int64		unpurged;
+	int64		leased;
+	TimestampTz leases_until;
 
 	if (n > q->max_depth)
 		ereport(ERROR,
@@ -402,14 +487,11 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 	gen_now = pg_atomic_read_u64(gen_of(q->relid));
 	if (bound_admit(q->relid, n, q->max_depth, gen_now))
 		return;
+	/* the admin layer's count never fails (views.c) */
 	if (spindle_queue_count_hook == NULL ||
-		!spindle_queue_count_hook(q->relid, &counted, &unpurged))
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not count the events of queue \"%s\" for its max_depth",
-						q->name),
-				 errdetail("A counter of one of its spindles is being rebuilt, or a transaction that wrote in it holds its lock."),
-				 errhint("Try again.")));
+		!spindle_queue_count_hook(q->relid, &counted, &unpurged, &leased,
+								  &leases_until))
+		elog(ERROR, "could not count the events of queue \"%s\"", q->name);
 	if (counted + n > q->max_depth)
 	{
 		int64		need = counted + n - q->max_depth;
@@ -422,7 +504,8 @@ spindle_queue_limit_admit(const SpindleQueue *q, int n)
 						"too few deliverable events could be dropped" :
 						"too few deliverable events could be moved to the dead-letter queue");
 	}
-	bound_set(q->relid, unpurged + n, gen_now);
+	bound_set(q->relid, unpurged + n, unpurged - leased + n, leases_until,
+			  gen_now);
 }
 
 /* The events admitted by spindle_queue_limit_admit are placed. */

@@ -699,7 +699,7 @@ drop_if_empty(Park *p)
 
 	if (!spindle_tree_root(&p->due, &root, &level) || level == 0)
 		return;
-	if (spindle_tree_count(&p->runs, 0, DT_NOBEGIN) > 0)
+	if (spindle_tree_count(&p->runs, 0, DT_NOBEGIN, NULL) > 0)
 		return;
 	(void) spindle_tree_drop(&p->due);
 	(void) spindle_tree_drop(&p->runs);
@@ -884,6 +884,8 @@ spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n, bool nowait)
 		}
 	}
 	park_close(&p);
+	/* leases ended early: the bound of a length limit must count them */
+	spindle_queue_limit_leases_back(relid);
 	return true;
 }
 
@@ -1080,18 +1082,23 @@ spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
 
 /*
  * How many events of queue table relid are parked as kind with a due time
- * after `after` (DT_NOBEGIN: any), for the spindle.queues view: a walk of
- * tree 0's leaves as a reader.  0 if it has none.
+ * after `after` (DT_NOBEGIN: any), for the spindle.queues view and the
+ * count of a queue's limit: a walk of tree 0's leaves as a reader.  0 if
+ * it has none.  *first_due (if not NULL): the earliest due of those runs
+ * (DT_NOEND: none).
  */
 int64
-spindle_park_count(Oid relid, uint16 kind, TimestampTz after)
+spindle_park_count(Oid relid, uint16 kind, TimestampTz after,
+				   TimestampTz *first_due)
 {
 	SpindleTree t;
 	int64		n;
 
+	if (first_due != NULL)
+		*first_due = DT_NOEND;
 	if (!reader_open(relid, &t))
 		return 0;
-	n = spindle_tree_count(&t, kind, after);
+	n = spindle_tree_count(&t, kind, after, first_due);
 	reader_close(&t);
 	return n;
 }

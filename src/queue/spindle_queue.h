@@ -223,7 +223,8 @@ extern bool spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n,
 extern TimestampTz spindle_park_next_due(Relation facade, QueueState *qs);
 extern int64 spindle_park_next(Relation facade, QueueState *qs, int64 x,
 							   int64 *end);
-extern int64 spindle_park_count(Oid relid, uint16 kind, TimestampTz after);
+extern int64 spindle_park_count(Oid relid, uint16 kind, TimestampTz after,
+								 TimestampTz *first_due);
 extern int64 *spindle_park_leased(Oid relid, int64 lo, int64 hi,
 								  TimestampTz after, int *n);
 
@@ -283,15 +284,20 @@ extern void spindle_queue_limit_release(const SpindleQueue *q);
 extern void spindle_queue_limit_forget(Oid relid);
 extern void spindle_queue_limits_forget_database(Oid dbid);
 extern void spindle_queue_limit_plain_insert(Oid relid);
+extern void spindle_queue_limit_leases_back(Oid relid);
 
 /*
  * What the depth of a queue is by the counters: deliverable plus delayed
  * plus in-flight events (*counted) and every unpurged one, leased too
- * (*unpurged); false if a counter could not be read right now.  The admin
- * layer's views compute it (views.c) and register it at start-up.
+ * (*unpurged); *leased, the leases not ended, which all last at least
+ * until *leases_until (the earliest end among them; DT_NOEND: none).  The
+ * admin layer's views compute it (views.c) and register it at start-up;
+ * it counts a spindle from disk when its counter cannot be had, so it
+ * returns true (false would be an internal error).
  */
 typedef bool (*spindle_queue_count_fn) (Oid relid, int64 *counted,
-										int64 *unpurged);
+										int64 *unpurged, int64 *leased,
+										TimestampTz *leases_until);
 extern PGDLLIMPORT spindle_queue_count_fn spindle_queue_count_hook;
 
 /* ---- queue.c: consuming ---- */

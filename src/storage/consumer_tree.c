@@ -1084,13 +1084,16 @@ spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
  * The number of ids in runs of kind (0: any) due after `after` in tree t,
  * walking its leaves left to right as a reader: a run moved by a
  * concurrent split may be counted twice or not at all, so the answer is
- * for monitoring only.
+ * for monitoring only.  *first_due (if not NULL): the earliest due of the
+ * runs counted (DT_NOEND: none).
  */
 int64
-spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after)
+spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after,
+				   TimestampTz *first_due)
 {
 	int64		low;
 	int64		total = 0;
+	TimestampTz first = DT_NOEND;
 	Buffer		buf = spindle_tree_descend(t, PG_INT64_MIN, 0,
 										   BUFFER_LOCK_SHARE, &low);
 
@@ -1104,7 +1107,10 @@ spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after)
 
 		for (i = 0; i < n; i++)
 			if ((kind == 0 || items[i].kind == kind) && items[i].due > after)
+			{
 				total += items[i].len;
+				first = Min(first, items[i].due);
+			}
 		UnlockReleaseBuffer(buf);
 		if (right == InvalidBlockNumber)
 			break;
@@ -1118,6 +1124,8 @@ spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after)
 			break;
 		}
 	}
+	if (first_due != NULL)
+		*first_due = first;
 	return total;
 }
 

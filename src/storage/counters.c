@@ -60,6 +60,10 @@
  * and fully purged (it cannot change any more), and every entry made in
  * recovery is counted again after promotion.
  *
+ * For a figure that cannot wait for a build (the limit of a queue),
+ * spindle_counters_count_now counts a spindle's pages under AccessShareLock
+ * without making or changing its entry.
+ *
  * Shared memory: a fixed-size hash of spindle.max_counted_spindles entries
  * keyed by (database, spindle relation).  When it is full, the least
  * recently used eighth is evicted (rebuilt from disk when needed again).
@@ -919,6 +923,39 @@ done:
 	UnlockRelationOid(sp->segment, mode);
 	UnlockRelationOid(facade, AccessShareLock);
 	return ok;
+}
+
+/*
+ * Events of spindle sp of facade not purged (live, or whose inserter or
+ * deleter is running), counted from its pages now, making or changing no
+ * entry: for the limit of a queue (views.c), which needs a figure at once
+ * when spindle_counters_build cannot count the spindle (a writer that
+ * keeps it locked to its end, a prepared transaction after a restart).
+ * It waits for AccessShareLock on the spindle, which only a drop or a
+ * detach of the spindle conflicts with (maintenance takes it without
+ * waiting, only for a spindle all dead, and holds nothing we could hold),
+ * and holds it only during the scan.  Writers may run meanwhile: their
+ * events not yet on the pages are not counted, their ends may or may not
+ * be; the caller (the queue's limit lock holder) excludes every enqueue
+ * into the queue meanwhile, so what it may miss is a plain INSERT's, as
+ * for any count.  0 if the spindle is gone.  Reads every page.
+ */
+int64
+spindle_counters_count_now(Oid facade, const SpindleEntry *sp)
+{
+	Relation	seg;
+	int64		unpurged;
+	TransactionId latest;
+	bool		prepared_work;
+
+	seg = try_relation_open(sp->segment, AccessShareLock);
+	if (seg == NULL)
+		return 0;
+	count_unpurged(seg, &unpurged, &latest, &prepared_work);
+	relation_close(seg, AccessShareLock);
+	elog(DEBUG1, "spindle: counted the events of spindle %lld of relation %u from disk without a counter: %lld not purged",
+		 (long long) sp->spindle_no, facade, (long long) unpurged);
+	return unpurged;
 }
 
 /* A spindle is dropped (or its creation rolled back): forget its entry. */

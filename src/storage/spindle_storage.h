@@ -325,6 +325,7 @@ extern bool spindle_counters_get(Oid facade, const SpindleEntry *sp,
 								 SpindleCountersInfo *info);
 extern bool spindle_counters_build(Oid facade, const SpindleEntry *sp,
 								   const SpindleEntry *next);
+extern int64 spindle_counters_count_now(Oid facade, const SpindleEntry *sp);
 extern int64 spindle_counters_table_inserts(Oid facade);
 extern void spindle_counters_forget(Oid segment);
 extern void spindle_counters_forget_database(Oid dboid);
@@ -614,7 +615,7 @@ extern bool spindle_tree_next(SpindleTree *t, int64 x, SpindleRun *run);
 extern int	spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
 							 SpindleRun *out, int64 *next, bool remove);
 extern int64 spindle_tree_count(SpindleTree *t, uint16 kind,
-								TimestampTz after);
+								TimestampTz after, TimestampTz *first_due);
 extern int	spindle_tree_drop(SpindleTree *t);
 extern void spindle_straggle_apply(Page page, const char *ops, Size len,
 								   int nops);
