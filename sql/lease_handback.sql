@@ -26,4 +26,24 @@ SELECT count(*) FROM spindle.enqueue_batch('lhb', ARRAY['{"n":5}','{"n":6}']::js
 SELECT payload FROM spindle.read('lhb', 1, '1 hour') \; SELECT payload, 1 / (read_count - read_count) FROM spindle.read('lhb', 1, '1 hour');
 SELECT payload, read_count FROM spindle.read('lhb', 3, '1 hour');
 
+-- A PL/pgSQL FOR loop over read() closes its cursor before the statement
+-- fails: the leases still belong to the failing statement (review r2,
+-- finding 3), and come back at once.
+SELECT count(*) FROM spindle.enqueue_batch('lhb', ARRAY['{"n":7}','{"n":8}']::jsonb[]);
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT * FROM spindle.read('lhb', 2, '1 hour') LOOP
+  END LOOP;
+  RAISE EXCEPTION 'fails after the loop';
+END $$;
+SELECT payload, read_count FROM spindle.read('lhb', 3, '1 hour') ORDER BY msg_id;
+
+-- and such a statement that succeeds, followed by a failing one in the
+-- same string, keeps its lease
+SELECT count(*) FROM spindle.enqueue('lhb', '{"n":9}');
+DO $$ DECLARE r record; BEGIN FOR r IN SELECT * FROM spindle.read('lhb', 1, '1 hour') LOOP RAISE NOTICE 'got %', r.payload; END LOOP; END $$ \; SELECT 1 / 0;
+SELECT payload, read_count FROM spindle.read('lhb', 3, '1 hour');
+
 SELECT spindle.drop_queue('lhb');

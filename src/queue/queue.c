@@ -851,20 +851,39 @@ save_handed_back_at_exit(int code, Datum arg)
 	RESUME_INTERRUPTS();
 }
 
-/* The portal of GrantPortal arg is dropped: its leases are given out. */
+static uint64 grant_portal_register(MemoryContext ctx);
+
+/*
+ * The portal of GrantPortal arg is dropped.  If no statement is running
+ * (the portal of a top-level statement that ended, in either protocol),
+ * its leases are given out: off the list.  If one is (an SPI cursor of a
+ * function, a PL/pgSQL FOR loop over read(), closed while the statement
+ * that called the function goes on: review r2, finding 3), its leases
+ * belong to that statement's portal from now on, which undo_leases still
+ * hands back should the statement fail.
+ */
 static void
 grant_portal_ended(void *arg)
 {
 	uint64		seq = ((GrantPortal *) arg)->seq;
+	uint64		to = 0;
 	ListCell   *lc;
 
 	if (seq == grant_portal_seq)
 		grant_portal_ctx = NULL;
+	if (granted_leases == NIL)
+		return;
+	if (ActivePortal != NULL && ActivePortal->portalContext != NULL)
+		to = grant_portal_register(ActivePortal->portalContext);
 	foreach(lc, granted_leases)
 	{
 		GrantedLease *g = lfirst(lc);
 
-		if (g->portal_seq == seq)
+		if (g->portal_seq != seq)
+			continue;
+		if (to != 0)
+			g->portal_seq = to;
+		else
 		{
 			granted_leases = foreach_delete_current(granted_leases, lc);
 			pfree(g);
@@ -872,23 +891,31 @@ grant_portal_ended(void *arg)
 	}
 }
 
-/* The GrantPortal number of the running portal (0 if none), registered. */
+/*
+ * The GrantPortal number of the portal whose memory context is ctx,
+ * registering its callback the first time.
+ */
 static uint64
-grant_portal(void)
+grant_portal_register(MemoryContext ctx)
 {
 	GrantPortal *gp;
 
-	if (PortalContext == NULL)
-		return 0;
-	if (PortalContext == grant_portal_ctx)
+	if (ctx == grant_portal_ctx)
 		return grant_portal_seq;
-	gp = MemoryContextAlloc(PortalContext, sizeof(GrantPortal));
+	gp = MemoryContextAlloc(ctx, sizeof(GrantPortal));
 	gp->seq = ++grant_portal_seq;
 	gp->cb.func = grant_portal_ended;
 	gp->cb.arg = gp;
-	MemoryContextRegisterResetCallback(PortalContext, &gp->cb);
-	grant_portal_ctx = PortalContext;
+	MemoryContextRegisterResetCallback(ctx, &gp->cb);
+	grant_portal_ctx = ctx;
 	return gp->seq;
+}
+
+/* The GrantPortal number of the running portal (0 if none). */
+static uint64
+grant_portal(void)
+{
+	return PortalContext != NULL ? grant_portal_register(PortalContext) : 0;
 }
 
 /*

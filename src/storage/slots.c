@@ -208,6 +208,8 @@ static Oid	unplaced_segment = InvalidOid;
 static int64 unplaced_spindle_no = 0;
 static int64 unplaced_end = 0;	/* one past its last slot */
 
+static bool evictable(SlotEntry *e);
+
 static void
 release_unplaced(void)
 {
@@ -415,8 +417,13 @@ raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
 
 /*
  * The fill time of spindle sp is recorded (spindle_catalog.filled_at): drop
- * its entry, which is not needed any more, unless a reservation is still
- * in flight.  Maintenance may call it once it has recorded the time;
+ * its entry, which is not needed any more, if it may go (evictable: no
+ * reservation in flight, and none lost past what the disk records).  The
+ * record alone is not enough: a backend whose directory predates it, with
+ * the table's full mark evicted, would count the spindle from disk, and a
+ * lost last slot would be handed out again, at a k a consumer has passed
+ * as gone (review r2, finding 1).  Such an entry stays until its spindle
+ * is dropped.  Maintenance may call it once it has recorded the time;
  * spindle_slots_full and spindle_slots_used call it when the directory
  * has the time.
  */
@@ -429,14 +436,14 @@ spindle_slots_recorded(const SpindleEntry *sp)
 	LWLockAcquire(slot_shared->lock, LW_SHARED);
 	e = lookup(sp->segment);
 	drop = e != NULL && e->spindle_no == sp->spindle_no &&
-		pg_atomic_read_u32(&e->full) && pg_atomic_read_u32(&e->inflight) == 0;
+		pg_atomic_read_u32(&e->full) && evictable(e);
 	LWLockRelease(slot_shared->lock);
 	if (!drop)
 		return;
 	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
 	e = lookup(sp->segment);
 	if (e != NULL && e->spindle_no == sp->spindle_no &&
-		pg_atomic_read_u32(&e->full) && pg_atomic_read_u32(&e->inflight) == 0)
+		pg_atomic_read_u32(&e->full) && evictable(e))
 	{
 		hash_search(slot_hash, &e->key, HASH_REMOVE, NULL);
 		slot_shared->removals++;
