@@ -15,17 +15,10 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 
-my $node = PostgreSQL::Test::Cluster->new('queue_limits_restart');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
+my $node = spindle_node('queue_limits_restart', q{
 autovacuum = off
 max_prepared_transactions = 4
 });
-$node->start;
 
 # ERROR's SQLSTATE of $sql, or 'ok'
 sub sqlstate_of
@@ -47,7 +40,6 @@ sub payloads
 }
 
 $node->safe_psql('postgres', q{
-CREATE EXTENSION spindle;
 -- reject, max_reads so that leases are durable (docs/queues.md)
 SELECT spindle.create_queue('lr', max_depth => 4, max_reads => 100);
 SELECT spindle.enqueue_batch('lr', ARRAY['1', '2', '3', '4']::jsonb[]);

@@ -32,17 +32,9 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 
-my $node = PostgreSQL::Test::Cluster->new('handed_back');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
+my $node = spindle_node('handed_back', q{
 autovacuum = off
 });
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION spindle');
 
 # read() of all five, in a statement that fails after it returned
 my $failing = q{SELECT msg_id, 1 / (read_count - 1) FROM spindle.read('%s', 5, '1 hour')};

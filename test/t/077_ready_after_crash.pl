@@ -25,17 +25,9 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 
-my $node = PostgreSQL::Test::Cluster->new('ready_after_crash');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
+my $node = spindle_node('ready_after_crash', q{
 autovacuum = off
 });
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION spindle');
 
 $node->safe_psql('postgres', q{
 SELECT spindle.create_queue('rc');
