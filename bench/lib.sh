@@ -1,5 +1,5 @@
 # bench/lib.sh: the throwaway cluster and small helpers shared by the
-# by-hand benchmarks (bench/wal_checkpoint.sh, queues.sh, sparse.sh,
+# by-hand benchmarks (bench/stragglers.sh, wal_checkpoint.sh, queues.sh, sparse.sh,
 # backlog.sh).  Sourced, not run.  The caller sets NAME (for messages) and
 # PORT, and may set EXTRA_CONF (lines appended to postgresql.conf); the user
 # may add lines of their own with BENCH_CONF (e.g. a spindle setting).

@@ -66,62 +66,19 @@
 #        (make bench-stragglers)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 N=${BENCH_N:-1000000}
 ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-5}
 PORT=${BENCH_PORT:-5517}
-PAYLOAD='{"type":"order","customer":12345,"items":[1,2,3],"note":"some payload text for a realistic size","ts":"2026-11-30T11:00:00Z"}'
-BIN=$("$PG_CONFIG" --bindir)
-fail() { echo "bench/stragglers.sh: $*" >&2; exit 1; }
-[[ -f $("$PG_CONFIG" --pkglibdir)/spindle.so ]] ||
-    fail "spindle is not installed in $("$PG_CONFIG" --pkglibdir): make install PG_CONFIG=$PG_CONFIG first"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/spindle-stragglers.XXXXXX")
-chmod 755 "$tmp"
-if [[ $(id -u) -eq 0 ]]; then
-    id postgres >/dev/null 2>&1 || fail "user postgres does not exist"
-    chown postgres: "$tmp"
-    AS_PG=(runuser -u postgres --)
-else
-    AS_PG=()
-fi
-unset PGHOST PGHOSTADDR PGPORT PGDATABASE PGUSER PGDATA PGSERVICE PGOPTIONS
-export PGHOST=$tmp PGPORT=$PORT PGDATABASE=bench
-cleanup() {
-    set +e
-    if [[ -f $tmp/data/postmaster.pid ]]; then
-        "${AS_PG[@]}" "$BIN/pg_ctl" -D "$tmp/data" -m immediate stop >/dev/null 2>&1
-    fi
-    if [[ -z ${BENCH_KEEP:-} ]]; then rm -rf "$tmp"; else echo "work dir kept: $tmp"; fi
-}
-trap cleanup EXIT
-
-psql() { "${AS_PG[@]}" env PGHOST="$PGHOST" PGPORT="$PGPORT" "$BIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
-q() { psql -At -d "$PGDATABASE" -c "$*"; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-now() { date +%s.%N; }
-since() { echo "$(now) - $1" | bc -l | xargs printf '%.1f'; }
-pgctl() { "${AS_PG[@]}" "$BIN/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w "$@" >/dev/null; }
+NAME=stragglers.sh
+# the cluster, psql/q, median, now, since, calc, pgctl, SHM_*: bench/lib.sh
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+SHM_FREE="SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name IS NULL"
 
 # ---- the cluster: once without spindle, for the shared memory it adds
-"${AS_PG[@]}" "$BIN/initdb" -D "$tmp/data" -U postgres -A trust >/dev/null
-cat >> "$tmp/data/postgresql.conf" <<CONF
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$tmp'
-CONF
-pgctl start
-SHM_TOTAL="SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name IS NOT NULL"
-SHM_SPINDLE="SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name LIKE 'spindle%'"
-SHM_FREE="SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name IS NULL"
-shm_without=$(psql -At -d postgres -c "$SHM_TOTAL")
-pgctl stop
-echo "shared_preload_libraries = 'spindle'" >> "$tmp/data/postgresql.conf"
-pgctl start
+cluster_start
 shm_with=$(psql -At -d postgres -c "$SHM_TOTAL")
-psql -d postgres -c "CREATE DATABASE bench"
-q "CREATE EXTENSION spindle"
 shm() {        # shm LABEL: spindle's named allocations, with - without, free
     printf '%s %s %s %s\n' "$(q "$SHM_SPINDLE")" \
         "$(($(q "$SHM_TOTAL") - shm_without))" "$(q "$SHM_FREE")" "$1" >> "$tmp/shm"
@@ -271,7 +228,7 @@ for x in d0 dn l0 ln; do
     b0=$(blocks)
     psql -d "$PGDATABASE" -f "$tmp/blocks_$x.sql" >/dev/null
     sleep 0.2
-    echo "$(echo "($(blocks) - $b0) / $CALLS" | bc -l)" > "$tmp/blk.$x"
+    calc "($(blocks) - $b0) / $CALLS" %.4f > "$tmp/blk.$x"
 done
 
 # ---- the first call after a restart: the consumer state is rebuilt from
@@ -298,7 +255,7 @@ echo "   ratio = N / 0, N = $N"
 row() {
     local a b
     a=$(median < "$tmp/$2.$3"); b=$(median < "$tmp/$2.$4")
-    printf '%-44s %10.4f %10.4f %7.2f\n' "$1" "$a" "$b" "$(echo "if ($a > 0) $b / $a else 0" | bc -l)"
+    printf '%-44s %10.4f %10.4f %7.2f\n' "$1" "$a" "$b" "$(calc "$a > 0 ? $b / $a : 0")"
 }
 printf '%-44s %10s %10s %7s\n' metric "0" "N" ratio
 row "dequeue(q, 10), N delayed: latency" lat d0 dn
