@@ -14,7 +14,8 @@ use JSON::PP ();
 our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue_logs load_scripts
   start_load stop_load drain_queue check_consistent check_read_counts
   next_epoch log_counts install_wait_backend kill9_and_wait
-  psql_ok sleep_until read_events spindle_node parked_node explain_cost median cost_beside);
+  psql_ok sleep_until read_events spindle_node parked_node explain_cost median cost_beside
+  ack_all_verify);
 
 # Why directory $d is no small file system of its own that this user can
 # write to (at most 64 MB), or '' if it is one: the disk-full and disk
@@ -506,6 +507,21 @@ sub read_events
 	return psql_ok($node, qq{
 SELECT coalesce(string_agg((payload->>'e') || ':' || read_count, ',' ORDER BY msg_id), '')
   FROM spindle.read('$q', $n, '$vt')}, $name);
+}
+
+# Acknowledge every event left in queue $q, which must be $count of them,
+# then check that the queue is empty and verify() finds nothing wrong.
+sub ack_all_verify
+{
+	my ($node, $q, $count, $what) = @_;
+	is( psql_ok($node,
+			qq{SELECT count(*) FROM spindle.ack('$q', ARRAY(SELECT msg_id FROM spindle_q.$q))},
+			"$q: ack all"),
+		$count, "$q: $what acknowledged");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM spindle_q.$q"),
+		'0', "$q: the queue is empty");
+	verify_ok($node, 'postgres', "spindle_q.$q");
+	return;
 }
 
 # ---- the parked-state tests (060, 061, 063) --------------------------------

@@ -15,21 +15,12 @@ use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 use IPC::Run;
 
-my $node = PostgreSQL::Test::Cluster->new('queue_state_eviction');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_worker_processes = 16
-spindle.enable_worker = off
-spindle.max_queues = 4
-});
-$node->start;
+my $node = spindle_node('queue_state_eviction', "spindle.max_queues = 4\n");
 $node->safe_psql('postgres', 'CREATE DATABASE other;');
+$node->safe_psql('other', 'CREATE EXTENSION spindle;');
 for my $db ('postgres', 'other')
 {
 	$node->safe_psql($db, q{
-CREATE EXTENSION spindle;
 SELECT spindle.create_queue('t' || g) FROM generate_series(1, 40) g;
 SELECT spindle.enqueue('t' || g, jsonb_build_object('q', g, 'n', n))
   FROM generate_series(1, 40) g, generate_series(1, 3) n;

@@ -10,19 +10,13 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use SpindleTest;
 
-my $node = PostgreSQL::Test::Cluster->new('prepare_after_eviction');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
-max_prepared_transactions = 2
-spindle.enable_worker = off
-spindle.max_queues = 2
-});
-$node->start;
+my $node = spindle_node('prepare_after_eviction',
+	"max_prepared_transactions = 2\nspindle.max_queues = 2\n");
 $node->safe_psql('postgres', q{
-CREATE EXTENSION spindle;
 SELECT spindle.create_queue('q' || g) FROM generate_series(1, 3) g;
 SELECT spindle.enqueue('q' || g, jsonb_build_object('n', n))
   FROM generate_series(1, 3) g, generate_series(1, 3) n;

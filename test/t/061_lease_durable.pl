@@ -92,12 +92,7 @@ SELECT count(*) FROM spindle.enqueue_batch('$q',
 		't', "$q: e2 is still leased after the $mode restart (set_visibility returns true)");
 	is(read_events($node, $q, 10, '1 hour', "$q: read e2 again"),
 		'e2:2', "$q: e2, handed back, is delivered with read_count 2");
-	is( sql_ok(qq{SELECT count(*) FROM spindle.ack('$q', ARRAY(SELECT msg_id FROM spindle_q.$q))},
-			"$q: ack all"),
-		'3', "$q: e1, e2, e3 acknowledged");
-	is($node->safe_psql('postgres', "SELECT count(*) FROM spindle_q.$q"),
-		'0', "$q: the queue is empty");
-	verify_ok($node, 'postgres', "spindle_q.$q");
+	ack_all_verify($node, $q, '3', 'e1, e2, e3');
 	return;
 }
 

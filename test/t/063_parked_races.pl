@@ -74,12 +74,7 @@ sub ack_one_of_three
 	sleep_until($t0 + 1.3);
 	is(read_events($node, $q, 10, '1 hour', "$q: read after the lease ended"),
 		$rest, "$q: after the lease ended the other two come with read_count 2");
-	is( sql_ok(qq{SELECT count(*) FROM spindle.ack('$q', ARRAY(SELECT msg_id FROM spindle_q.$q))},
-			"$q: ack the rest"),
-		'2', "$q: the two others acknowledged");
-	is($node->safe_psql('postgres', "SELECT count(*) FROM spindle_q.$q"),
-		'0', "$q: the queue is empty");
-	verify_ok($node, 'postgres', "spindle_q.$q");
+	ack_all_verify($node, $q, '2', 'the two others');
 	return;
 }
 
