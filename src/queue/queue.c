@@ -125,7 +125,7 @@ typedef enum EvOutcome
 	EV_DELIVER,
 	EV_GONE,
 	EV_PENDING,
-	EV_PARKED,					/* pending, parked on disk (park_pending) */
+	EV_PARKED,					/* pending, parked on disk (park_outcome) */
 	EV_DELAYED,
 	EV_RETRY,
 	EV_UNSEEN					/* committed after the caller's snapshot */
@@ -1928,59 +1928,6 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 /* ---------- recording what was found ---------- */
 
 /*
- * Park the events found delayed (candidates sorted by source, then msg_id)
- * on disk, runs of consecutive ones of a source due within a second of
- * the run's first (parked until the latest: never early, late by at most
- * a second).  Done before record() lets the claims of them go, so that an
- * error meanwhile leaves them claimed, hence examined again (the run left
- * in the tree then yields to the item: queue_parked.c, P3).
- */
-static void
-park_delayed(Relation facade, QueueState *qs, const Candidate *c, int n)
-{
-	ParkedRun  *runs = NULL;
-	int			nruns = 0;
-	int			i = 0;
-
-	while (i < n)
-	{
-		int			j = i;
-		TimestampTz due = c[i].due;
-		int32		read_count = c[i].read_count;
-
-		if (c[i].outcome != EV_DELAYED)
-		{
-			i++;
-			continue;
-		}
-		while (j + 1 < n && c[j + 1].source == c[i].source &&
-			   c[j + 1].outcome == EV_DELAYED &&
-			   c[j + 1].msg_id == c[j].msg_id + 1 &&
-			   Abs(c[j + 1].due - c[i].due) < USECS_PER_SEC)
-		{
-			j++;
-			due = Max(due, c[j].due);
-			read_count = Max(read_count, c[j].read_count);
-		}
-		if (runs == NULL)
-			runs = palloc(sizeof(ParkedRun) * n);
-		runs[nruns].start = c[i].msg_id;
-		runs[nruns].end = c[j].msg_id + 1;
-		runs[nruns].due = due;
-		runs[nruns].read_count = read_count;
-		runs[nruns].kind = SPINDLE_RUN_DELAYED;
-		runs[nruns].xid = InvalidTransactionId;
-		nruns++;
-		i = j + 1;
-	}
-	if (nruns > 0)
-	{
-		spindle_park_runs(facade, qs, runs, nruns);
-		pfree(runs);
-	}
-}
-
-/*
  * The item kind an outcome leaves behind the head (FREE: nothing).  A
  * delivered event is this backend's claim: purged by its transaction
  * (dequeue, or a move to the dead-letter queue), or (read) to become a
@@ -1999,7 +1946,7 @@ outcome_kind(const Candidate *c)
 		case EV_UNSEEN:
 			return QITEM_RETURNED;
 		case EV_GONE:
-		case EV_DELAYED:		/* parked on disk: park_delayed() */
+		case EV_DELAYED:		/* parked on disk: park_outcome() */
 		case EV_PARKED:
 			return QITEM_FREE;
 	}
@@ -2146,53 +2093,70 @@ forget_gone(Relation facade, const Source *sources, const Candidate *c,
 #define PENDING_IN_MEMORY	(SPINDLE_ITEMS_PER_QUEUE / 2)
 
 /*
- * With many items in use already, park the runs of candidates found
- * pending on one running transaction (sorted by source, then msg_id) on
- * disk, looked at again a second later (queue_parked.c), and mark them
- * EV_PARKED, which record() treats as settled.  Done before record(), as
- * park_delayed.  Below the threshold they stay items, examined again at
- * each call as soon as their transaction ends.
+ * Park on disk the runs of candidates (sorted by source, then msg_id) whose
+ * outcome is `outcome`, one run per stretch of consecutive ids of a source:
+ *
+ * EV_DELAYED: runs of events due within a second of the run's first,
+ * parked until the latest (never early, late by at most a second).
+ *
+ * EV_PENDING: only with many items in use already, runs pending on one
+ * running transaction, looked at again a second later
+ * (queue_parked.c); their candidates become EV_PARKED, which record()
+ * treats as settled.  Below the threshold they stay items, examined again
+ * at each call as soon as their transaction ends.
+ *
+ * Done before record() lets the claims of them go, so that an error
+ * meanwhile leaves them claimed, hence examined again (the run left in the
+ * tree then yields to the item: queue_parked.c, P3).
  */
 static void
-park_pending(Relation facade, QueueState *qs, Candidate *c, int n)
+park_outcome(Relation facade, QueueState *qs, Candidate *c, int n,
+			 EvOutcome outcome)
 {
+	bool		delayed = (outcome == EV_DELAYED);
+	TimestampTz pending_due = GetCurrentTimestamp() + USECS_PER_SEC;
 	ParkedRun  *runs = NULL;
 	int			nruns = 0;
 	int			i = 0;
-	TimestampTz due = GetCurrentTimestamp() + USECS_PER_SEC;
 
-	if (qs->nitems - qs->nleases < PENDING_IN_MEMORY)	/* a hint */
+	Assert(outcome == EV_DELAYED || outcome == EV_PENDING);
+	if (!delayed && qs->nitems - qs->nleases < PENDING_IN_MEMORY)	/* a hint */
 		return;
 	while (i < n)
 	{
 		int			j = i;
 		int			k;
+		ParkedRun  *r;
 
-		if (c[i].outcome != EV_PENDING || !TransactionIdIsValid(c[i].xid))
+		if (c[i].outcome != outcome ||
+			(!delayed && !TransactionIdIsValid(c[i].xid)))
 		{
 			i++;
 			continue;
 		}
 		while (j + 1 < n && c[j + 1].source == c[i].source &&
-			   c[j + 1].outcome == EV_PENDING &&
+			   c[j + 1].outcome == outcome &&
 			   c[j + 1].msg_id == c[j].msg_id + 1 &&
-			   TransactionIdEquals(c[j + 1].xid, c[i].xid))
+			   (delayed ? Abs(c[j + 1].due - c[i].due) < USECS_PER_SEC :
+				TransactionIdEquals(c[j + 1].xid, c[i].xid)))
 			j++;
 		if (runs == NULL)
 			runs = palloc(sizeof(ParkedRun) * n);
-		runs[nruns].start = c[i].msg_id;
-		runs[nruns].end = c[j].msg_id + 1;
-		runs[nruns].due = due;
-		runs[nruns].read_count = c[i].read_count;
-		runs[nruns].kind = SPINDLE_RUN_PENDING;
-		runs[nruns].xid = c[i].xid;
+		r = &runs[nruns++];
+		r->start = c[i].msg_id;
+		r->end = c[j].msg_id + 1;
+		r->due = delayed ? c[i].due : pending_due;
+		r->read_count = c[i].read_count;
+		r->kind = delayed ? SPINDLE_RUN_DELAYED : SPINDLE_RUN_PENDING;
+		r->xid = delayed ? InvalidTransactionId : c[i].xid;
 		for (k = i; k <= j; k++)
 		{
-			runs[nruns].read_count = Max(runs[nruns].read_count,
-										 c[k].read_count);
-			c[k].outcome = EV_PARKED;
+			r->read_count = Max(r->read_count, c[k].read_count);
+			if (delayed)
+				r->due = Max(r->due, c[k].due);
+			else
+				c[k].outcome = EV_PARKED;
 		}
-		nruns++;
 		i = j + 1;
 	}
 	if (nruns > 0)
@@ -2527,8 +2491,8 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	examine(facade, dir, res.c, res.n, now, cs->snapshot,
 			cs->purge || any_dead, !cs->purge);
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
-	park_delayed(facade, qs, res.c, res.n);
-	park_pending(facade, qs, res.c, res.n);
+	park_outcome(facade, qs, res.c, res.n, EV_DELAYED);
+	park_outcome(facade, qs, res.c, res.n, EV_PENDING);
 	forget_gone(facade, sources, res.c, res.n, cs->purge);
 	/* what was purged assigned the transaction id */
 	record(qs, sources, nsources, res.c, res.n, !cs->purge,
