@@ -52,6 +52,21 @@ RESET enable_seqscan;
 RESET enable_bitmapscan;
 RESET enable_indexscan;
 RESET enable_indexonlyscan;
+-- parallel workers apply the rule too, own transaction's entries included
+SET force_parallel_mode = on;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM spindle_q.cl;
+SELECT count(*) AS parallel FROM spindle_q.cl;
+BEGIN;
+SELECT spindle._consume_log_write('spindle_q.cl', 5);
+SELECT count(*) AS parallel_own FROM spindle_q.cl;
+ROLLBACK;
+RESET force_parallel_mode;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
 -- TID scan of a consumed event
 SELECT count(*) AS tid_scan FROM spindle_q.cl WHERE ctid = :'tid3';
 -- DML does not meet it

@@ -177,9 +177,12 @@ facade_scan_begin(Relation rel, Snapshot snapshot, int nkeys,
 
 	if (snapshot && IsMVCCSnapshot(snapshot) && (flags & SO_TYPE_SEQSCAN))
 		PredicateLockRelation(rel, snapshot);
-	/* after the snapshot was taken: see hidden.c, "Coherence" */
+	/*
+	 * After the snapshot was taken: see hidden.c, "Coherence" (MVCC scans
+	 * read each spindle's entries once, others probe per event).
+	 */
 	if (flags & SO_TYPE_SEQSCAN)
-		spindle_hide_begin(&s->hide, rel, snapshot, true);
+		spindle_hide_begin(&s->hide, rel, snapshot, false);
 	if (flags & SO_TYPE_BITMAPSCAN)
 	{
 		s->fetch = spindle_fetch_begin(rel);
