@@ -122,6 +122,30 @@ SELECT first, len FROM spindle._run_scan('spindle_q.cl', 2, 0, 100);
 SELECT string_agg(msg_id::text, ' ' ORDER BY msg_id) AS seq FROM spindle_q.cl;
 SELECT count(*) FROM spindle_q.cl;
 
+-- ===================== many entries over many leaves ==================
+-- scans read each spindle's entries by one walk over the tree's leaves
+SET spindle.test_tree_fanout = 4;
+SELECT spindle.create_queue('cl2', 16);
+SELECT count(*) FROM (SELECT spindle.enqueue('cl2', jsonb_build_object('n', g))
+  FROM generate_series(1, 200) g) e;
+SELECT min(msg_id) - 1 AS b FROM spindle_q.cl2 \gset
+DO $$
+DECLARE b bigint := (SELECT min(msg_id) - 1 FROM spindle_q.cl2);
+BEGIN
+  FOR i IN 1..100 LOOP
+    -- odd ids: no two entries are adjacent, none merges
+    PERFORM spindle._consume_log_write('spindle_q.cl2', b + 2 * i - 1);
+  END LOOP;
+END $$;
+SELECT height > 1 AS several_levels, runs, problems FROM spindle._run_verify('spindle_q.cl2', 2);
+SELECT count(*), bool_and((msg_id - :b) % 2 = 0) AS only_even FROM spindle_q.cl2;
+CREATE INDEX cl2_msg_id ON spindle_q.cl2 (msg_id);
+SET enable_seqscan = off;
+SELECT count(*) AS idx FROM spindle_q.cl2 WHERE msg_id BETWEEN :b + 50 AND :b + 149;
+RESET enable_seqscan;
+RESET spindle.test_tree_fanout;
+SELECT spindle.drop_queue('cl2');
+
 -- ===================== other spindle tables are unaffected ===========
 SELECT count(*) FROM plain;
 DROP TABLE plain;

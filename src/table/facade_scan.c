@@ -182,7 +182,8 @@ facade_scan_begin(Relation rel, Snapshot snapshot, int nkeys,
 	 * read each spindle's entries once, others probe per event).
 	 */
 	if (flags & SO_TYPE_SEQSCAN)
-		spindle_hide_begin(&s->hide, rel, snapshot, false);
+		spindle_hide_begin(&s->hide, rel, snapshot,
+						   snapshot != NULL && IsMVCCSnapshot(snapshot));
 	if (flags & SO_TYPE_BITMAPSCAN)
 	{
 		s->fetch = spindle_fetch_begin(rel);

@@ -183,8 +183,9 @@ snapshot_hides(Snapshot snapshot)
 /*
  * Prepare h for a reader of facade with snapshot (scan or fetch state).
  * by_spindle: read each spindle's entries once when the reader enters it
- * (MVCC snapshots; index builds, whose writers are locked out); else
- * probe per event.  The consumer relation is opened AccessShareLock.
+ * (MVCC scans; index builds, whose writers are locked out); else probe
+ * per event (single fetches, Dirty and Self scans).  The consumer
+ * relation is opened AccessShareLock.
  */
 void
 spindle_hide_begin(SpindleHide *h, Relation facade, Snapshot snapshot,
@@ -203,7 +204,7 @@ spindle_hide_begin(SpindleHide *h, Relation facade, Snapshot snapshot,
 	h->crel = try_relation_open(croid, AccessShareLock);
 	if (h->crel == NULL)
 		return;
-	h->by_spindle = by_spindle || IsMVCCSnapshot(snapshot);
+	h->by_spindle = by_spindle;
 	/* no log yet: nothing an MVCC snapshot taken before now can miss */
 	if (IsMVCCSnapshot(snapshot) && !spindle_consume_log_exists(h->crel))
 		spindle_hide_end(h);
@@ -323,7 +324,6 @@ spindle_event_hidden(Relation facade, SpindleEntry *sp, int64 k,
 	bool		hidden;
 
 	spindle_hide_begin(&h, facade, snapshot, false);
-	h.by_spindle = false;
 	hidden = spindle_hide_event(&h, sp, k);
 	spindle_hide_end(&h);
 	return hidden;
