@@ -223,6 +223,34 @@ spindle_hide_end(SpindleHide *h)
 	h->spindle_no = 0;
 }
 
+/*
+ * The verdict on the previous entry's xid, for runs of entries of one
+ * transaction (the clog and snapshot tests made once per xid; the current
+ * transaction's entries still differ by command id).
+ */
+typedef struct VerdictCache
+{
+	TransactionId xid;
+	bool		own;
+	SpindleHideVerdict verdict; /* when !own */
+} VerdictCache;
+
+static SpindleHideVerdict
+verdict_cached(const SpindleConsumed *e, Snapshot snapshot, VerdictCache *vc)
+{
+	TransactionId xid = XidFromFullTransactionId(e->fxid);
+
+	if (!TransactionIdIsValid(vc->xid) || xid != vc->xid)
+	{
+		vc->xid = xid;
+		vc->own = TransactionIdIsNormal(xid) &&
+			TransactionIdIsCurrentTransactionId(xid);
+		if (!vc->own)
+			vc->verdict = entry_verdict(e, snapshot);
+	}
+	return vc->own ? entry_verdict(e, snapshot) : vc->verdict;
+}
+
 /* Read the hidden ranges of spindle sp (h->by_spindle). */
 static void
 hide_enter(SpindleHide *h, SpindleEntry *sp)
@@ -233,11 +261,13 @@ hide_enter(SpindleHide *h, SpindleEntry *sp)
 	int			i;
 	SnapshotData self;
 	Snapshot	snap = h->snapshot;
+	VerdictCache vc = {InvalidTransactionId};
 
 	if (h->ranges != NULL)
 		pfree(h->ranges);
 	h->ranges = NULL;
 	h->nranges = 0;
+	h->hint = 0;
 	if (!IsMVCCSnapshot(snap))
 	{
 		/* index builds: committed or own, as SnapshotSelf */
@@ -249,7 +279,7 @@ hide_enter(SpindleHide *h, SpindleEntry *sp)
 	if (n > 0)
 		h->ranges = palloc(sizeof(int64) * 2 * n);
 	for (i = 0; i < n; i++)
-		if (entry_verdict(&e[i], snap) == SPINDLE_HIDE_YES)
+		if (verdict_cached(&e[i], snap, &vc) == SPINDLE_HIDE_YES)
 		{
 			h->ranges[2 * h->nranges] = e[i].first;
 			h->ranges[2 * h->nranges + 1] = e[i].first + e[i].len;
@@ -261,13 +291,28 @@ hide_enter(SpindleHide *h, SpindleEntry *sp)
 	MemoryContextSwitchTo(old);
 }
 
-/* Is id in one of h's hidden ranges?  Binary search. */
+/*
+ * Is id in one of h's hidden ranges?  A scan meets a spindle's events
+ * mostly in increasing id order, so the search starts at the range the
+ * last one ended at and moves right (amortised O(1) per event); an id
+ * below it is found by binary search.
+ */
 static bool
 in_ranges(SpindleHide *h, int64 id)
 {
 	int			lo = 0,
 				hi = h->nranges;
+	int			i = h->hint;
 
+	if (h->nranges == 0)
+		return false;
+	if (i == 0 || id >= h->ranges[2 * i - 1])
+	{
+		while (i < h->nranges && id >= h->ranges[2 * i + 1])
+			i++;
+		h->hint = i;
+		return i < h->nranges && id >= h->ranges[2 * i];
+	}
 	while (lo < hi)
 	{
 		int			mid = (lo + hi) / 2;
@@ -277,8 +322,12 @@ in_ranges(SpindleHide *h, int64 id)
 		else if (id >= h->ranges[2 * mid + 1])
 			lo = mid + 1;
 		else
+		{
+			h->hint = mid;
 			return true;
+		}
 	}
+	h->hint = lo;
 	return false;
 }
 

@@ -267,6 +267,7 @@ typedef struct SpindleHide
 	int64		spindle_no;		/* spindle whose ranges are read, or 0 */
 	int			nranges;
 	int64	   *ranges;			/* hidden [start, end) msg_ids, sorted */
+	int			hint;			/* where the last search ended */
 	MemoryContext cxt;			/* where ranges live */
 } SpindleHide;
 
