@@ -122,6 +122,14 @@ SELECT first, len FROM spindle._run_scan('spindle_q.cl', 2, 0, 100);
 SELECT string_agg(msg_id::text, ' ' ORDER BY msg_id) AS seq FROM spindle_q.cl;
 SELECT count(*) FROM spindle_q.cl;
 
+-- consumed by the command that deletes it: nothing left to delete
+BEGIN;
+DELETE FROM spindle_q.cl
+ WHERE msg_id = 12 AND spindle._consume_log_write('spindle_q.cl', msg_id) = 1
+ RETURNING msg_id;
+SELECT count(*) AS after_delete FROM spindle_q.cl WHERE msg_id = 12;
+ROLLBACK;
+
 -- ===================== many entries over many leaves ==================
 -- scans read each spindle's entries by one walk over the tree's leaves
 SET spindle.test_tree_fanout = 4;
