@@ -2,7 +2,8 @@
 # "Consume log: reader side (built)"): entries written by
 # spindle._consume_log_write are tree 2 runs of the consumer relation, so a
 # streaming standby replays them (wal_consistency_checking 'all,spindle')
-# and hides the same events as the primary, by sequential and index scans;
+# and hides the same events as the primary, by sequential and index scans
+# (a standby snapshot older than the entries' commits still sees them);
 # a server stopped -m immediate while a consumer's transaction is open
 # comes back with the committed entries hiding their events and the open
 # one's ignored (its xid aborted by the crash), and a new consumer may take
@@ -44,6 +45,11 @@ my $seen = q{SELECT coalesce(string_agg(msg_id::text, ' ' ORDER BY msg_id), '')
 my $seen_idx = qq{SET enable_seqscan = off; SET enable_bitmapscan = off; $seen
   WHERE msg_id > 0};
 
+# a standby snapshot from before the entries keeps every event
+my $rr = $standby->background_psql('postgres');
+$rr->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+is($rr->query_safe($seen), join(' ', 1 .. 20), 'standby: old snapshot taken');
+
 # committed entries hide, an aborted one does not
 $primary->safe_psql('postgres', q{
 BEGIN;
@@ -61,6 +67,13 @@ is($primary->safe_psql('postgres', $seen), $expect, 'primary hides committed ent
 $primary->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', $seen), $expect, 'standby: sequential scan');
 is($standby->safe_psql('postgres', $seen_idx), $expect, 'standby: index scan');
+is($rr->query_safe($seen), join(' ', 1 .. 20),
+	'standby: the older snapshot still sees the consumed events');
+is($rr->query_safe($seen_idx), join(' ', 1 .. 20),
+	'standby: the older snapshot, by index scan');
+$rr->query_safe('COMMIT');
+is($rr->query_safe($seen), $expect, 'standby: a new snapshot does not');
+$rr->quit;
 is($standby->safe_psql('postgres',
 	q{SELECT count(*) FROM spindle._run_scan('spindle_q.q', 2, 0, 100)}),
 	'3', 'standby: three entries replayed, the aborted one too');
