@@ -130,6 +130,13 @@ DELETE FROM spindle_q.cl
 SELECT count(*) AS after_delete FROM spindle_q.cl WHERE msg_id = 12;
 ROLLBACK;
 
+-- a row this transaction locked, it may consume
+BEGIN;
+SELECT msg_id FROM spindle_q.cl WHERE msg_id = 12 FOR UPDATE;
+SELECT spindle._consume_log_write('spindle_q.cl', 12);
+SELECT count(*) AS locked_then_consumed FROM spindle_q.cl WHERE msg_id = 12;
+ROLLBACK;
+
 -- ===================== many entries over many leaves ==================
 -- scans read each spindle's entries by one walk over the tree's leaves
 SET spindle.test_tree_fanout = 4;

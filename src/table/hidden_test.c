@@ -12,10 +12,11 @@
  * RowExclusiveLock, the consumer relation RowExclusiveLock, all to the end
  * of the transaction; the consume log's writer lock for the call.  Then,
  * for each event, the share lock of its page while it checks that the
- * event is visible and has no xmax (HeapTupleSatisfiesUpdate is TM_Ok),
- * that no live entry covers it, and writes the entry: the lock protocol
- * with DML that hidden.c describes.  Heavyweight locks are all taken
- * before any buffer lock.
+ * event is visible and has no xmax (HeapTupleSatisfiesUpdate is TM_Ok, or
+ * the xmax is this transaction's row lock) and that no live entry covers
+ * it, checks for a SERIALIZABLE conflict as heap_delete does, and writes
+ * the entry: the lock protocol with DML that hidden.c describes.
+ * Heavyweight locks are all taken before any buffer lock.
  *
  * Invariants: an event is consumed by at most one live entry; an entry is
  * written only for an event no DELETE or row lock is on.
@@ -32,6 +33,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/predicate.h"
 #include "storage/procarray.h"
 #include "utils/lsyscache.h"
 
@@ -67,6 +69,12 @@ consume_one(Relation facade, Relation crel, Relation seg, SpindleEntry *sp,
 			tuple.t_self = *ptid;
 			if (spindle_event_k(tuple.t_data, tuple.t_len) == id - sp->first_no)
 				r = HeapTupleSatisfiesUpdate(&tuple, cid, buf);
+			/* our own row lock (FOR UPDATE, then consume) is no obstacle */
+			if (r == TM_BeingModified &&
+				!(tuple.t_data->t_infomask & HEAP_XMAX_IS_MULTI) &&
+				HEAP_XMAX_IS_LOCKED_ONLY(tuple.t_data->t_infomask) &&
+				TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmax(tuple.t_data)))
+				r = TM_Ok;
 		}
 	}
 	if (r == TM_Ok && spindle_consume_log_probe(crel, id, &e))
@@ -89,6 +97,8 @@ consume_one(Relation facade, Relation crel, Relation seg, SpindleEntry *sp,
 						   "It is locked, being deleted or consumed, or consumed already." :
 						   "It is not visible or was deleted.")));
 	}
+	/* as heap_delete: a SERIALIZABLE reader of the event meets us */
+	CheckForSerializableConflictIn(seg, ptid, ItemPointerGetBlockNumber(ptid));
 	spindle_consume_log_add(crel, id, fxid, cid);
 	UnlockReleaseBuffer(buf);
 }
