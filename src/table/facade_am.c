@@ -775,17 +775,20 @@ fix_failure_tid(TM_FailureData *tmfd, ItemPointer ptid, ItemPointer vtid)
 }
 
 /*
- * The consume log's check for DML of event k of sp (hidden.c); without
- * waiting (LockWaitSkip for a caller that does not wait), an entry in
- * progress is TM_BeingModified, as heap says of a deleter in progress.
+ * The consume log's check for DML of event k of sp (hidden.c), for a
+ * queue table (queue: spindle_hidden_applies, asked once per call);
+ * LockWaitSkip: an entry in progress is TM_BeingModified, as heap says of
+ * a deleter in progress.
  */
 static TM_Result
-consumed_check(Relation rel, SpindleEntry *sp, int64 k, ItemPointer vtid,
-			   LockWaitPolicy policy, TM_FailureData *tmfd)
+consumed_check(bool queue, Relation rel, SpindleEntry *sp, int64 k,
+			   ItemPointer vtid, LockWaitPolicy policy, TM_FailureData *tmfd)
 {
-	TM_Result	result = spindle_hidden_dml_check(rel, sp, k, vtid, policy,
-												  tmfd);
+	TM_Result	result;
 
+	if (!queue)
+		return TM_Ok;
+	result = spindle_hidden_dml_check(rel, sp, k, vtid, policy, tmfd);
 	return result == TM_WouldBlock ? TM_BeingModified : result;
 }
 
@@ -799,6 +802,7 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 	Relation	seg;
 	TM_Result	result;
 	int64		k;
+	bool		queue;
 
 	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
 		(seg = spindle_open_segment(rel, &sp, RowExclusiveLock)) == NULL)
@@ -806,8 +810,9 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(rel));
 	k = spindle_tid_to_vslot(tid) - sp.vbase;
+	queue = spindle_hidden_applies(rel);
 	/* consumed already, or being consumed? (hidden.c, lock protocol) */
-	result = consumed_check(rel, &sp, k, tid,
+	result = consumed_check(queue, rel, &sp, k, tid,
 							wait ? LockWaitBlock : LockWaitSkip, tmfd);
 	if (result == TM_Ok)
 		result = heap_methods->tuple_delete(seg, &ptid, cid, snapshot,
@@ -818,7 +823,7 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 	/* an entry written while heap deleted: wait for it, then look again */
 	if (result == TM_Ok)
 	{
-		result = consumed_check(rel, &sp, k, tid,
+		result = consumed_check(queue, rel, &sp, k, tid,
 								wait ? LockWaitBlock : LockWaitSkip, tmfd);
 		if (result != TM_Ok)
 			ptid = *tid;
@@ -881,6 +886,7 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 	Relation	seg;
 	TM_Result	result;
 	int64		k;
+	bool		queue;
 
 	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
 		(seg = spindle_open_segment(rel, &sp, RowShareLock)) == NULL)
@@ -888,8 +894,10 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(rel));
 	k = spindle_tid_to_vslot(&vtid) - sp.vbase;
+	queue = spindle_hidden_applies(rel);
 	/* consumed already, or being consumed? (hidden.c, lock protocol) */
-	result = spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy, tmfd);
+	result = queue ?
+		spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy, tmfd) : TM_Ok;
 	/* there is no later version in a spindle to find: see above */
 	if (result == TM_Ok)
 		result = heap_methods->tuple_lock(seg, &ptid, snapshot, slot, cid,
@@ -899,7 +907,7 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 	else
 		ptid = vtid;
 	/* an entry written while heap locked: wait for it, then look again */
-	if (result == TM_Ok)
+	if (result == TM_Ok && queue)
 	{
 		result = spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy,
 										  tmfd);

@@ -383,6 +383,13 @@ spindle_event_hidden(Relation facade, SpindleEntry *sp, int64 k,
  * ----------------------------------------------------------------
  */
 
+/* Is facade a queue table, whose DML must check the consume log? */
+bool
+spindle_hidden_applies(Relation facade)
+{
+	return OidIsValid(hidden_crel_oid(facade));
+}
+
 /*
  * May DML of the calling transaction act on event k of spindle sp (at
  * virtual TID vtid of facade)?  TM_Ok if no live entry consumes it (none,

@@ -277,6 +277,7 @@ extern bool spindle_hide_event(SpindleHide *h, SpindleEntry *sp, int64 k);
 extern void spindle_hide_end(SpindleHide *h);
 extern bool spindle_event_hidden(Relation facade, SpindleEntry *sp, int64 k,
 								 Snapshot snapshot);
+extern bool spindle_hidden_applies(Relation facade);
 extern TM_Result spindle_hidden_dml_check(Relation facade, SpindleEntry *sp,
 										  int64 k, ItemPointer vtid,
 										  LockWaitPolicy policy,
