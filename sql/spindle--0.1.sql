@@ -208,6 +208,13 @@ CREATE FUNCTION spindle._run_verify(queue regclass, sub int,
     AS 'MODULE_PATHNAME', 'spindle_run_verify' LANGUAGE C STRICT VOLATILE;
 CREATE FUNCTION spindle._run_drop(queue regclass, sub int) RETURNS int
     AS 'MODULE_PATHNAME', 'spindle_run_drop' LANGUAGE C STRICT VOLATILE;
+-- Test only (superusers; docs/design.md, "Consume log: reader side
+-- (built)"): the current transaction consumes events first .. first+len-1
+-- of a queue table by consume log entries, in the current command.
+CREATE FUNCTION spindle._consume_log_write(queue regclass, first bigint,
+    len bigint DEFAULT 1) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'spindle_consume_log_write' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION spindle._consume_log_write(regclass, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_upsert(regclass, int, bigint, bigint, int,
     timestamptz, int, bigint, int, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_remove(regclass, int, bigint, bigint) FROM PUBLIC;

@@ -507,6 +507,25 @@ typedef struct SpindleRun
 #define SPINDLE_RUN_GROUPED		5
 #define SPINDLE_RUN_CONSUMED	6
 
+/*
+ * Trees of the consumer relation by number: 0 and 1 are queue_parked.c's
+ * (parked runs, their due index), 2 the consume log (consume_log.c).
+ */
+#define SPINDLE_TREE_CONSUME_LOG	2
+
+/*
+ * An entry of the consume log: (sub)transaction fxid consumed the ids
+ * [first, first + len) in command cid (consume_log.c gives the mapping
+ * onto a SpindleRun).
+ */
+typedef struct SpindleConsumed
+{
+	int64		first;
+	int64		len;
+	FullTransactionId fxid;
+	CommandId	cid;
+} SpindleConsumed;
+
 /* consumer_rel.c: the access method, the metapage, creation, TRUNCATE */
 extern const TableAmRoutine *spindle_meta_routine(void);
 extern void spindle_crel_init_metapage(Page page, int64 assigned_max,
@@ -706,6 +725,17 @@ extern void spindle_crel_redo(struct XLogReaderState *record);
 extern void spindle_crel_desc(StringInfo buf, struct XLogReaderState *record);
 extern const char *spindle_crel_identify(uint8 info);
 extern bool spindle_crel_mask(char *pagedata, BlockNumber blkno);
+
+/* consume_log.c: tree 2, the consume log (reader side; test writer) */
+extern bool spindle_consume_log_exists(Relation crel);
+extern bool spindle_consume_log_probe(Relation crel, int64 id,
+									  SpindleConsumed *e);
+extern SpindleConsumed *spindle_consume_log_read(Relation crel, int64 lo,
+												 int64 hi, int *n);
+extern void spindle_consume_log_lock(Relation crel);
+extern void spindle_consume_log_unlock(Relation crel);
+extern void spindle_consume_log_add(Relation crel, int64 id,
+									FullTransactionId fxid, CommandId cid);
 
 /* consumer_test.c: the test-only spindle._run_*() functions and GUCs */
 extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */

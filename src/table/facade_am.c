@@ -774,6 +774,24 @@ fix_failure_tid(TM_FailureData *tmfd, ItemPointer ptid, ItemPointer vtid)
 		tmfd->ctid = *vtid;
 }
 
+/*
+ * The consume log's check for DML of event k of sp (hidden.c), for a
+ * queue table (queue: spindle_hidden_applies, asked once per call);
+ * LockWaitSkip: an entry in progress is TM_BeingModified, as heap says of
+ * a deleter in progress.
+ */
+static TM_Result
+consumed_check(bool queue, Relation rel, SpindleEntry *sp, int64 k,
+			   ItemPointer vtid, LockWaitPolicy policy, TM_FailureData *tmfd)
+{
+	TM_Result	result;
+
+	if (!queue)
+		return TM_Ok;
+	result = spindle_hidden_dml_check(rel, sp, k, vtid, policy, tmfd);
+	return result == TM_WouldBlock ? TM_BeingModified : result;
+}
+
 static TM_Result
 facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 					Snapshot snapshot, Snapshot crosscheck, bool wait,
@@ -783,14 +801,33 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 	ItemPointerData ptid;
 	Relation	seg;
 	TM_Result	result;
+	int64		k;
+	bool		queue;
 
 	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
 		(seg = spindle_open_segment(rel, &sp, RowExclusiveLock)) == NULL)
 		elog(ERROR, "event (%u,%u) of spindle table \"%s\" not found",
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(rel));
-	result = heap_methods->tuple_delete(seg, &ptid, cid, snapshot, crosscheck,
-										wait, tmfd, changingPart);
+	k = spindle_tid_to_vslot(tid) - sp.vbase;
+	queue = spindle_hidden_applies(rel);
+	/* consumed already, or being consumed? (hidden.c, lock protocol) */
+	result = consumed_check(queue, rel, &sp, k, tid,
+							wait ? LockWaitBlock : LockWaitSkip, tmfd);
+	if (result == TM_Ok)
+		result = heap_methods->tuple_delete(seg, &ptid, cid, snapshot,
+											crosscheck, wait, tmfd,
+											changingPart);
+	else
+		ptid = *tid;
+	/* an entry written while heap deleted: wait for it, then look again */
+	if (result == TM_Ok)
+	{
+		result = consumed_check(queue, rel, &sp, k, tid,
+								wait ? LockWaitBlock : LockWaitSkip, tmfd);
+		if (result != TM_Ok)
+			ptid = *tid;
+	}
 	if (result == TM_Ok)
 	{
 		spindle_note_touched(RelationGetRelid(rel), sp.spindle_no);
@@ -848,17 +885,38 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 	ItemPointerData vtid = *tid;
 	Relation	seg;
 	TM_Result	result;
+	int64		k;
+	bool		queue;
 
 	if (spindle_resolve_tid(rel, tid, &sp, &ptid) != TID_IN_SPINDLE ||
 		(seg = spindle_open_segment(rel, &sp, RowShareLock)) == NULL)
 		elog(ERROR, "event (%u,%u) of spindle table \"%s\" not found",
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(rel));
+	k = spindle_tid_to_vslot(&vtid) - sp.vbase;
+	queue = spindle_hidden_applies(rel);
+	/* consumed already, or being consumed? (hidden.c, lock protocol) */
+	result = queue ?
+		spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy, tmfd) : TM_Ok;
 	/* there is no later version in a spindle to find: see above */
-	result = heap_methods->tuple_lock(seg, &ptid, snapshot, slot, cid, mode,
-									  wait_policy,
-									  flags & ~TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
-									  tmfd);
+	if (result == TM_Ok)
+		result = heap_methods->tuple_lock(seg, &ptid, snapshot, slot, cid,
+										  mode, wait_policy,
+										  flags & ~TUPLE_LOCK_FLAG_FIND_LAST_VERSION,
+										  tmfd);
+	else
+		ptid = vtid;
+	/* an entry written while heap locked: wait for it, then look again */
+	if (result == TM_Ok && queue)
+	{
+		result = spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy,
+										  tmfd);
+		if (result != TM_Ok)
+		{
+			ExecClearTuple(slot);
+			ptid = vtid;
+		}
+	}
 	if (result == TM_Updated &&
 		(flags & TUPLE_LOCK_FLAG_FIND_LAST_VERSION) &&
 		ItemPointerIndicatesMovedPartitions(&tmfd->ctid))
@@ -893,6 +951,13 @@ facade_tuple_fetch_row_version(Relation rel, ItemPointer tid,
 		found = false;
 	else
 		found = heap_methods->tuple_fetch_row_version(seg, &ptid, snapshot, slot);
+	if (found &&
+		spindle_event_hidden(rel, &sp, spindle_tid_to_vslot(&vtid) - sp.vbase,
+							 snapshot))
+	{
+		ExecClearTuple(slot);
+		found = false;
+	}
 	if (found)
 		spindle_slot_set_identity(slot, rel, &vtid);
 	relation_close(seg, AccessShareLock);
@@ -975,11 +1040,24 @@ facade_tuple_get_latest_tid(TableScanDesc scan, ItemPointer tid)
 	ExecDropSingleTupleTableSlot(slot);
 }
 
+/*
+ * Heap's test on the slot's event, then the consume log's (hidden.c):
+ * ON CONFLICT's visibility check, RI checks.
+ */
 static bool
 facade_tuple_satisfies_snapshot(Relation rel, TupleTableSlot *slot,
 								Snapshot snapshot)
 {
-	return heap_methods->tuple_satisfies_snapshot(rel, slot, snapshot);
+	SpindleEntry sp;
+	ItemPointerData ptid;
+
+	if (!heap_methods->tuple_satisfies_snapshot(rel, slot, snapshot))
+		return false;
+	if (spindle_resolve_tid(rel, &slot->tts_tid, &sp, &ptid) != TID_IN_SPINDLE)
+		return true;
+	return !spindle_event_hidden(rel, &sp,
+								 spindle_tid_to_vslot(&slot->tts_tid) -
+								 sp.vbase, snapshot);
 }
 
 /* ----------------------------------------------------------------
@@ -994,6 +1072,10 @@ typedef struct FacadeIndexFetch
 	Relation	seg;
 	BlockNumber nblocks;		/* of seg, as last seen */
 	IndexFetchTableData *hfetch;
+	/* the consume log, for the snapshot and command id of the last call */
+	SpindleHide hide;
+	bool		hide_ready;
+	CommandId	hide_curcid;
 } FacadeIndexFetch;
 
 static IndexFetchTableData *
@@ -1034,6 +1116,7 @@ facade_index_fetch_end(IndexFetchTableData *scan)
 	FacadeIndexFetch *f = (FacadeIndexFetch *) scan;
 
 	facade_index_fetch_close_spindle(f);
+	spindle_hide_end(&f->hide);
 	pfree(f);
 }
 
@@ -1057,6 +1140,30 @@ check_event(TupleTableSlot *slot, SpindleEntry *sp, ItemPointer vtid)
 						ItemPointerGetOffsetNumber(&found),
 						ItemPointerGetBlockNumber(vtid),
 						ItemPointerGetOffsetNumber(vtid))));
+}
+
+/*
+ * Does the consume log hide event k of sp from snapshot?  The fetch state
+ * keeps what it learnt (the log does not exist) for as long as the
+ * caller's snapshot and command id stay the same: see hidden.c,
+ * "Coherence".  Each event is one probe of the tree.
+ */
+static bool
+fetch_hidden(FacadeIndexFetch *f, SpindleEntry *sp, int64 k,
+			 Snapshot snapshot)
+{
+	if (!f->hide_ready || f->hide.snapshot != snapshot ||
+		f->hide_curcid != snapshot->curcid)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(GetMemoryChunkContext(f));
+
+		spindle_hide_end(&f->hide);
+		spindle_hide_begin(&f->hide, f->base.rel, snapshot, false);
+		MemoryContextSwitchTo(oldcxt);
+		f->hide_ready = true;
+		f->hide_curcid = snapshot->curcid;
+	}
+	return spindle_hide_event(&f->hide, sp, k);
 }
 
 /*
@@ -1125,6 +1232,14 @@ spindle_fetch_event(Relation rel, IndexFetchTableData *scan,
 	if (found)
 	{
 		check_event(slot, &sp, &vtid);
+		if (fetch_hidden(f, &sp, spindle_tid_to_vslot(&vtid) - sp.vbase,
+						 snapshot))
+		{
+			/* consumed: not visible, but not dead to everyone either */
+			ExecClearTuple(slot);
+			*call_again = false;
+			return false;
+		}
 		spindle_slot_set_identity(slot, rel, &vtid);
 	}
 	return found;

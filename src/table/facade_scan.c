@@ -86,6 +86,9 @@ typedef struct FacadeScanDescData
 	BlockNumber anblocks;		/* its size, as last seen */
 	BufferAccessStrategy astrategy;
 	HeapTupleData atuple;		/* the sampled tuple the slot points to */
+
+	/* serial and parallel scans: events the consume log hides (hidden.c) */
+	SpindleHide hide;
 } FacadeScanDescData;
 
 typedef FacadeScanDescData *FacadeScanDesc;
@@ -174,6 +177,13 @@ facade_scan_begin(Relation rel, Snapshot snapshot, int nkeys,
 
 	if (snapshot && IsMVCCSnapshot(snapshot) && (flags & SO_TYPE_SEQSCAN))
 		PredicateLockRelation(rel, snapshot);
+	/*
+	 * After the snapshot was taken: see hidden.c, "Coherence" (MVCC scans
+	 * read each spindle's entries once, others probe per event).
+	 */
+	if (flags & SO_TYPE_SEQSCAN)
+		spindle_hide_begin(&s->hide, rel, snapshot,
+						   snapshot != NULL && IsMVCCSnapshot(snapshot));
 	if (flags & SO_TYPE_BITMAPSCAN)
 	{
 		s->fetch = spindle_fetch_begin(rel);
@@ -188,6 +198,7 @@ facade_scan_end(TableScanDesc sscan)
 	FacadeScanDesc s = (FacadeScanDesc) sscan;
 
 	close_current(s, false);
+	spindle_hide_end(&s->hide);
 	if (s->fetch != NULL)
 		spindle_fetch_end(s->fetch);
 	if (s->aseg != NULL)
@@ -223,6 +234,7 @@ facade_scan_rescan(TableScanDesc sscan, struct ScanKeyData *key,
 	/* the executor's slot may still hold a tuple of the current spindle */
 	close_current(s, false);
 	s->cur = -1;
+	s->hide.spindle_no = 0;		/* read the entries again */
 }
 
 /* Give the slot's tuple (of the current spindle) its virtual identity. */
@@ -233,6 +245,22 @@ identify(FacadeScanDesc s, SpindleEntry *sp, TupleTableSlot *slot)
 
 	spindle_tuple_vtid(sp, ExecFetchSlotHeapTuple(slot, false, NULL), &vtid);
 	spindle_slot_set_identity(slot, s->base.rs_rd, &vtid);
+}
+
+/*
+ * Does the consume log hide the slot's tuple (of the current spindle,
+ * visible to heap's test) from the scan?
+ */
+static bool
+hidden_in_scan(FacadeScanDesc s, TupleTableSlot *slot)
+{
+	HeapTuple	tuple;
+
+	if (s->hide.crel == NULL)
+		return false;
+	tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
+	return spindle_hide_event(&s->hide, s->cursp,
+							  spindle_event_k(tuple->t_data, tuple->t_len));
 }
 
 /*
@@ -284,6 +312,8 @@ facade_scan_getnextslot(TableScanDesc sscan, ScanDirection direction,
 								 s->base.rs_parallel ? ForwardScanDirection : direction,
 								 slot))
 			{
+				if (hidden_in_scan(s, slot))
+					continue;
 				identify(s, s->cursp, slot);
 				return true;
 			}
@@ -741,6 +771,15 @@ facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
 			ExecStoreBufferHeapTuple(tuple, slot, buf);
 		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 		ReleaseBuffer(buf);
+		/* consumed by a committed entry (or ours): a dead row (hidden.c) */
+		if (sample && spindle_event_hidden(rel, sp, v - sp->vbase,
+										   SnapshotSelf))
+		{
+			ExecClearTuple(slot);
+			*liverows -= s->aweight;
+			*deadrows += s->aweight;
+			continue;
+		}
 		if (sample)
 		{
 			identify(s, sp, slot);
@@ -761,6 +800,7 @@ typedef struct BuildState
 	SpindleEntry *sp;
 	IndexBuildCallback callback;
 	void	   *callback_state;
+	SpindleHide hide;			/* consumed events: not alive (hidden.c) */
 } BuildState;
 
 /* Heap gives the physical TID; the event's hidden k gives the virtual one. */
@@ -787,6 +827,17 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	tuple.t_self = *tid;
 	spindle_tuple_vtid(bs->sp, &tuple, &vtid);
 	UnlockReleaseBuffer(buf);
+
+	/*
+	 * An event a committed entry consumed is indexed (an older snapshot
+	 * may still fetch it) but left out of unique checks, as heap does with
+	 * a RECENTLY_DEAD tuple.  The build's ShareLock keeps writers of
+	 * entries out, so none is in progress.
+	 */
+	if (tupleIsAlive &&
+		spindle_hide_event(&bs->hide, bs->sp,
+						   spindle_tid_to_vslot(&vtid) - bs->sp->vbase))
+		tupleIsAlive = false;
 	bs->callback(index, &vtid, values, isnull, tupleIsAlive,
 				 bs->callback_state);
 }
@@ -830,6 +881,7 @@ facade_index_build_range_scan(Relation table_rel, Relation index_rel,
 	bs.facade = table_rel;
 	bs.callback = callback;
 	bs.callback_state = callback_state;
+	spindle_hide_begin(&bs.hide, table_rel, SnapshotSelf, true);
 
 	if (scan != NULL && scan->rs_parallel == NULL)
 	{
@@ -857,6 +909,7 @@ facade_index_build_range_scan(Relation table_rel, Relation index_rel,
 			s->cursp = NULL;
 		}
 		table_endscan(scan);
+		spindle_hide_end(&bs.hide);
 		return reltuples;
 	}
 
@@ -874,6 +927,7 @@ facade_index_build_range_scan(Relation table_rel, Relation index_rel,
 		relation_close(seg, ShareLock);
 	}
 	spindle_directory_release(dir);
+	spindle_hide_end(&bs.hide);
 	return reltuples;
 }
 

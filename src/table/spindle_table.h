@@ -12,6 +12,7 @@
 
 #include "access/tableam.h"
 #include "datatype/timestamp.h"
+#include "nodes/lockoptions.h"
 #include "nodes/nodes.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
@@ -247,6 +248,40 @@ extern void spindle_disk_alarm_shmem_request(void);
 extern void spindle_disk_alarm_shmem_startup(void);
 extern void spindle_disk_alarm_check(Relation rel);
 extern void spindle_disk_alarm_measure(void);
+
+/* ---- hidden.c: events hidden by the consume log ---- */
+
+typedef enum SpindleHideVerdict
+{
+	SPINDLE_HIDE_NO,			/* visible */
+	SPINDLE_HIDE_YES,			/* hidden */
+	SPINDLE_HIDE_RUNNING		/* SnapshotDirty: being consumed */
+} SpindleHideVerdict;
+
+/* What one reader (scan or fetch state) needs to apply the rule. */
+typedef struct SpindleHide
+{
+	Relation	crel;			/* consumer relation; NULL: nothing hidden */
+	Snapshot	snapshot;
+	bool		by_spindle;		/* read each spindle's entries once */
+	int64		spindle_no;		/* spindle whose ranges are read, or 0 */
+	int			nranges;
+	int64	   *ranges;			/* hidden [start, end) msg_ids, sorted */
+	int			hint;			/* where the last search ended */
+	MemoryContext cxt;			/* where ranges live */
+} SpindleHide;
+
+extern void spindle_hide_begin(SpindleHide *h, Relation facade,
+							   Snapshot snapshot, bool by_spindle);
+extern bool spindle_hide_event(SpindleHide *h, SpindleEntry *sp, int64 k);
+extern void spindle_hide_end(SpindleHide *h);
+extern bool spindle_event_hidden(Relation facade, SpindleEntry *sp, int64 k,
+								 Snapshot snapshot);
+extern bool spindle_hidden_applies(Relation facade);
+extern TM_Result spindle_hidden_dml_check(Relation facade, SpindleEntry *sp,
+										  int64 k, ItemPointer vtid,
+										  LockWaitPolicy policy,
+										  TM_FailureData *tmfd);
 
 /* ---- hooks: what the table layer tells the layers above ---- */
 

@@ -1,0 +1,212 @@
+/*-------------------------------------------------------------------------
+ *
+ * consume_log.c
+ *	  The consume log of a queue: which msg_ids a transaction consumed,
+ *	  kept outside the event pages, in tree 2 of the queue's consumer
+ *	  relation (SPINDLE_TREE_CONSUME_LOG; consumer_tree.c; docs/design.md,
+ *	  "Consumer state that scales with what stays", "Consume log: reader
+ *	  side (built)").
+ *
+ * An entry is a run of the tree, kind SPINDLE_RUN_CONSUMED, for the ids
+ * [first, first + len) that one (sub)transaction consumed in one command.
+ * Field mapping of the 32-byte SpindleRun:
+ *
+ *	first		the first msg_id (the key)
+ *	len			how many ids
+ *	due			the writer's FullTransactionId, as an int64 (the 64-bit
+ *				field; no entry of this tree has a due time)
+ *	awaited		the writer's CommandId
+ *	kind		SPINDLE_RUN_CONSUMED
+ *	read_count, flags	0
+ *
+ * Locks.  Readers hold the consumer relation AccessShareLock and read as
+ * any reader of the tree, one buffer lock at a time.  The writer holds the
+ * relation RowExclusiveLock and the tree's writer lock (LockPage of block
+ * number SPINDLE_TREE_CONSUME_LOG, ExclusiveLock: spindle_consume_log_
+ * lock) for its whole call; it may hold a share lock of the event's page
+ * while it writes (the lock protocol with DML, see hidden.c).
+ *
+ * Invariants: entries never overlap (the tree's); an entry only merges
+ * with the one before it when their xid and command id are equal, so an
+ * entry's (xid, cid) holds for every id it covers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+
+#include "storage/spindle_storage.h"
+
+/* Open tree 2 of crel for reading (writer: the caller holds its lock). */
+static void
+log_tree(Relation crel, bool writer, SpindleTree *t)
+{
+	t->crel = crel;
+	t->sub = SPINDLE_TREE_CONSUME_LOG;
+	t->writer = writer;
+	t->meta_blk = InvalidBlockNumber;
+}
+
+/* An entry from a run of the tree; false if the run is of another kind. */
+static bool
+entry_from_run(const SpindleRun *r, SpindleConsumed *e)
+{
+	if (r->kind != SPINDLE_RUN_CONSUMED)
+		return false;
+	e->first = r->first;
+	e->len = r->len;
+	e->fxid = FullTransactionIdFromU64((uint64) r->due);
+	e->cid = (CommandId) r->awaited;
+	return true;
+}
+
+/*
+ * Does the queue's consume log exist at all?  One look at the metapage:
+ * false means no transaction ever wrote an entry into this relfilenode.
+ */
+bool
+spindle_consume_log_exists(Relation crel)
+{
+	return spindle_tree_meta_block(crel, SPINDLE_TREE_CONSUME_LOG) !=
+		InvalidBlockNumber;
+}
+
+/* The entry covering msg_id id, into *e; false if none. */
+bool
+spindle_consume_log_probe(Relation crel, int64 id, SpindleConsumed *e)
+{
+	SpindleTree t;
+	SpindleRun	r;
+
+	log_tree(crel, false, &t);
+	if (!spindle_tree_lookup(&t, id, &r))
+		return false;
+	return entry_from_run(&r, e);
+}
+
+/* Append e to *out (*n used, *nalloc allocated). */
+static void
+append_entry(SpindleConsumed **out, int *n, int *nalloc,
+			 const SpindleConsumed *e)
+{
+	if (*n >= *nalloc)
+	{
+		*nalloc = *nalloc ? *nalloc * 2 : 16;
+		*out = *out ? repalloc(*out, *nalloc * sizeof(SpindleConsumed)) :
+			palloc(*nalloc * sizeof(SpindleConsumed));
+	}
+	(*out)[(*n)++] = *e;
+}
+
+/*
+ * The entries that cover an id of [lo, hi), in id order, as a palloc'd
+ * array (*n of them; NULL if none).  One range read of the tree: the
+ * entry holding lo, if one starts before it, then the leaves from lo's
+ * on, crossing them by right-links with one buffer lock at a time (items
+ * only move right in a split, so none already in the tree is missed; a
+ * page that left the tree makes the walk descend again from where it
+ * was).
+ */
+SpindleConsumed *
+spindle_consume_log_read(Relation crel, int64 lo, int64 hi, int *n)
+{
+	SpindleTree t;
+	SpindleConsumed *out = NULL;
+	SpindleConsumed e;
+	int			nalloc = 0;
+	int64		x = lo;			/* entries starting below x are read */
+	int64		low;
+	Buffer		buf;
+
+	*n = 0;
+	if (lo >= hi)
+		return NULL;
+	log_tree(crel, false, &t);
+	if (spindle_consume_log_probe(crel, lo, &e))
+	{
+		append_entry(&out, n, &nalloc, &e);
+		x = e.first + e.len;
+	}
+	buf = spindle_tree_descend(&t, x, 0, BUFFER_LOCK_SHARE, &low);
+	while (BufferIsValid(buf))
+	{
+		Page		page = BufferGetPage(buf);
+		SpindleCpageOpaque *op = SpindleCpageGetOpaque(page);
+		SpindleRun *items = spindle_leaf_items(page);
+		int			nitems = spindle_cpage_nitems(page, sizeof(SpindleRun));
+		BlockNumber right = op->right;
+		bool		done = (right == InvalidBlockNumber || op->high_key >= hi);
+
+		for (int i = spindle_leaf_search_ge(page, x); i < nitems; i++)
+		{
+			if (items[i].first >= hi)
+			{
+				done = true;
+				break;
+			}
+			if (entry_from_run(&items[i], &e))
+				append_entry(&out, n, &nalloc, &e);
+			x = spindle_run_end(&items[i]);
+		}
+		UnlockReleaseBuffer(buf);
+		if (done || x >= hi)
+			break;
+		buf = ReadBuffer(crel, right);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		if (!spindle_tree_page_ok(&t, BufferGetPage(buf), 0))
+		{
+			/* left the tree meanwhile: look again from the top */
+			UnlockReleaseBuffer(buf);
+			buf = spindle_tree_descend(&t, x, 0, BUFFER_LOCK_SHARE, &low);
+		}
+	}
+	return out;
+}
+
+/* Take and let go of the consume log's writer lock (see above). */
+void
+spindle_consume_log_lock(Relation crel)
+{
+	LockPage(crel, SPINDLE_TREE_CONSUME_LOG, ExclusiveLock);
+}
+
+void
+spindle_consume_log_unlock(Relation crel)
+{
+	UnlockPage(crel, SPINDLE_TREE_CONSUME_LOG, ExclusiveLock);
+}
+
+/*
+ * Record that (fxid, cid) consumed msg_id id.  The caller holds the
+ * writer lock and has checked that no live entry covers id (an aborted
+ * one is replaced).  Merged into the entry ending at id when that has the
+ * same xid and command id.  WAL-logged by the tree (STRAGGLE and splits).
+ */
+void
+spindle_consume_log_add(Relation crel, int64 id, FullTransactionId fxid,
+						CommandId cid)
+{
+	SpindleTree t;
+	SpindleRun	r;
+	SpindleConsumed prev;
+
+	log_tree(crel, true, &t);
+	memset(&r, 0, sizeof(r));
+	r.first = id;
+	r.len = 1;
+	r.kind = SPINDLE_RUN_CONSUMED;
+	r.due = (TimestampTz) U64FromFullTransactionId(fxid);
+	r.awaited = (uint32) cid;
+	if (id > PG_INT64_MIN &&
+		spindle_consume_log_probe(crel, id - 1, &prev) &&
+		prev.first + prev.len == id && prev.len < PG_UINT32_MAX &&
+		FullTransactionIdEquals(prev.fxid, fxid) && prev.cid == cid)
+	{
+		r.first = prev.first;
+		r.len = (uint32) prev.len + 1;
+	}
+	spindle_tree_upsert(&t, &r);
+}
