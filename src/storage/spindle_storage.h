@@ -274,6 +274,10 @@ extern void spindle_slots_shmem_request(void);
 extern void spindle_slots_shmem_startup(void);
 extern int	spindle_slots_take(Relation facade, SpindleDirectory *dir, int i,
 							   int nwanted, int64 *first);
+extern int	spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
+								  int64 at, int nwanted, int64 *first);
+extern bool spindle_slots_fill(Relation facade, SpindleDirectory *dir, int i,
+							   Relation seg);
 extern int64 spindle_slots_used(Relation facade, Relation segrel,
 								SpindleEntry *sp, bool *is_full,
 								TimestampTz *filled_at, Relation next_segrel);

@@ -65,6 +65,7 @@
 #include "storage/predicate.h"
 #include "storage/smgr.h"
 #include "optimizer/plancat.h"
+#include "utils/acl.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -595,13 +596,187 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 }
 
 /*
+ * Move the directory's starting point for inserts back while the spindle
+ * before it is not full.  It comes from this backend's past inserts, else
+ * it is the newest spindle; spindles fill in order, so all before a full
+ * one are full too, and a backend never walks the spindles that are full,
+ * nor locks them.
+ */
+static void
+check_open_hint(Relation facade, SpindleDirectory *dir)
+{
+	TimestampTz filled_at;
+
+	if (dir->hint_checked)
+		return;
+	while (dir->open_hint > 0 &&
+		   !spindle_slots_full(facade, dir, dir->open_hint - 1, &filled_at))
+		dir->open_hint--;
+	dir->hint_checked = true;
+}
+
+/*
+ * Store the `got` events of slots[] whose slots k0.. spindle i of dir gave
+ * this insert (seg, its relation, locked), then let the spindle go.
+ */
+static void
+place_in(Relation facade, SpindleDirectory *dir, int i, Relation seg,
+		 TupleTableSlot **slots, int got, int64 k0, CommandId cid,
+		 int options, BulkInsertState bistate, bool speculative,
+		 uint32 specToken)
+{
+	SpindleEntry *sp = &dir->spindles[i];
+
+	/* purged if this (sub)transaction aborts (counters.c) */
+	spindle_counters_inserted(RelationGetRelid(facade), sp->segment, got);
+	if (i != dir->open_hint)
+	{
+		dir->open_hint = i;
+		spindle_directory_note_open(dir, sp->spindle_no);
+	}
+	if (i == dir->nspindles - 1 && sp->segment != last_nudged_segment)
+	{
+		/* the ready spindle is in use: have the worker make the next */
+		spindle_wake_worker();
+		last_nudged_segment = sp->segment;
+	}
+
+	if (bistate != NULL &&
+		(bistate != last_bistate || last_bistate_segment != sp->segment))
+	{
+		/* its pinned buffer's block number means nothing here */
+		ReleaseBulkInsertStatePin(bistate);
+		last_bistate = bistate;
+		last_bistate_segment = sp->segment;
+	}
+
+	store_events(facade, seg, sp, slots, got, k0, cid,
+				 options, bistate, speculative, specToken);
+	spindle_slots_placed(sp);
+	close_written_spindle(seg, RowExclusiveLock);
+}
+
+/*
+ * Keeping the event numbers an insert supplies (the queue layer's
+ * spindle.keep_msg_ids, through the kept_no hook): a restore keeps its
+ * events' msg_ids.  A supplied number past every number the table handed
+ * out goes into the spindle whose range holds it, at its k, when that is
+ * at or past the spindle's counter (the slots passed over are skipped,
+ * slots.c, and so are the rest of the spindles before it), else into a
+ * new spindle whose first number it is.  Only the table's owner (or a
+ * superuser) may do it: the numbers are the queue's msg_ids.
+ */
+static void
+check_keep_allowed(Relation facade)
+{
+	if (!pg_class_ownercheck(RelationGetRelid(facade), GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to keep the supplied msg_ids of table \"%s\"",
+						RelationGetRelationName(facade)),
+				 errdetail("Only the table's owner or a superuser may keep them."),
+				 errhint("Reset spindle.keep_msg_ids to have new msg_ids given.")));
+}
+
+/*
+ * Place the n events of slots[], supplied with the numbers event_no ..
+ * event_no + n - 1, at those numbers (see above).  Returns how many it
+ * placed from slots[0] (fewer than n where a spindle ends), or 0 when
+ * slots[0]'s number cannot be kept: at or below a number handed out, or
+ * in no spindle's range and below the table's next number (then the
+ * caller numbers it as usual).  *dirp is the pinned tail directory, which
+ * this may replace.  Locks as place_tuples; creating a spindle takes the
+ * table's creation lock to the end of the transaction.
+ */
+static int
+place_kept(Relation facade, SpindleDirectory **dirp, TupleTableSlot **slots,
+		   int n, int64 event_no, CommandId cid, int options,
+		   BulkInsertState bistate, bool speculative, uint32 specToken)
+{
+	bool		created = false;
+
+	for (;;)
+	{
+		SpindleDirectory *dir = *dirp;
+		SpindleEntry *target;
+		SpindleNumbers next;
+		int64		capacity = dir->events_per_spindle > 0 ?
+			Min(dir->events_per_spindle, SPINDLE_VSLOTS) : SPINDLE_VSLOTS;
+
+		if (event_no >= PG_INT64_MAX - capacity)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("msg_id %lld is out of range for table \"%s\"",
+							(long long) event_no,
+							RelationGetRelationName(facade)),
+					 errdetail("A kept msg_id must lie below %lld.",
+							   (long long) (PG_INT64_MAX - capacity))));
+		check_open_hint(facade, dir);
+		target = spindle_find_by_event(dir, event_no);
+		if (target != NULL)
+		{
+			int			j = (int) (target - dir->spindles);
+			int			i;
+			int			got;
+			int64		k0;
+			Relation	seg;
+
+			if (j < dir->open_hint)
+				return 0;		/* in a full spindle */
+			check_keep_allowed(facade);
+			/* spindles fill in order: those before it are full now */
+			for (i = dir->open_hint; i < j; i++)
+			{
+				seg = spindle_open_segment(facade, &dir->spindles[i],
+										   RowExclusiveLock);
+				if (seg == NULL)
+					continue;
+				(void) spindle_slots_fill(facade, dir, i, seg);
+				relation_close(seg, RowExclusiveLock);
+			}
+			seg = spindle_open_segment(facade, target, RowExclusiveLock);
+			if (seg == NULL)
+				return 0;
+			got = spindle_slots_take_at(facade, dir, j,
+										event_no - target->first_no, n, &k0);
+			if (got == 0)
+			{
+				relation_close(seg, RowExclusiveLock);
+				return 0;		/* its counter passed the number */
+			}
+			place_in(facade, dir, j, seg, slots, got, k0, cid, options,
+					 bistate, speculative, specToken);
+			return got;
+		}
+
+		/* in no spindle: past them all, and past the table's counter? */
+		spindle_peek_numbers(facade, &next);
+		if (created || event_no < next.event_no ||
+			(dir->nspindles > 0 &&
+			 event_no < dir->spindles[dir->nspindles - 1].first_no))
+			return 0;
+		check_keep_allowed(facade);
+		spindle_directory_release(dir);
+		/* never wait for anything while pinning a spindle page */
+		if (bistate != NULL)
+			ReleaseBulkInsertStatePin(bistate);
+		spindle_create_spindle_at(facade, event_no);
+		AcceptInvalidationMessages();
+		created = true;
+		*dirp = spindle_directory_acquire_tail(facade);
+	}
+}
+
+/*
  * Place nslots tuples in the open spindle(s), in order, and give each slot
- * its virtual TID.  The workhorse of every kind of insert.
+ * its virtual TID.  The workhorse of every kind of insert.  With keep, an
+ * event whose inserter supplied a number to keep (the kept_no hook) is
+ * placed at it if it can be (place_kept).
  */
 static void
 place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 			 CommandId cid, int options, BulkInsertState bistate,
-			 bool speculative, uint32 specToken)
+			 bool speculative, uint32 specToken, bool keep)
 {
 	SpindleDirectory *dir;
 	int			done = 0;
@@ -621,47 +796,59 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 				 errdetail("Changing the columns of a spindle table would rewrite it into new storage."),
 				 errhint("Create a new spindle table and copy the events with INSERT ... SELECT.")));
 	CheckForSerializableConflictIn(facade, NULL, InvalidBlockNumber);
+	keep = keep && spindle_table_hooks.kept_no != NULL;
 	dir = spindle_directory_acquire_tail(facade);
 	while (done < nslots)
 	{
 		Relation	seg = NULL;
-		SpindleEntry *sp = NULL;
+		int			want = nslots - done;
 		int			got = 0;
 		int64		k0 = 0;
 		int			i;
 
-		/*
-		 * A directory's starting point comes from this backend's past
-		 * inserts, else it is the newest spindle; move it back while the
-		 * spindle before it is not full (spindles fill in order, so all
-		 * before a full one are full too).  A backend never walks the
-		 * spindles that are full, nor locks them.
-		 */
-		if (!dir->hint_checked)
+		if (keep)
 		{
-			TimestampTz filled_at;
+			int64		no = spindle_table_hooks.kept_no(facade, slots[done]);
 
-			while (dir->open_hint > 0 &&
-				   !spindle_slots_full(facade, dir, dir->open_hint - 1,
-									   &filled_at))
-				dir->open_hint--;
-			dir->hint_checked = true;
+			if (no > 0)
+			{
+				int			m = 1;
+
+				/* a run of consecutive numbers goes in at once */
+				while (done + m < nslots && no < PG_INT64_MAX - m &&
+					   spindle_table_hooks.kept_no(facade,
+												   slots[done + m]) == no + m)
+					m++;
+				got = place_kept(facade, &dir, &slots[done], m, no, cid,
+								 options, bistate, speculative, specToken);
+				if (got > 0)
+				{
+					done += got;
+					continue;
+				}
+				want = 1;		/* numbered as usual: this one alone */
+			}
+			else
+			{
+				/* numbered as usual: up to the next number to keep */
+				want = 1;
+				while (done + want < nslots &&
+					   spindle_table_hooks.kept_no(facade,
+												   slots[done + want]) == 0)
+					want++;
+			}
 		}
 
+		check_open_hint(facade, dir);
 		for (i = dir->open_hint; i < dir->nspindles; i++)
 		{
 			seg = spindle_open_segment(facade, &dir->spindles[i],
 									   RowExclusiveLock);
 			if (seg == NULL)
 				continue;
-			got = spindle_slots_take(facade, dir, i, nslots - done, &k0);
+			got = spindle_slots_take(facade, dir, i, want, &k0);
 			if (got > 0)
-			{
-				/* purged if this (sub)transaction aborts (counters.c) */
-				spindle_counters_inserted(RelationGetRelid(facade),
-										  dir->spindles[i].segment, got);
 				break;
-			}
 			/* full: nothing of ours is in it, no need to keep it locked */
 			relation_close(seg, RowExclusiveLock);
 			seg = NULL;
@@ -677,38 +864,14 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 								RelationGetRelationName(facade))));
 			spindle_directory_release(dir);
 			if (retries > 1)
-				obtain_spindles(facade, nslots - done, capacity, bistate);
+				obtain_spindles(facade, want, capacity, bistate);
 			else
 				AcceptInvalidationMessages();
 			dir = spindle_directory_acquire_tail(facade);
 			continue;
 		}
-		sp = &dir->spindles[i];
-		if (i != dir->open_hint)
-		{
-			dir->open_hint = i;
-			spindle_directory_note_open(dir, sp->spindle_no);
-		}
-		if (i == dir->nspindles - 1 && sp->segment != last_nudged_segment)
-		{
-			/* the ready spindle is in use: have the worker make the next */
-			spindle_wake_worker();
-			last_nudged_segment = sp->segment;
-		}
-
-		if (bistate != NULL &&
-			(bistate != last_bistate || last_bistate_segment != sp->segment))
-		{
-			/* its pinned buffer's block number means nothing here */
-			ReleaseBulkInsertStatePin(bistate);
-			last_bistate = bistate;
-			last_bistate_segment = sp->segment;
-		}
-
-		store_events(facade, seg, sp, &slots[done], got, k0, cid,
-					 options, bistate, speculative, specToken);
-		spindle_slots_placed(sp);
-		close_written_spindle(seg, RowExclusiveLock);
+		place_in(facade, dir, i, seg, &slots[done], got, k0, cid, options,
+				 bistate, speculative, specToken);
 		done += got;
 	}
 	spindle_directory_release(dir);
@@ -722,7 +885,7 @@ facade_tuple_insert(Relation rel, TupleTableSlot *slot, CommandId cid,
 					int options, BulkInsertState bistate)
 {
 	spindle_disk_alarm_check(rel);
-	place_tuples(rel, &slot, 1, cid, options, bistate, false, 0);
+	place_tuples(rel, &slot, 1, cid, options, bistate, false, 0, true);
 }
 
 static void
@@ -730,7 +893,7 @@ facade_multi_insert(Relation rel, TupleTableSlot **slots, int nslots,
 					CommandId cid, int options, BulkInsertState bistate)
 {
 	spindle_disk_alarm_check(rel);
-	place_tuples(rel, slots, nslots, cid, options, bistate, false, 0);
+	place_tuples(rel, slots, nslots, cid, options, bistate, false, 0, true);
 }
 
 static void
@@ -739,7 +902,8 @@ facade_tuple_insert_speculative(Relation rel, TupleTableSlot *slot,
 								BulkInsertState bistate, uint32 specToken)
 {
 	spindle_disk_alarm_check(rel);
-	place_tuples(rel, &slot, 1, cid, options, bistate, true, specToken);
+	place_tuples(rel, &slot, 1, cid, options, bistate, true, specToken,
+				 true);
 }
 
 static void
@@ -818,7 +982,7 @@ facade_tuple_update(Relation rel, ItemPointer otid, TupleTableSlot *slot,
 	*lockmode = LockTupleExclusive;
 	if (result != TM_Ok)
 		return result;
-	place_tuples(rel, &slot, 1, cid, 0, NULL, false, 0);
+	place_tuples(rel, &slot, 1, cid, 0, NULL, false, 0, false);
 	/* the chain heap would have in t_ctid, for WHERE CURRENT OF */
 	remember_update(rel, otid, &slot->tts_tid);
 	*update_indexes = true;

@@ -93,6 +93,7 @@ extern bool spindle_xact_created_spindles(void);
 extern void spindle_lock_creation(Oid facade);
 extern bool spindle_creation_locked_by_me(Oid facade);
 extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
+extern void spindle_create_spindle_at(Relation facade, int64 first_no);
 extern int	spindle_segment_is_empty(Oid segment);
 extern int	spindle_test_vslot_base;	/* GUC, tests only */
 
@@ -264,6 +265,12 @@ typedef struct SpindleTableHooks
 	 */
 	void		(*assign_ids) (Relation facade, TupleTableSlot **slots, int n,
 							   int64 event_no, CommandId cid);
+	/*
+	 * the event number the inserter of slot supplied to be kept, or 0 to
+	 * number it as usual (the queue layer: a msg_id, with
+	 * spindle.keep_msg_ids on); kept if past every number handed out
+	 */
+	int64		(*kept_no) (Relation facade, TupleTableSlot *slot);
 	/* events numbered event_no.. were placed at ptids of segment (cache) */
 	void		(*placed) (Relation facade, Oid segment, int64 event_no,
 						   int n, ItemPointer ptids, HeapTuple *tuples);
