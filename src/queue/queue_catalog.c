@@ -848,6 +848,34 @@ set_msg_id(TupleTableSlot *slot, int64 msg_id)
 }
 
 /*
+ * GUC spindle.keep_msg_ids: an insert into a queue table keeps the msg_ids
+ * it supplies, where they lie past every id the table gave (a restore:
+ * PGOPTIONS='-c spindle.keep_msg_ids=on' pg_restore ...).  The table
+ * layer places them (facade_am.c, place_kept) and allows it only to the
+ * table's owner or a superuser (42501 otherwise).
+ */
+bool		spindle_keep_msg_ids = false;
+
+/*
+ * The table layer's kept_no hook: the msg_id an insert into a queue table
+ * supplied in slot, to be kept, or 0 (keep_msg_ids off, not a queue table,
+ * NULL, or not above 0: a new id is given as usual).
+ */
+int64
+spindle_queue_kept_no(Relation facade, TupleTableSlot *slot)
+{
+	Datum		d;
+	bool		isnull;
+
+	if (!spindle_keep_msg_ids || !spindle_relation_is_queue(facade))
+		return 0;
+	d = slot_getattr(slot, SPINDLE_QUEUE_ATT_MSG_ID, &isnull);
+	if (isnull || DatumGetInt64(d) <= 0)
+		return 0;
+	return DatumGetInt64(d);
+}
+
+/*
  * Called for every batch of events stored in a spindle (store_events):
  * events numbered msg_id0 .. msg_id0 + n - 1, from slots[], inserted by
  * command cid.  If facade is a queue table, give each its msg_id and hand
@@ -1048,7 +1076,9 @@ apply_loaded_floor(const char *name, int64 floor)
 	{
 		SpindleNumbers numbers;
 
-		(void) spindle_catalog_renumber_empty(rel, floor);
+		/* a restore keeping its ids keeps them below the floor too */
+		if (!spindle_keep_msg_ids)
+			(void) spindle_catalog_renumber_empty(rel, floor);
 		spindle_peek_numbers(rel, &numbers);
 		next = numbers.event_no;
 	}
@@ -1476,6 +1506,14 @@ spindle_queue_catalog_init(void)
 							64 * 1024 * 1024, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("spindle.keep_msg_ids",
+							 "Inserts into queue tables keep the msg_ids they supply.",
+							 "Only ids above every id the queue gave are kept, and only for the table's owner or a superuser; others get new ids. For restores: PGOPTIONS='-c spindle.keep_msg_ids=on' pg_restore.",
+							 &spindle_keep_msg_ids,
+							 false,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
 
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(QueueCacheEntry);
