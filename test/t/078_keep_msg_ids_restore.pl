@@ -1,0 +1,97 @@
+# A restore with spindle.keep_msg_ids keeps every event's msg_id.
+# docs/queues.md "Dump and restore": PGOPTIONS='-c spindle.keep_msg_ids=on'
+# pg_restore.  Without it a restore numbers the restored events anew, in
+# load order (test 054); compaction will make load order differ from id
+# order, and PGMQ users expect ids that survive a restore.
+#
+# The dumped queue has a consumed prefix (dequeued: purged), a gap inside a
+# spindle (an acked lease), a leased event, and a jump to a later spindle
+# (ids kept by an insert in the source already).  Restored with
+# keep_msg_ids into a fresh database, the events have the same ids in the
+# same order, survive a restart, and the consumers deliver exactly them;
+# new events and a stale ack stay above and away from them.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use SpindleTest;
+
+my $node = spindle_node('keep_restore');
+
+$node->safe_psql('postgres', 'CREATE DATABASE src');
+$node->safe_psql('src', q{
+CREATE EXTENSION spindle;
+SELECT spindle.create_queue('r', 4);
+SELECT count(spindle.enqueue('r', jsonb_build_object('n', g)))
+  FROM generate_series(1, 10) g;
+});
+is($node->safe_psql('src',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.dequeue('r', 3)}),
+	'1,2,3', 'a prefix consumed before the dump');
+is($node->safe_psql('src',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.read('r', 2, '1 hour')}),
+	'4,5', 'two events leased');
+is($node->safe_psql('src', q{SELECT spindle.ack('r', 5)}), 't',
+	'one acked: a gap in its spindle');
+$node->safe_psql('src', q{
+SET spindle.keep_msg_ids = on;
+INSERT INTO spindle_q.r (msg_id, payload)
+  VALUES (100, '{"n": 100}'), (101, '{"n": 101}');
+RESET spindle.keep_msg_ids;
+SELECT spindle.enqueue('r', '{"n": 102}');
+});
+
+my $ids_sql = q{SELECT string_agg(msg_id::text || ':' || (payload->>'n'), ','
+  ORDER BY msg_id) FROM spindle_q.r};
+my $before = $node->safe_psql('src', $ids_sql);
+is($before, '4:4,6:6,7:7,8:8,9:9,10:10,100:100,101:101,102:102',
+	'the dumped events');
+
+my $dump = $node->basedir . '/keep.dump';
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-d', $node->connstr('src'), '-f', $dump ],
+	'pg_dump');
+
+# restored with keep_msg_ids into a fresh database
+$node->safe_psql('postgres', 'CREATE DATABASE dst');
+{
+	local $ENV{PGOPTIONS} = '-c spindle.keep_msg_ids=on';
+	$node->command_ok([ 'pg_restore', '-d', $node->connstr('dst'), $dump ],
+		'pg_restore with keep_msg_ids');
+}
+is($node->safe_psql('dst', $ids_sql), $before,
+	'the restored events keep their ids, in the same order');
+verify_ok($node, 'dst', 'spindle_q.r');
+
+# for contrast: without it the ids change (test 054)
+$node->safe_psql('postgres', 'CREATE DATABASE renumbered');
+$node->command_ok(
+	[ 'pg_restore', '-d', $node->connstr('renumbered'), $dump ],
+	'pg_restore without keep_msg_ids');
+isnt($node->safe_psql('renumbered', $ids_sql), $before,
+	'without keep_msg_ids the ids are new');
+
+# a restart after the restore: the counters are rebuilt from disk
+$node->restart;
+is($node->safe_psql('dst', $ids_sql), $before, 'the ids after a restart');
+is($node->safe_psql('dst', q{SELECT spindle.ack('r', 3)}), 'f',
+	'a stale ack of an id consumed before the dump acks nothing');
+is($node->safe_psql('dst',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.dequeue('r', 100)}),
+	'4,6,7,8,9,10,100,101,102',
+	'the consumers deliver exactly the unconsumed events, by their ids');
+cmp_ok($node->safe_psql('dst', q{SELECT spindle.enqueue('r', '{"n": "new"}')}),
+	'>', 102, 'a new event is numbered above the restored ones');
+verify_ok($node, 'dst', 'spindle_q.r');
+
+# and the dumped floor still holds: a drop + create numbers above it
+$node->safe_psql('dst', q{SELECT spindle.drop_queue('r')});
+$node->safe_psql('dst', q{SELECT spindle.create_queue('r', 4)});
+cmp_ok($node->safe_psql('dst', q{SELECT spindle.enqueue('r', '{"n": "again"}')}),
+	'>', 102, 'drop + create gives no restored id again');
+
+done_testing();
