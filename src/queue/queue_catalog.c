@@ -1049,8 +1049,10 @@ spindle_queue_events_numbered(Relation facade, int64 next)
 /*
  * A floor loaded from outside (a restore's COPY, a superuser's INSERT)
  * for queue name: if the queue's table exists and none of its events was
- * numbered yet, number them from the floor.  A restore makes the table,
- * and its first spindles numbered from 1, before it loads the floors.
+ * numbered yet, number them from the floor (not with keep_msg_ids on: a
+ * restore keeping its ids keeps those below the floor too).  A restore
+ * makes the table, and its first spindles numbered from 1, before it
+ * loads the floors.
  * Waits for the table's ShareRowExclusiveLock (a session holding the
  * table makes the load wait, as a TRUNCATE would).  Returns the number the
  * table's next spindle would start at, or 0 if there is no such table: the
@@ -1076,7 +1078,6 @@ apply_loaded_floor(const char *name, int64 floor)
 	{
 		SpindleNumbers numbers;
 
-		/* a restore keeping its ids keeps them below the floor too */
 		if (!spindle_keep_msg_ids)
 			(void) spindle_catalog_renumber_empty(rel, floor);
 		spindle_peek_numbers(rel, &numbers);
