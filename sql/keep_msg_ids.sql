@@ -54,6 +54,10 @@ SELECT payload->>'n' AS n FROM spindle_q.kq WHERE msg_id = 1000;
 SELECT payload->>'n' AS n FROM spindle_q.kq WHERE msg_id IN (6, 2003) ORDER BY 1;
 SELECT count(*) FROM spindle_q.kq WHERE msg_id = 2;
 SELECT * FROM spindle.verify('spindle_q.kq');
+-- the views count the events, not the skipped slots
+SELECT depth, leased, delayed FROM spindle.queues WHERE queue_name = 'kq';
+SELECT sum(events - purged_events) AS live_events
+  FROM spindle.spindles WHERE relation = 'spindle_q.kq'::regclass;
 
 -- ids too near the top of bigint fail (22003), changing nothing
 \set VERBOSITY sqlstate

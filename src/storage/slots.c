@@ -27,7 +27,9 @@
  * out and never placed, like those of an insert that failed: a consumer
  * finds them below the count, with no map entry and no reservation in
  * flight, and passes them as gone; a counter rebuilt from disk starts past
- * the highest k placed, so none is handed out again.
+ * the highest k placed, so none is handed out again.  counters.c counts
+ * them purged at once (spindle_counters_skipped), as it counts the slots
+ * of an aborted insert, so the views count no event for them.
  *
  * A full spindle needs no counter.  Spindles fill in order (an insert moves
  * on to a spindle only once every spindle before it is full), and a full
@@ -865,11 +867,12 @@ correct_capacity(const SpindleEntry *sp)
 /*
  * Move counter e's used to at + nwanted if it has not passed at yet: the
  * slots between are skipped, never placed (see "Slots skipped" in the
- * header).  Returns false, changing nothing, if the counter is past at.
+ * header); *skipped says how many.  Returns false, changing nothing, if
+ * the counter is past at.
  * The caller holds SlotsLock (shared is enough: used is atomic).
  */
 static bool
-advance_to(SlotEntry *e, int64 at, int nwanted)
+advance_to(SlotEntry *e, int64 at, int nwanted, int64 *skipped)
 {
 	uint64		n = pg_atomic_read_u64(&e->used);
 
@@ -877,8 +880,12 @@ advance_to(SlotEntry *e, int64 at, int nwanted)
 	{
 		if (pg_atomic_compare_exchange_u64(&e->used, &n,
 										   (uint64) at + nwanted))
+		{
+			*skipped = at - (int64) n;
 			return true;
+		}
 	}
+	*skipped = 0;
 	return false;
 }
 
@@ -907,6 +914,7 @@ spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
 					  int64 at, int nwanted, int64 *first)
 {
 	SpindleEntry *sp = &dir->spindles[i];
+	int64		skipped = 0;
 
 	for (;;)
 	{
@@ -942,7 +950,7 @@ spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
 		pg_atomic_fetch_add_u32(&e->inflight, 1);
 		if (at < 0)
 			n = pg_atomic_fetch_add_u64(&e->used, nwanted);
-		else if (at < e->capacity && advance_to(e, at, nwanted))
+		else if (at < e->capacity && advance_to(e, at, nwanted, &skipped))
 			n = (uint64) at;
 		else
 		{
@@ -975,6 +983,8 @@ spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
 			(void) raise_full_mark(facade, seg, sp);
 			relation_close(seg, NoLock);
 		}
+		if (skipped > 0)
+			spindle_counters_skipped(sp->segment, skipped);
 		*first = (int64) n;
 		return got;
 	}
@@ -994,6 +1004,7 @@ spindle_slots_fill(Relation facade, SpindleDirectory *dir, int i,
 {
 	SpindleEntry *sp = &dir->spindles[i];
 	SlotState	st;
+	int64		skipped = 0;
 
 	for (;;)
 	{
@@ -1011,12 +1022,14 @@ spindle_slots_fill(Relation facade, SpindleDirectory *dir, int i,
 			LWLockRelease(slot_shared->lock);
 			continue;
 		}
-		if (e->capacity > 0)
-			(void) advance_to(e, e->capacity - 1, 1);
+		if (e->capacity > 0 && advance_to(e, e->capacity - 1, 1, &skipped))
+			skipped++;			/* the last slot too */
 		filled = mark_full(e);
 		LWLockRelease(slot_shared->lock);
 		if (filled)
 			(void) raise_full_mark(facade, seg, sp);
+		if (skipped > 0)
+			spindle_counters_skipped(sp->segment, skipped);
 		return true;
 	}
 }

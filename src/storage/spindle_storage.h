@@ -323,6 +323,7 @@ extern void spindle_counters_shmem_startup(void);
 
 extern void spindle_counters_inserted(Oid facade, Oid segment, int n);
 extern void spindle_counters_deleted(Oid segment, int n);
+extern void spindle_counters_skipped(Oid segment, int64 n);
 extern void spindle_counters_insert_killed(Oid segment);
 extern void spindle_counters_created(Oid facade, const SpindleEntry *sp);
 extern bool spindle_counters_get(Oid facade, const SpindleEntry *sp,

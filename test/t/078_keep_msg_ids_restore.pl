@@ -66,6 +66,9 @@ $node->safe_psql('postgres', 'CREATE DATABASE dst');
 is($node->safe_psql('dst', $ids_sql), $before,
 	'the restored events keep their ids, in the same order');
 verify_ok($node, 'dst', 'spindle_q.r');
+my $depth_sql = q{SELECT depth FROM spindle.queues WHERE queue_name = 'r'};
+is($node->safe_psql('dst', $depth_sql), '9',
+	'the depth counts the events, not the skipped slots');
 
 # for contrast: without it the ids change (test 054)
 $node->safe_psql('postgres', 'CREATE DATABASE renumbered');
@@ -78,6 +81,7 @@ isnt($node->safe_psql('renumbered', $ids_sql), $before,
 # a restart after the restore: the counters are rebuilt from disk
 $node->restart;
 is($node->safe_psql('dst', $ids_sql), $before, 'the ids after a restart');
+is($node->safe_psql('dst', $depth_sql), '9', 'and the depth');
 is($node->safe_psql('dst', q{SELECT spindle.ack('r', 3)}), 'f',
 	'a stale ack of an id consumed before the dump acks nothing');
 is($node->safe_psql('dst',
