@@ -92,6 +92,9 @@ SELECT spindle.ack('kq', 2);                     -- never given: false
 SELECT string_agg(msg_id::text, ' ' ORDER BY msg_id) FROM spindle.dequeue('kq', 20);
 SELECT spindle.ack('kq', 4);
 SELECT * FROM spindle.verify('spindle_q.kq');
+-- the spindles filled by skipping, consumed, are dropped as any other
+SELECT spindle.drop_spindles('spindle_q.kq') > 0 AS dropped;
+SELECT * FROM spindle.verify('spindle_q.kq');
 
 -- keep_msg_ids off again: supplied ids are replaced
 RESET spindle.keep_msg_ids;

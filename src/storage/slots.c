@@ -29,7 +29,13 @@
  * flight, and passes them as gone; a counter rebuilt from disk starts past
  * the highest k placed, so none is handed out again.  counters.c counts
  * them purged at once (spindle_counters_skipped), as it counts the slots
- * of an aborted insert, so the views count no event for them.
+ * of an aborted insert, so the views count no event for them.  A spindle
+ * filled so gets a page if it has none (spindle_segment_ensure_page), so
+ * that after a restart the disk still says that the spindle before it is
+ * full; the spindle an insert keeping a number lands in has its event's
+ * page (the insert's, even if it rolls back: the new spindle such an
+ * insert needs is created by a helper and committed on its own), which
+ * says so for the last one filled.
  *
  * A full spindle needs no counter.  Spindles fill in order (an insert moves
  * on to a spindle only once every spindle before it is full), and a full
@@ -1030,6 +1036,8 @@ spindle_slots_fill(Relation facade, SpindleDirectory *dir, int i,
 			(void) raise_full_mark(facade, seg, sp);
 		if (skipped > 0)
 			spindle_counters_skipped(sp->segment, skipped);
+		/* on disk too: the spindle before it is full (count_from_disk) */
+		spindle_segment_ensure_page(seg);
 		return true;
 	}
 }

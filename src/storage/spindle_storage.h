@@ -116,6 +116,7 @@ typedef struct SpindleRange
 /* ---- segment_am.c: the spindle_segment access method ---- */
 
 extern const TableAmRoutine *spindle_segment_routine(void);
+extern void spindle_segment_ensure_page(Relation seg);
 extern double spindle_segment_index_build(Relation seg, Relation index_rel,
 										  struct IndexInfo *index_info,
 										  bool anyvisible,

@@ -489,6 +489,37 @@ obtain_spindles(Relation facade, int64 need, int64 capacity,
 	AcceptInvalidationMessages();
 }
 
+/*
+ * Make sure a spindle numbered from first_no exists, for an insert that
+ * keeps that number (place_kept), as obtain_spindles does: by a helper
+ * process in its own committed transaction where it can (see
+ * spindle_request_spindle_at for why that matters here), else in ours.
+ */
+static void
+obtain_spindle_at(Relation facade, int64 first_no, BulkInsertState bistate)
+{
+	/* never wait for anything while pinning a spindle page (VACUUM waits) */
+	if (bistate != NULL)
+		ReleaseBulkInsertStatePin(bistate);
+	if (!spindle_created_here(facade) &&
+		!CheckRelationLockedByMe(facade, AccessExclusiveLock, false) &&
+		!spindle_creation_locked_by_me(RelationGetRelid(facade)) &&
+		spindle_request_spindle_at(facade, first_no))
+	{
+		SpindleDirectory *dir;
+		bool		made;
+
+		AcceptInvalidationMessages();
+		dir = spindle_directory_acquire_tail(facade);
+		made = spindle_find_by_event(dir, first_no) != NULL;
+		spindle_directory_release(dir);
+		if (made)
+			return;
+	}
+	spindle_create_spindle_at(facade, first_no);
+	AcceptInvalidationMessages();
+}
+
 /* The hooks of the layers above (spindle_table.h); set by _PG_init. */
 SpindleTableHooks spindle_table_hooks;
 
@@ -757,11 +788,7 @@ place_kept(Relation facade, SpindleDirectory **dirp, TupleTableSlot **slots,
 			return 0;
 		check_keep_allowed(facade);
 		spindle_directory_release(dir);
-		/* never wait for anything while pinning a spindle page */
-		if (bistate != NULL)
-			ReleaseBulkInsertStatePin(bistate);
-		spindle_create_spindle_at(facade, event_no);
-		AcceptInvalidationMessages();
+		obtain_spindle_at(facade, event_no, bistate);
 		created = true;
 		*dirp = spindle_directory_acquire_tail(facade);
 	}

@@ -92,6 +92,32 @@ cmp_ok($node->safe_psql('dst', q{SELECT spindle.enqueue('r', '{"n": "new"}')}),
 	'>', 102, 'a new event is numbered above the restored ones');
 verify_ok($node, 'dst', 'spindle_q.r');
 
+# a kept id beyond an empty ready spindle: that spindle and the one before
+# it (not full) are filled; after a restart, before any fill time is
+# recorded, both still count as full, and the consumers go on past them
+$node->safe_psql('dst', q{
+SELECT spindle.create_queue('g', 4);
+SELECT count(*) FROM spindle.enqueue_batch('g',
+  ARRAY(SELECT jsonb_build_object('n', i) FROM generate_series(1, 5) i));
+});
+is($node->safe_psql('dst',
+		q{SELECT count(*) FROM spindle.spindle_catalog
+		   WHERE relation = 'spindle_q.g'::regclass}),
+	'3', 'queue g: two spindles used, one ready');
+my $gbase = $node->safe_psql('dst', q{SELECT min(msg_id) - 1 FROM spindle_q.g});
+$node->safe_psql('dst', qq{
+SET spindle.keep_msg_ids = on;
+INSERT INTO spindle_q.g (msg_id, payload) VALUES ($gbase + 100, '{"n": 100}');
+});
+$node->restart;
+is($node->safe_psql('dst',
+		qq{SELECT string_agg((msg_id - $gbase)::text, ',' ORDER BY msg_id)
+		   FROM spindle.dequeue('g', 10)}),
+	'1,2,3,4,5,100', 'after a restart the consumers pass the filled spindles');
+verify_ok($node, 'dst', 'spindle_q.g');
+cmp_ok($node->safe_psql('dst', q{SELECT spindle.enqueue('g', '{"n": "new"}')}),
+	'>', $gbase + 100, 'a new event goes after the kept one');
+
 # and the dumped floor still holds: a drop + create numbers above it
 $node->safe_psql('dst', q{SELECT spindle.drop_queue('r')});
 $node->safe_psql('dst', q{SELECT spindle.create_queue('r', 4)});
