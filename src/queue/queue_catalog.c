@@ -37,7 +37,10 @@
  * RETURNING, AFTER triggers and indexes see it.  This depends on the
  * table's schema and columns, not on its registry row, so a restore gives
  * the restored events new msg_ids (in the order it loads them) whether it
- * loads the registry before or after the queue tables.  Whether a relation
+ * loads the registry before or after the queue tables; with the GUC
+ * spindle.keep_msg_ids on, a supplied msg_id above every id the queue gave
+ * is kept instead (the kept_no hook hands it to the table layer, which
+ * places the event there: facade_am.c, place_kept).  Whether a relation
  * is a queue table is cached per backend and forgotten at a relcache
  * invalidation of the relation (every change of its pg_class row or
  * columns sends one).  The msg_ids one INSERT statement of enqueue()
@@ -1510,7 +1513,7 @@ spindle_queue_catalog_init(void)
 
 	DefineCustomBoolVariable("spindle.keep_msg_ids",
 							 "Inserts into queue tables keep the msg_ids they supply.",
-							 "Only ids above every id the queue gave are kept, and only for the table's owner or a superuser; others get new ids. For restores: PGOPTIONS='-c spindle.keep_msg_ids=on' pg_restore.",
+							 "Only ids above every id the queue gave are kept (others get new ids), and only for the table's owner or a superuser (others get an error). For restores: PGOPTIONS='-c spindle.keep_msg_ids=on' pg_restore.",
 							 &spindle_keep_msg_ids,
 							 false,
 							 PGC_USERSET, 0,

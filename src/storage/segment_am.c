@@ -51,15 +51,14 @@ static TableAmRoutine segment_methods;
 static bool segment_methods_ready = false;
 
 /*
- * Give spindle seg a first page, empty, if it has none: for a spindle that
- * an insert keeping supplied event numbers filled without placing an
- * event in it (spindle_slots_fill).  Its slot counter knows it is full,
- * but a counter does not outlive a restart, and a counter rebuilt from
- * disk finds a spindle full when the spindle after it has pages
- * (count_from_disk in slots.c): the page says it, for the spindle before
- * this one, and WAL-logged it does so before any consumer can commit
- * having passed the skipped slots.  The caller holds the spindle locked;
- * takes its relation extension lock.
+ * Give spindle seg a first page, empty, if it has none: an insert keeping
+ * a supplied event number fills the spindles before the one it lands in
+ * (facade_am.c, fill_before), and their slot counters, which know it, do
+ * not outlive a restart; a counter rebuilt from disk finds a spindle full
+ * when the spindle after it has pages (count_from_disk in slots.c).  The
+ * page says so for the spindle before seg, WAL-logged before that one's
+ * last slots are skipped.  The caller holds the spindle locked; takes its
+ * relation extension lock.
  */
 void
 spindle_segment_ensure_page(Relation seg)

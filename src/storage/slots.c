@@ -29,13 +29,13 @@
  * flight, and passes them as gone; a counter rebuilt from disk starts past
  * the highest k placed, so none is handed out again.  counters.c counts
  * them purged at once (spindle_counters_skipped), as it counts the slots
- * of an aborted insert, so the views count no event for them.  A spindle
- * filled so gets a page if it has none (spindle_segment_ensure_page), so
- * that after a restart the disk still says that the spindle before it is
- * full; the spindle an insert keeping a number lands in has its event's
- * page (the insert's, even if it rolls back: the new spindle such an
- * insert needs is created by a helper and committed on its own), which
- * says so for the last one filled.
+ * of an aborted insert, so the views count no event for them.  After a
+ * restart, a spindle whose last slots were skipped is full because the
+ * spindle after it has pages (count_from_disk): the inserter gives each
+ * spindle after the first one it fills a page before it fills any
+ * (facade_am.c, fill_before), and the spindle its kept event lands in, if
+ * new, is created by a helper and committed on its own, so the page stays
+ * even if the insert rolls back.
  *
  * A full spindle needs no counter.  Spindles fill in order (an insert moves
  * on to a spindle only once every spindle before it is full), and a full
@@ -1000,9 +1000,9 @@ spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
  * Fill spindle i of dir without placing anything: its counter moves to its
  * capacity, so the slots it had not handed out are skipped, and it is
  * full.  An insert that keeps a supplied event number past this spindle
- * (spindle_place_kept) does this first, as spindles fill in order.  seg is
- * the spindle's relation, which the caller holds locked.  Returns false if
- * the spindle is gone.
+ * does this first, as spindles fill in order (facade_am.c, fill_before).
+ * seg is the spindle's relation, which the caller holds locked.  Returns
+ * false if the spindle is gone.
  */
 bool
 spindle_slots_fill(Relation facade, SpindleDirectory *dir, int i,
@@ -1036,8 +1036,6 @@ spindle_slots_fill(Relation facade, SpindleDirectory *dir, int i,
 			(void) raise_full_mark(facade, seg, sp);
 		if (skipped > 0)
 			spindle_counters_skipped(sp->segment, skipped);
-		/* on disk too: the spindle before it is full (count_from_disk) */
-		spindle_segment_ensure_page(seg);
 		return true;
 	}
 }

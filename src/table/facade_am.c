@@ -710,6 +710,44 @@ check_keep_allowed(Relation facade)
 }
 
 /*
+ * An insert keeping a number in spindle j of dir (seg, locked) fills the
+ * spindles from the open one to j - 1 first: spindles fill in order.  In
+ * memory that is their slot counters (spindle_slots_fill); on disk, after
+ * a restart, a spindle is full when the one after it has pages.  So each
+ * spindle after the first one filled, j included, first gets a page if it
+ * has none (spindle_segment_ensure_page, WAL-logged): before any consumer
+ * can pass the skipped slots and commit, the disk says what the counters
+ * say.
+ */
+static void
+fill_before(Relation facade, SpindleDirectory *dir, int j, Relation seg)
+{
+	int			i;
+
+	for (i = dir->open_hint + 1; i < j; i++)
+	{
+		Relation	s = spindle_open_segment(facade, &dir->spindles[i],
+											 RowExclusiveLock);
+
+		if (s == NULL)
+			continue;
+		spindle_segment_ensure_page(s);
+		relation_close(s, RowExclusiveLock);
+	}
+	spindle_segment_ensure_page(seg);
+	for (i = dir->open_hint; i < j; i++)
+	{
+		Relation	s = spindle_open_segment(facade, &dir->spindles[i],
+											 RowExclusiveLock);
+
+		if (s == NULL)
+			continue;
+		(void) spindle_slots_fill(facade, dir, i, s);
+		relation_close(s, RowExclusiveLock);
+	}
+}
+
+/*
  * Place the n events of slots[], supplied with the numbers event_no ..
  * event_no + n - 1, at those numbers (see above).  Returns how many it
  * placed from slots[0] (fewer than n where a spindle ends), or 0 when
@@ -747,7 +785,6 @@ place_kept(Relation facade, SpindleDirectory **dirp, TupleTableSlot **slots,
 		if (target != NULL)
 		{
 			int			j = (int) (target - dir->spindles);
-			int			i;
 			int			got;
 			int64		k0;
 			Relation	seg;
@@ -755,19 +792,11 @@ place_kept(Relation facade, SpindleDirectory **dirp, TupleTableSlot **slots,
 			if (j < dir->open_hint)
 				return 0;		/* in a full spindle */
 			check_keep_allowed(facade);
-			/* spindles fill in order: those before it are full now */
-			for (i = dir->open_hint; i < j; i++)
-			{
-				seg = spindle_open_segment(facade, &dir->spindles[i],
-										   RowExclusiveLock);
-				if (seg == NULL)
-					continue;
-				(void) spindle_slots_fill(facade, dir, i, seg);
-				relation_close(seg, RowExclusiveLock);
-			}
 			seg = spindle_open_segment(facade, target, RowExclusiveLock);
 			if (seg == NULL)
 				return 0;
+			if (j > dir->open_hint)
+				fill_before(facade, dir, j, seg);
 			got = spindle_slots_take_at(facade, dir, j,
 										event_no - target->first_no, n, &k0);
 			if (got == 0)
