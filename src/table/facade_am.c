@@ -748,14 +748,41 @@ fill_before(Relation facade, SpindleDirectory *dir, int j, Relation seg)
 }
 
 /*
+ * Could the spindles of dir numbered above event_no be moved down to
+ * number from it (spindle_catalog_renumber_tail)?  Only if none was given
+ * an event yet, and event_no lies past the range of the spindle before
+ * them.  A look without locks: the callee looks again under its lock.
+ */
+static bool
+tail_renumberable(SpindleDirectory *dir, int64 event_no)
+{
+	int			t = dir->nspindles;
+	int			i;
+
+	while (t > 0 && dir->spindles[t - 1].first_no > event_no)
+		t--;
+	if (t == 0 || t == dir->nspindles ||
+		dir->spindles[t - 1].first_no + dir->spindles[t - 1].vcount > event_no)
+		return false;
+	for (i = t; i < dir->nspindles; i++)
+		if (spindle_segment_is_empty(dir->spindles[i].segment) != 1)
+			return false;
+	return true;
+}
+
+/*
  * Place the n events of slots[], supplied with the numbers event_no ..
  * event_no + n - 1, at those numbers (see above).  Returns how many it
  * placed from slots[0] (fewer than n where a spindle ends), or 0 when
  * slots[0]'s number cannot be kept: at or below a number handed out, or
  * in no spindle's range and below the table's next number (then the
- * caller numbers it as usual).  *dirp is the pinned tail directory, which
- * this may replace.  Locks as place_tuples; creating a spindle takes the
- * table's creation lock to the end of the transaction.
+ * caller numbers it as usual).  A number below ready spindles numbered
+ * past a jump (the worker made them from the queue name's floor, which a
+ * restore loads before the events) moves them down to it first.  *dirp
+ * is the pinned tail directory, which this may replace.  Locks as
+ * place_tuples; moving spindles takes ShareRowExclusiveLock on the table,
+ * creating one its creation lock (if not by the helper), both to the end
+ * of the transaction.
  */
 static int
 place_kept(Relation facade, SpindleDirectory **dirp, TupleTableSlot **slots,
@@ -763,6 +790,7 @@ place_kept(Relation facade, SpindleDirectory **dirp, TupleTableSlot **slots,
 		   BulkInsertState bistate, bool speculative, uint32 specToken)
 {
 	bool		created = false;
+	bool		refreshed = false;
 
 	for (;;)
 	{
@@ -809,11 +837,39 @@ place_kept(Relation facade, SpindleDirectory **dirp, TupleTableSlot **slots,
 			return got;
 		}
 
-		/* in no spindle: past them all, and past the table's counter? */
+		if (created)
+			return 0;
+		if (dir->nspindles > 0 &&
+			event_no < dir->spindles[dir->nspindles - 1].first_no)
+		{
+			/* below ready spindles numbered past a jump? */
+			if (!tail_renumberable(dir, event_no))
+				return 0;
+			check_keep_allowed(facade);
+			spindle_directory_release(dir);
+			if (bistate != NULL)
+				ReleaseBulkInsertStatePin(bistate);
+			/* no insert under way: they stay empty (see the callee) */
+			LockRelationOid(RelationGetRelid(facade), ShareRowExclusiveLock);
+			if (!spindle_catalog_renumber_tail(facade, event_no))
+				created = true; /* no more tries: number it as usual */
+			AcceptInvalidationMessages();
+			*dirp = spindle_directory_acquire_tail(facade);
+			continue;
+		}
+
+		/* past every spindle: past the table's counter too? */
 		spindle_peek_numbers(facade, &next);
-		if (created || event_no < next.event_no ||
-			(dir->nspindles > 0 &&
-			 event_no < dir->spindles[dir->nspindles - 1].first_no))
+		if (event_no < next.event_no && !refreshed)
+		{
+			/* spindles made since the directory was read: read it again */
+			spindle_directory_release(dir);
+			AcceptInvalidationMessages();
+			*dirp = spindle_directory_acquire_tail(facade);
+			refreshed = true;
+			continue;
+		}
+		if (event_no < next.event_no)
 			return 0;
 		check_keep_allowed(facade);
 		spindle_directory_release(dir);

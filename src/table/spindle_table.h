@@ -71,6 +71,7 @@ extern int64 spindle_catalog_max_spindle_no(SpindleCatalogRels *cr, Oid facade,
 											Snapshot snap, int64 *event_end);
 extern void spindle_catalog_add_spindle(Oid facade, const SpindleEntry *sp);
 extern bool spindle_catalog_renumber_empty(Relation facade, int64 floor);
+extern bool spindle_catalog_renumber_tail(Relation facade, int64 first_no);
 extern void spindle_register_table(Oid facade);
 extern void spindle_forget_table(Oid facade);
 extern List *spindle_catalog_tables(void);

@@ -124,4 +124,43 @@ $node->safe_psql('dst', q{SELECT spindle.create_queue('r', 4)});
 cmp_ok($node->safe_psql('dst', q{SELECT spindle.enqueue('r', '{"n": "again"}')}),
 	'>', 102, 'drop + create gives no restored id again');
 
+# The worker makes a ready spindle after the one in use, numbered from
+# the queue name's floor, which a restore loads before the events: one
+# past every id being restored.  The kept ids below it move the empty
+# spindle down to them.  (As pg_restore would load them, by hand to wait
+# for the worker.)
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET spindle.enable_worker = on;
+ALTER SYSTEM SET spindle.naptime = '100ms';
+SELECT pg_reload_conf();
+CREATE DATABASE jump;
+});
+$node->safe_psql('jump', q{
+CREATE EXTENSION spindle;
+SELECT spindle.create_queue('j', 4);
+SET spindle.keep_msg_ids = on;
+INSERT INTO spindle.queue_msg_id_floor VALUES ('j', 100000);
+INSERT INTO spindle_q.j (msg_id, payload) VALUES (5, '{"n": 5}');
+});
+ok( defined wait_for(
+		$node, 'jump', q{SELECT max(first_no) >= 100000
+		  FROM spindle.spindle_catalog
+		  WHERE relation = 'spindle_q.j'::regclass}, 60),
+	'the worker made a ready spindle numbered from the floor');
+$node->safe_psql('jump', q{
+SET spindle.keep_msg_ids = on;
+INSERT INTO spindle_q.j (msg_id, payload)
+  SELECT i, jsonb_build_object('n', i) FROM generate_series(6, 14) i;
+});
+my $kept = '5,6,7,8,9,10,11,12,13,14';
+is($node->safe_psql('jump',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle_q.j}),
+	$kept, 'ids below the ready spindle are kept');
+verify_ok($node, 'jump', 'spindle_q.j');
+is($node->safe_psql('jump',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.dequeue('j', 20)}),
+	$kept, 'and delivered');
+cmp_ok($node->safe_psql('jump', q{SELECT spindle.enqueue('j', '{"n": "new"}')}),
+	'>', 14, 'a new event after them');
+
 done_testing();
