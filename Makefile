@@ -20,6 +20,7 @@ OBJS = \
 	src/table/directory_catalog.o \
 	src/table/spindle_create.o \
 	src/table/facade_am.o \
+	src/table/kept_ids.o \
 	src/table/facade_scan.o \
 	src/table/purge_events.o \
 	src/table/options.o \

@@ -40,7 +40,7 @@
  * loads the registry before or after the queue tables; with the GUC
  * spindle.keep_msg_ids on, a supplied msg_id above every id the queue gave
  * is kept instead (the kept_no hook hands it to the table layer, which
- * places the event there: facade_am.c, place_kept).  Whether a relation
+ * places the event there: kept_ids.c).  Whether a relation
  * is a queue table is cached per backend and forgotten at a relcache
  * invalidation of the relation (every change of its pg_class row or
  * columns sends one).  The msg_ids one INSERT statement of enqueue()
@@ -854,7 +854,7 @@ set_msg_id(TupleTableSlot *slot, int64 msg_id)
  * GUC spindle.keep_msg_ids: an insert into a queue table keeps the msg_ids
  * it supplies, where they lie past every id the table gave (a restore:
  * PGOPTIONS='-c spindle.keep_msg_ids=on' pg_restore ...).  The table
- * layer places them (facade_am.c, place_kept) and allows it only to the
+ * layer places them (kept_ids.c) and allows it only to the
  * table's owner or a superuser (42501 otherwise).
  */
 bool		spindle_keep_msg_ids = false;

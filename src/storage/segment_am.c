@@ -53,7 +53,7 @@ static bool segment_methods_ready = false;
 /*
  * Give spindle seg a first page, empty, if it has none: an insert keeping
  * a supplied event number fills the spindles before the one it lands in
- * (facade_am.c, fill_before), and their slot counters, which know it, do
+ * (kept_ids.c, fill_before), and their slot counters, which know it, do
  * not outlive a restart; a counter rebuilt from disk finds a spindle full
  * when the spindle after it has pages (count_from_disk in slots.c).  The
  * page says so for the spindle before seg, WAL-logged before that one's

@@ -33,7 +33,7 @@
  * restart, a spindle whose last slots were skipped is full because the
  * spindle after it has pages (count_from_disk): the inserter gives each
  * spindle after the first one it fills a page before it fills any
- * (facade_am.c, fill_before), and the spindle its kept event lands in, if
+ * (kept_ids.c, fill_before), and the spindle its kept event lands in, if
  * new, is created by a helper and committed on its own, so the page stays
  * even if the insert rolls back.
  *
@@ -1000,7 +1000,7 @@ spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
  * Fill spindle i of dir without placing anything: its counter moves to its
  * capacity, so the slots it had not handed out are skipped, and it is
  * full.  An insert that keeps a supplied event number past this spindle
- * does this first, as spindles fill in order (facade_am.c, fill_before).
+ * does this first, as spindles fill in order (kept_ids.c, fill_before).
  * seg is the spindle's relation, which the caller holds locked.  Returns
  * false if the spindle is gone.
  */

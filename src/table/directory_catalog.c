@@ -849,7 +849,7 @@ spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
  * Move the spindles of the facade numbered above first_no, if none of
  * them was given an event yet (ready spindles), down to number their
  * events from first_no on, in order, for an insert that keeps first_no
- * (facade_am.c, place_kept).  They were numbered past a jump in the
+ * (kept_ids.c).  They were numbered past a jump in the
  * numbers (a queue name's floor, loaded by the restore that now loads its
  * events with their ids): the numbers in the jump were never given to an
  * event of the table.  first_no must lie at or past the range of every

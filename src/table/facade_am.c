@@ -65,7 +65,6 @@
 #include "storage/predicate.h"
 #include "storage/smgr.h"
 #include "optimizer/plancat.h"
-#include "utils/acl.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -489,37 +488,6 @@ obtain_spindles(Relation facade, int64 need, int64 capacity,
 	AcceptInvalidationMessages();
 }
 
-/*
- * Make sure a spindle numbered from first_no exists, for an insert that
- * keeps that number (place_kept), as obtain_spindles does: by a helper
- * process in its own committed transaction where it can (see
- * spindle_request_spindle_at for why that matters here), else in ours.
- */
-static void
-obtain_spindle_at(Relation facade, int64 first_no, BulkInsertState bistate)
-{
-	/* never wait for anything while pinning a spindle page (VACUUM waits) */
-	if (bistate != NULL)
-		ReleaseBulkInsertStatePin(bistate);
-	if (!spindle_created_here(facade) &&
-		!CheckRelationLockedByMe(facade, AccessExclusiveLock, false) &&
-		!spindle_creation_locked_by_me(RelationGetRelid(facade)) &&
-		spindle_request_spindle_at(facade, first_no))
-	{
-		SpindleDirectory *dir;
-		bool		made;
-
-		AcceptInvalidationMessages();
-		dir = spindle_directory_acquire_tail(facade);
-		made = spindle_find_by_event(dir, first_no) != NULL;
-		spindle_directory_release(dir);
-		if (made)
-			return;
-	}
-	spindle_create_spindle_at(facade, first_no);
-	AcceptInvalidationMessages();
-}
-
 /* The hooks of the layers above (spindle_table.h); set by _PG_init. */
 SpindleTableHooks spindle_table_hooks;
 
@@ -633,8 +601,8 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
  * one are full too, and a backend never walks the spindles that are full,
  * nor locks them.
  */
-static void
-check_open_hint(Relation facade, SpindleDirectory *dir)
+void
+spindle_check_open_hint(Relation facade, SpindleDirectory *dir)
 {
 	TimestampTz filled_at;
 
@@ -650,11 +618,11 @@ check_open_hint(Relation facade, SpindleDirectory *dir)
  * Store the `got` events of slots[] whose slots k0.. spindle i of dir gave
  * this insert (seg, its relation, locked), then let the spindle go.
  */
-static void
-place_in(Relation facade, SpindleDirectory *dir, int i, Relation seg,
-		 TupleTableSlot **slots, int got, int64 k0, CommandId cid,
-		 int options, BulkInsertState bistate, bool speculative,
-		 uint32 specToken)
+void
+spindle_place_in(Relation facade, SpindleDirectory *dir, int i, Relation seg,
+				 TupleTableSlot **slots, int got, int64 k0, CommandId cid,
+				 int options, BulkInsertState bistate, bool speculative,
+				 uint32 specToken)
 {
 	SpindleEntry *sp = &dir->spindles[i];
 
@@ -688,202 +656,10 @@ place_in(Relation facade, SpindleDirectory *dir, int i, Relation seg,
 }
 
 /*
- * Keeping the event numbers an insert supplies (the queue layer's
- * spindle.keep_msg_ids, through the kept_no hook): a restore keeps its
- * events' msg_ids.  A supplied number past every number the table handed
- * out goes into the spindle whose range holds it, at its k, when that is
- * at or past the spindle's counter (the slots passed over are skipped,
- * slots.c, and so are the rest of the spindles before it), else into a
- * new spindle whose first number it is.  Only the table's owner (or a
- * superuser) may do it: the numbers are the queue's msg_ids.
- */
-static void
-check_keep_allowed(Relation facade)
-{
-	if (!pg_class_ownercheck(RelationGetRelid(facade), GetUserId()))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to keep the supplied msg_ids of table \"%s\"",
-						RelationGetRelationName(facade)),
-				 errdetail("Only the table's owner or a superuser may keep them."),
-				 errhint("Reset spindle.keep_msg_ids to have new msg_ids given.")));
-}
-
-/*
- * An insert keeping a number in spindle j of dir (seg, locked) fills the
- * spindles from the open one to j - 1 first: spindles fill in order.  In
- * memory that is their slot counters (spindle_slots_fill); on disk, after
- * a restart, a spindle is full when the one after it has pages.  So each
- * spindle after the first one filled, j included, first gets a page if it
- * has none (spindle_segment_ensure_page, WAL-logged): before any consumer
- * can pass the skipped slots and commit, the disk says what the counters
- * say.
- */
-static void
-fill_before(Relation facade, SpindleDirectory *dir, int j, Relation seg)
-{
-	int			i;
-
-	for (i = dir->open_hint + 1; i < j; i++)
-	{
-		Relation	s = spindle_open_segment(facade, &dir->spindles[i],
-											 RowExclusiveLock);
-
-		if (s == NULL)
-			continue;
-		spindle_segment_ensure_page(s);
-		relation_close(s, RowExclusiveLock);
-	}
-	spindle_segment_ensure_page(seg);
-	for (i = dir->open_hint; i < j; i++)
-	{
-		Relation	s = spindle_open_segment(facade, &dir->spindles[i],
-											 RowExclusiveLock);
-
-		if (s == NULL)
-			continue;
-		(void) spindle_slots_fill(facade, dir, i, s);
-		relation_close(s, RowExclusiveLock);
-	}
-}
-
-/*
- * Could the spindles of dir numbered above event_no be moved down to
- * number from it (spindle_catalog_renumber_tail)?  Only if none was given
- * an event yet, and event_no lies past the range of the spindle before
- * them.  A look without locks: the callee looks again under its lock.
- */
-static bool
-tail_renumberable(SpindleDirectory *dir, int64 event_no)
-{
-	int			t = dir->nspindles;
-	int			i;
-
-	while (t > 0 && dir->spindles[t - 1].first_no > event_no)
-		t--;
-	if (t == 0 || t == dir->nspindles ||
-		dir->spindles[t - 1].first_no + dir->spindles[t - 1].vcount > event_no)
-		return false;
-	for (i = t; i < dir->nspindles; i++)
-		if (spindle_segment_is_empty(dir->spindles[i].segment) != 1)
-			return false;
-	return true;
-}
-
-/*
- * Place the n events of slots[], supplied with the numbers event_no ..
- * event_no + n - 1, at those numbers (see above).  Returns how many it
- * placed from slots[0] (fewer than n where a spindle ends), or 0 when
- * slots[0]'s number cannot be kept: at or below a number handed out, or
- * in no spindle's range and below the table's next number (then the
- * caller numbers it as usual).  A number below ready spindles numbered
- * past a jump (the worker made them from the queue name's floor, which a
- * restore loads before the events) moves them down to it first.  *dirp
- * is the pinned tail directory, which this may replace.  Locks as
- * place_tuples; moving spindles takes ShareRowExclusiveLock on the table,
- * creating one its creation lock (if not by the helper), both to the end
- * of the transaction.
- */
-static int
-place_kept(Relation facade, SpindleDirectory **dirp, TupleTableSlot **slots,
-		   int n, int64 event_no, CommandId cid, int options,
-		   BulkInsertState bistate, bool speculative, uint32 specToken)
-{
-	bool		created = false;
-	bool		refreshed = false;
-
-	for (;;)
-	{
-		SpindleDirectory *dir = *dirp;
-		SpindleEntry *target;
-		SpindleNumbers next;
-		int64		capacity = dir->events_per_spindle > 0 ?
-			Min(dir->events_per_spindle, SPINDLE_VSLOTS) : SPINDLE_VSLOTS;
-
-		if (event_no >= PG_INT64_MAX - capacity)
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("msg_id %lld is out of range for table \"%s\"",
-							(long long) event_no,
-							RelationGetRelationName(facade)),
-					 errdetail("A kept msg_id must lie below %lld.",
-							   (long long) (PG_INT64_MAX - capacity))));
-		check_open_hint(facade, dir);
-		target = spindle_find_by_event(dir, event_no);
-		if (target != NULL)
-		{
-			int			j = (int) (target - dir->spindles);
-			int			got;
-			int64		k0;
-			Relation	seg;
-
-			if (j < dir->open_hint)
-				return 0;		/* in a full spindle */
-			check_keep_allowed(facade);
-			seg = spindle_open_segment(facade, target, RowExclusiveLock);
-			if (seg == NULL)
-				return 0;
-			if (j > dir->open_hint)
-				fill_before(facade, dir, j, seg);
-			got = spindle_slots_take_at(facade, dir, j,
-										event_no - target->first_no, n, &k0);
-			if (got == 0)
-			{
-				relation_close(seg, RowExclusiveLock);
-				return 0;		/* its counter passed the number */
-			}
-			place_in(facade, dir, j, seg, slots, got, k0, cid, options,
-					 bistate, speculative, specToken);
-			return got;
-		}
-
-		if (created)
-			return 0;
-		if (dir->nspindles > 0 &&
-			event_no < dir->spindles[dir->nspindles - 1].first_no)
-		{
-			/* below ready spindles numbered past a jump? */
-			if (!tail_renumberable(dir, event_no))
-				return 0;
-			check_keep_allowed(facade);
-			spindle_directory_release(dir);
-			if (bistate != NULL)
-				ReleaseBulkInsertStatePin(bistate);
-			/* no insert under way: they stay empty (see the callee) */
-			LockRelationOid(RelationGetRelid(facade), ShareRowExclusiveLock);
-			if (!spindle_catalog_renumber_tail(facade, event_no))
-				created = true; /* no more tries: number it as usual */
-			AcceptInvalidationMessages();
-			*dirp = spindle_directory_acquire_tail(facade);
-			continue;
-		}
-
-		/* past every spindle: past the table's counter too? */
-		spindle_peek_numbers(facade, &next);
-		if (event_no < next.event_no && !refreshed)
-		{
-			/* spindles made since the directory was read: read it again */
-			spindle_directory_release(dir);
-			AcceptInvalidationMessages();
-			*dirp = spindle_directory_acquire_tail(facade);
-			refreshed = true;
-			continue;
-		}
-		if (event_no < next.event_no)
-			return 0;
-		check_keep_allowed(facade);
-		spindle_directory_release(dir);
-		obtain_spindle_at(facade, event_no, bistate);
-		created = true;
-		*dirp = spindle_directory_acquire_tail(facade);
-	}
-}
-
-/*
  * Place nslots tuples in the open spindle(s), in order, and give each slot
  * its virtual TID.  The workhorse of every kind of insert.  With keep, an
  * event whose inserter supplied a number to keep (the kept_no hook) is
- * placed at it if it can be (place_kept).
+ * placed at it if it can be (kept_ids.c).
  */
 static void
 place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
@@ -931,8 +707,9 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 					   spindle_table_hooks.kept_no(facade,
 												   slots[done + m]) == no + m)
 					m++;
-				got = place_kept(facade, &dir, &slots[done], m, no, cid,
-								 options, bistate, speculative, specToken);
+				got = spindle_place_kept(facade, &dir, &slots[done], m, no,
+										 cid, options, bistate, speculative,
+										 specToken);
 				if (got > 0)
 				{
 					done += got;
@@ -951,7 +728,7 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 			}
 		}
 
-		check_open_hint(facade, dir);
+		spindle_check_open_hint(facade, dir);
 		for (i = dir->open_hint; i < dir->nspindles; i++)
 		{
 			seg = spindle_open_segment(facade, &dir->spindles[i],
@@ -982,8 +759,8 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 			dir = spindle_directory_acquire_tail(facade);
 			continue;
 		}
-		place_in(facade, dir, i, seg, &slots[done], got, k0, cid, options,
-				 bistate, speculative, specToken);
+		spindle_place_in(facade, dir, i, seg, &slots[done], got, k0, cid,
+						 options, bistate, speculative, specToken);
 		done += got;
 	}
 	spindle_directory_release(dir);

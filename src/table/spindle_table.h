@@ -95,6 +95,20 @@ extern void spindle_lock_creation(Oid facade);
 extern bool spindle_creation_locked_by_me(Oid facade);
 extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
 extern void spindle_create_spindle_at(Relation facade, int64 first_no);
+
+/* ---- facade_am.c / kept_ids.c: inserts that keep supplied numbers ---- */
+
+extern void spindle_check_open_hint(Relation facade, SpindleDirectory *dir);
+extern void spindle_place_in(Relation facade, SpindleDirectory *dir, int i,
+							 Relation seg, TupleTableSlot **slots, int got,
+							 int64 k0, CommandId cid, int options,
+							 struct BulkInsertStateData *bistate,
+							 bool speculative, uint32 specToken);
+extern int	spindle_place_kept(Relation facade, SpindleDirectory **dirp,
+							   TupleTableSlot **slots, int n, int64 event_no,
+							   CommandId cid, int options,
+							   struct BulkInsertStateData *bistate,
+							   bool speculative, uint32 specToken);
 extern int	spindle_segment_is_empty(Oid segment);
 extern int	spindle_test_vslot_base;	/* GUC, tests only */
 
