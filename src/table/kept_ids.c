@@ -180,8 +180,8 @@ spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 				   CommandId cid, int options, BulkInsertState bistate,
 				   bool speculative, uint32 specToken)
 {
-	bool		created = false;
-	bool		refreshed = false;
+	bool		created = false;	/* spindles made or moved for it */
+	bool		refreshed = false;	/* directory read again */
 
 	for (;;)
 	{
@@ -242,8 +242,8 @@ spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 				ReleaseBulkInsertStatePin(bistate);
 			/* no insert under way: they stay empty (see the callee) */
 			LockRelationOid(RelationGetRelid(facade), ShareRowExclusiveLock);
-			if (!spindle_catalog_renumber_tail(facade, event_no))
-				created = true; /* no more tries: number it as usual */
+			(void) spindle_catalog_renumber_tail(facade, event_no);
+			created = true;		/* one change of the spindles per call */
 			AcceptInvalidationMessages();
 			*dirp = spindle_directory_acquire_tail(facade);
 			continue;
