@@ -23,7 +23,8 @@
  *				entry of a spindle's range points at a line pointer of the
  *				spindle that holds its event (or was pruned: LP_DEAD).
  *	append order no spindle after one that is not full has events (ready
- *				spindles have none).
+ *				spindles have none); without a slot counter, a spindle
+ *				with events after it is full (see still_unfilled).
  *	index		every entry of every index of the table is a virtual TID in
  *				the range of a live spindle whose map entry is set, of a
  *				dropped spindle not yet retired, or of a pending range (a
@@ -796,7 +797,13 @@ check_spindle(VerifyState *vs, VRow *r, Relation seg)
  * Is the spindle of row r still not full, looked at afresh?  Its walk may
  * be older than the later spindle's: an insert may have filled it and
  * moved on since, and the worker may have recorded its fill time and let
- * its counter go.
+ * its counter go.  Called only when a later spindle has events: then a
+ * spindle with no slot counter is full (slots.c: a spindle is full as soon
+ * as a later one has events; its counter would be rebuilt so).  Its last
+ * slots were handed out and never placed: skipped by an insert that kept
+ * supplied ids (spindle.keep_msg_ids) or lost by a failed insert, and the
+ * counter that knew went with a restart.  Only a live counter short of
+ * the capacity says that inserts passed the spindle over with room left.
  */
 static bool
 still_unfilled(VerifyState *vs, VRow *r)
@@ -815,8 +822,9 @@ still_unfilled(VerifyState *vs, VRow *r)
 		unfilled = !fresh[i].filled && !fresh[i].dropped;
 		break;
 	}
-	if (unfilled && spindle_slots_peek(r->segment, r->spindle_no, &counter) &&
-		counter >= row_capacity(r))
+	if (unfilled &&
+		(!spindle_slots_peek(r->segment, r->spindle_no, &counter) ||
+		 counter >= row_capacity(r)))
 		unfilled = false;
 	if (unfilled)
 	{

@@ -835,6 +835,7 @@ void
 spindle_queue_register_hooks(void)
 {
 	spindle_table_hooks.assign_ids = spindle_queue_assign_ids;
+	spindle_table_hooks.kept_no = spindle_queue_kept_no;
 	spindle_table_hooks.placed = queue_placed;
 	spindle_table_hooks.inserted = spindle_queue_note_insert;
 	spindle_table_hooks.truncated = queue_truncated;

@@ -37,7 +37,10 @@
  * RETURNING, AFTER triggers and indexes see it.  This depends on the
  * table's schema and columns, not on its registry row, so a restore gives
  * the restored events new msg_ids (in the order it loads them) whether it
- * loads the registry before or after the queue tables.  Whether a relation
+ * loads the registry before or after the queue tables; with the GUC
+ * spindle.keep_msg_ids on, a supplied msg_id above every id the queue gave
+ * is kept instead (the kept_no hook hands it to the table layer, which
+ * places the event there: kept_ids.c).  Whether a relation
  * is a queue table is cached per backend and forgotten at a relcache
  * invalidation of the relation (every change of its pg_class row or
  * columns sends one).  The msg_ids one INSERT statement of enqueue()
@@ -848,6 +851,34 @@ set_msg_id(TupleTableSlot *slot, int64 msg_id)
 }
 
 /*
+ * GUC spindle.keep_msg_ids: an insert into a queue table keeps the msg_ids
+ * it supplies, where they lie past every id the table gave (a restore:
+ * PGOPTIONS='-c spindle.keep_msg_ids=on' pg_restore ...).  The table
+ * layer places them (kept_ids.c) and allows it only to the
+ * table's owner or a superuser (42501 otherwise).
+ */
+bool		spindle_keep_msg_ids = false;
+
+/*
+ * The table layer's kept_no hook: the msg_id an insert into a queue table
+ * supplied in slot, to be kept, or 0 (keep_msg_ids off, not a queue table,
+ * NULL, or not above 0: a new id is given as usual).
+ */
+int64
+spindle_queue_kept_no(Relation facade, TupleTableSlot *slot)
+{
+	Datum		d;
+	bool		isnull;
+
+	if (!spindle_keep_msg_ids || !spindle_relation_is_queue(facade))
+		return 0;
+	d = slot_getattr(slot, SPINDLE_QUEUE_ATT_MSG_ID, &isnull);
+	if (isnull || DatumGetInt64(d) <= 0)
+		return 0;
+	return DatumGetInt64(d);
+}
+
+/*
  * Called for every batch of events stored in a spindle (store_events):
  * events numbered msg_id0 .. msg_id0 + n - 1, from slots[], inserted by
  * command cid.  If facade is a queue table, give each its msg_id and hand
@@ -1021,8 +1052,10 @@ spindle_queue_events_numbered(Relation facade, int64 next)
 /*
  * A floor loaded from outside (a restore's COPY, a superuser's INSERT)
  * for queue name: if the queue's table exists and none of its events was
- * numbered yet, number them from the floor.  A restore makes the table,
- * and its first spindles numbered from 1, before it loads the floors.
+ * numbered yet, number them from the floor (not with keep_msg_ids on: a
+ * restore keeping its ids keeps those below the floor too).  A restore
+ * makes the table, and its first spindles numbered from 1, before it
+ * loads the floors.
  * Waits for the table's ShareRowExclusiveLock (a session holding the
  * table makes the load wait, as a TRUNCATE would).  Returns the number the
  * table's next spindle would start at, or 0 if there is no such table: the
@@ -1048,7 +1081,8 @@ apply_loaded_floor(const char *name, int64 floor)
 	{
 		SpindleNumbers numbers;
 
-		(void) spindle_catalog_renumber_empty(rel, floor);
+		if (!spindle_keep_msg_ids)
+			(void) spindle_catalog_renumber_empty(rel, floor);
 		spindle_peek_numbers(rel, &numbers);
 		next = numbers.event_no;
 	}
@@ -1476,6 +1510,14 @@ spindle_queue_catalog_init(void)
 							64 * 1024 * 1024, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("spindle.keep_msg_ids",
+							 "Inserts into queue tables keep the msg_ids they supply.",
+							 "Only ids above every id the queue gave are kept (others get new ids), and only for the table's owner or a superuser (others get an error). For restores: PGOPTIONS='-c spindle.keep_msg_ids=on' pg_restore.",
+							 &spindle_keep_msg_ids,
+							 false,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
 
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(QueueCacheEntry);

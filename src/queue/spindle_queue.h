@@ -83,6 +83,8 @@ extern void spindle_queue_register_hooks(void);
 extern void spindle_queue_wake_database(void);
 extern int64 spindle_queue_event_floor(Relation facade);
 extern void spindle_queue_events_numbered(Relation facade, int64 next);
+extern bool spindle_keep_msg_ids;
+extern int64 spindle_queue_kept_no(Relation facade, TupleTableSlot *slot);
 extern AttrNumber spindle_queue_ttl_not_before(Relation facade);
 extern bool spindle_relation_is_queue(Relation rel);
 extern void spindle_queue_note_truncate(Relation rel);

@@ -10,7 +10,8 @@
  * are the slots whose event was deleted by a committed transaction (DELETE,
  * UPDATE's old version, a TTL purge, a range purge by dequeue or ack) or
  * whose insert aborted (ROLLBACK, ROLLBACK TO SAVEPOINT, an error, a
- * speculative insert that lost, a reservation never placed): exactly what
+ * speculative insert that lost, a reservation never placed) or that an
+ * insert keeping supplied numbers skipped (slots.c): exactly what
  * maintenance.c's spindle_count_segment() calls purged, plus the slots
  * whose event never reached the page.  So a full spindle is fully purged
  * when purged = appended.
@@ -397,6 +398,28 @@ spindle_counters_insert_killed(Oid segment)
 	e = lookup(segment);
 	if (e != NULL)
 		pg_atomic_fetch_add_u64(&e->purged, 1);
+	LWLockRelease(cshared->lock);
+}
+
+/*
+ * n slots of this spindle were skipped (slots.c: an insert that keeps
+ * supplied event numbers passed over them): handed out, and never to hold
+ * an event, so purged now, whatever becomes of the transaction.  Only an
+ * entry that exists is changed: a build counts them from disk (slots used,
+ * events present).  The caller holds the spindle locked, as for an insert,
+ * so no build runs meanwhile.
+ */
+void
+spindle_counters_skipped(Oid segment, int64 n)
+{
+	CounterEntry *e;
+
+	if (chash == NULL || n <= 0)
+		return;
+	LWLockAcquire(cshared->lock, LW_SHARED);
+	e = lookup(segment);
+	if (e != NULL)
+		pg_atomic_fetch_add_u64(&e->purged, (uint64) n);
 	LWLockRelease(cshared->lock);
 }
 

@@ -14,7 +14,8 @@
  * heapam's.
  *
  * Locks: the caller's (VACUUM's ShareUpdateExclusiveLock on the spindle,
- * or what core takes for the refused commands); VACUUM of a spindle freezes
+ * or what core takes for the refused commands; the relation extension lock
+ * to give a filled spindle its first page); VACUUM of a spindle freezes
  * its tuples page by page under the buffer's exclusive lock, as heap's
  * freeze does, and never prunes or truncates.
  *
@@ -35,7 +36,9 @@
 #include "access/multixact.h"
 #include "commands/vacuum.h"
 #include "miscadmin.h"
+#include "access/xloginsert.h"
 #include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -46,6 +49,38 @@
 
 static TableAmRoutine segment_methods;
 static bool segment_methods_ready = false;
+
+/*
+ * Give spindle seg a first page, empty, if it has none: an insert keeping
+ * a supplied event number fills the spindles before the one it lands in
+ * (kept_ids.c, fill_before), and their slot counters, which know it, do
+ * not outlive a restart; a counter rebuilt from disk finds a spindle full
+ * when the spindle after it has pages (count_from_disk in slots.c).  The
+ * page says so for the spindle before seg, WAL-logged before that one's
+ * last slots are skipped.  The caller holds the spindle locked; takes its
+ * relation extension lock.
+ */
+void
+spindle_segment_ensure_page(Relation seg)
+{
+	if (RelationGetNumberOfBlocks(seg) > 0)
+		return;
+	LockRelationForExtension(seg, ExclusiveLock);
+	if (RelationGetNumberOfBlocks(seg) == 0)
+	{
+		Buffer		buf = ReadBufferExtended(seg, MAIN_FORKNUM, P_NEW,
+											 RBM_ZERO_AND_LOCK, NULL);
+
+		START_CRIT_SECTION();
+		PageInit(BufferGetPage(buf), BufferGetPageSize(buf), 0);
+		MarkBufferDirty(buf);
+		if (RelationNeedsWAL(seg))
+			log_newpage_buffer(buf, true);
+		END_CRIT_SECTION();
+		UnlockReleaseBuffer(buf);
+	}
+	UnlockRelationForExtension(seg, ExclusiveLock);
+}
 
 /*
  * VACUUM of one spindle: make it safe across transaction ID wraparound

@@ -20,6 +20,23 @@
  * A spindle is also full as soon as a later spindle has events, so a
  * spindle is never reopened after a restart.
  *
+ * Slots skipped: an insert that keeps a supplied event number (the queue
+ * layer's spindle.keep_msg_ids) reserves from a given k at or past the
+ * counter (spindle_slots_take_at), and fills the spindles before the one
+ * it lands in (spindle_slots_fill).  The slots it passes over are handed
+ * out and never placed, like those of an insert that failed: a consumer
+ * finds them below the count, with no map entry and no reservation in
+ * flight, and passes them as gone; a counter rebuilt from disk starts past
+ * the highest k placed, so none is handed out again.  counters.c counts
+ * them purged at once (spindle_counters_skipped), as it counts the slots
+ * of an aborted insert, so the views count no event for them.  After a
+ * restart, a spindle whose last slots were skipped is full because the
+ * spindle after it has pages (count_from_disk): the inserter gives each
+ * spindle after the first one it fills a page before it fills any
+ * (kept_ids.c, fill_before), and the spindle its kept event lands in, if
+ * new, is created by a helper and committed on its own, so the page stays
+ * even if the insert rolls back.
+ *
  * A full spindle needs no counter.  Spindles fill in order (an insert moves
  * on to a spindle only once every spindle before it is full), and a full
  * spindle stays full, so a spindle is *known full* when its fill time is in
@@ -854,6 +871,31 @@ correct_capacity(const SpindleEntry *sp)
 }
 
 /*
+ * Move counter e's used to at + nwanted if it has not passed at yet: the
+ * slots between are skipped, never placed (see "Slots skipped" in the
+ * header); *skipped says how many.  Returns false, changing nothing, if
+ * the counter is past at.
+ * The caller holds SlotsLock (shared is enough: used is atomic).
+ */
+static bool
+advance_to(SlotEntry *e, int64 at, int nwanted, int64 *skipped)
+{
+	uint64		n = pg_atomic_read_u64(&e->used);
+
+	while (n <= (uint64) at)
+	{
+		if (pg_atomic_compare_exchange_u64(&e->used, &n,
+										   (uint64) at + nwanted))
+		{
+			*skipped = at - (int64) n;
+			return true;
+		}
+	}
+	*skipped = 0;
+	return false;
+}
+
+/*
  * Reserve up to nwanted slots in spindle i of dir: returns how many it got
  * (0 when the spindle is full or gone) and sets *first to the k of the
  * first one.  The caller must hold a lock on the spindle's relation from
@@ -864,7 +906,21 @@ int
 spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 				   int64 *first)
 {
+	return spindle_slots_take_at(facade, dir, i, -1, nwanted, first);
+}
+
+/*
+ * spindle_slots_take, at a given k: with at >= 0, reserve up to nwanted
+ * slots from k = at, skipping the slots between the counter and at; 0 if
+ * the counter has passed at already (or the spindle is full or gone).
+ * With at < 0, from the counter (spindle_slots_take).  Same locking.
+ */
+int
+spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
+					  int64 at, int nwanted, int64 *first)
+{
 	SpindleEntry *sp = &dir->spindles[i];
+	int64		skipped = 0;
 
 	for (;;)
 	{
@@ -898,7 +954,17 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 		if (!pg_atomic_read_u32(&e->recent))
 			pg_atomic_write_u32(&e->recent, 1);
 		pg_atomic_fetch_add_u32(&e->inflight, 1);
-		n = pg_atomic_fetch_add_u64(&e->used, nwanted);
+		if (at < 0)
+			n = pg_atomic_fetch_add_u64(&e->used, nwanted);
+		else if (at < e->capacity && advance_to(e, at, nwanted, &skipped))
+			n = (uint64) at;
+		else
+		{
+			/* passed already, or past the capacity: nothing taken */
+			pg_atomic_fetch_sub_u32(&e->inflight, 1);
+			LWLockRelease(slot_shared->lock);
+			return 0;
+		}
 		if (n >= (uint64) e->capacity)
 			got = 0;
 		else
@@ -923,8 +989,54 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 			(void) raise_full_mark(facade, seg, sp);
 			relation_close(seg, NoLock);
 		}
+		if (skipped > 0)
+			spindle_counters_skipped(sp->segment, skipped);
 		*first = (int64) n;
 		return got;
+	}
+}
+
+/*
+ * Fill spindle i of dir without placing anything: its counter moves to its
+ * capacity, so the slots it had not handed out are skipped, and it is
+ * full.  An insert that keeps a supplied event number past this spindle
+ * does this first, as spindles fill in order (kept_ids.c, fill_before).
+ * seg is the spindle's relation, which the caller holds locked.  Returns
+ * false if the spindle is gone.
+ */
+bool
+spindle_slots_fill(Relation facade, SpindleDirectory *dir, int i,
+				   Relation seg)
+{
+	SpindleEntry *sp = &dir->spindles[i];
+	SlotState	st;
+	int64		skipped = 0;
+
+	for (;;)
+	{
+		SlotEntry  *e;
+		bool		filled;
+
+		st = ensure_entry(facade, dir, i);
+		if (st != SLOTS_COUNTER)
+			return st == SLOTS_FULL;
+		LWLockAcquire(slot_shared->lock, LW_SHARED);
+		e = lookup(sp->segment);
+		if (e == NULL || e->spindle_no != sp->spindle_no)
+		{
+			/* evicted between the two steps: look again */
+			LWLockRelease(slot_shared->lock);
+			continue;
+		}
+		if (e->capacity > 0 && advance_to(e, e->capacity - 1, 1, &skipped))
+			skipped++;			/* the last slot too */
+		filled = mark_full(e);
+		LWLockRelease(slot_shared->lock);
+		if (filled)
+			(void) raise_full_mark(facade, seg, sp);
+		if (skipped > 0)
+			spindle_counters_skipped(sp->segment, skipped);
+		return true;
 	}
 }
 

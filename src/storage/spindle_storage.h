@@ -116,6 +116,7 @@ typedef struct SpindleRange
 /* ---- segment_am.c: the spindle_segment access method ---- */
 
 extern const TableAmRoutine *spindle_segment_routine(void);
+extern void spindle_segment_ensure_page(Relation seg);
 extern double spindle_segment_index_build(Relation seg, Relation index_rel,
 										  struct IndexInfo *index_info,
 										  bool anyvisible,
@@ -274,6 +275,10 @@ extern void spindle_slots_shmem_request(void);
 extern void spindle_slots_shmem_startup(void);
 extern int	spindle_slots_take(Relation facade, SpindleDirectory *dir, int i,
 							   int nwanted, int64 *first);
+extern int	spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
+								  int64 at, int nwanted, int64 *first);
+extern bool spindle_slots_fill(Relation facade, SpindleDirectory *dir, int i,
+							   Relation seg);
 extern int64 spindle_slots_used(Relation facade, Relation segrel,
 								SpindleEntry *sp, bool *is_full,
 								TimestampTz *filled_at, Relation next_segrel);
@@ -319,6 +324,7 @@ extern void spindle_counters_shmem_startup(void);
 
 extern void spindle_counters_inserted(Oid facade, Oid segment, int n);
 extern void spindle_counters_deleted(Oid segment, int n);
+extern void spindle_counters_skipped(Oid segment, int64 n);
 extern void spindle_counters_insert_killed(Oid segment);
 extern void spindle_counters_created(Oid facade, const SpindleEntry *sp);
 extern bool spindle_counters_get(Oid facade, const SpindleEntry *sp,

@@ -846,6 +846,60 @@ spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 }
 
 /*
+ * Move the spindles of the facade numbered above first_no, if none of
+ * them was given an event yet (ready spindles), down to number their
+ * events from first_no on, in order, for an insert that keeps first_no
+ * (kept_ids.c).  They were numbered past a jump in the
+ * numbers (a queue name's floor, loaded by the restore that now loads its
+ * events with their ids): the numbers in the jump were never given to an
+ * event of the table.  first_no must lie at or past the range of every
+ * other spindle, and the new ranges stay below the table's counter, which
+ * does not move.  Returns whether it did.  The caller holds
+ * ShareRowExclusiveLock on the facade: no insert is under way or can
+ * start until this transaction ends.
+ */
+bool
+spindle_catalog_renumber_tail(Relation facade, int64 first_no)
+{
+	SpindleDirectory *dir = spindle_directory_acquire_current(facade);
+	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
+	Datum		values[3];
+	int64		next = first_no;
+	int			t = dir->nspindles;
+	int			i;
+
+	while (t > 0 && dir->spindles[t - 1].first_no > first_no)
+		t--;
+	for (i = t; i < dir->nspindles; i++)
+		if (spindle_segment_is_empty(dir->spindles[i].segment) != 1)
+			break;
+	if (t == dir->nspindles || i < dir->nspindles ||
+		(t > 0 && dir->spindles[t - 1].first_no +
+		 dir->spindles[t - 1].vcount > first_no))
+	{
+		spindle_directory_release(dir);
+		return false;
+	}
+	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
+	for (i = t; i < dir->nspindles; i++)
+	{
+		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
+		values[2] = Int64GetDatum(next);
+		catalog_write("UPDATE spindle.spindle_catalog SET first_no = $3"
+					  " WHERE relation OPERATOR(pg_catalog.=) $1"
+					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
+					  3, types, values);
+		next += dir->spindles[i].vcount;
+		/* cached directories re-read its row */
+		CacheInvalidateRelcacheByRelid(dir->spindles[i].segment);
+	}
+	spindle_directory_release(dir);
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
+	CommandCounterIncrement();
+	return true;
+}
+
+/*
  * Number the events of the facade from at least floor, if none of its
  * spindles was given an event yet: a restore made the table (and its first
  * spindles, numbered from 1) before the floor of its queue name, loaded

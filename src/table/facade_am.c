@@ -595,13 +595,76 @@ store_events(Relation facade, Relation seg, SpindleEntry *sp,
 }
 
 /*
+ * Move the directory's starting point for inserts back while the spindle
+ * before it is not full.  It comes from this backend's past inserts, else
+ * it is the newest spindle; spindles fill in order, so all before a full
+ * one are full too, and a backend never walks the spindles that are full,
+ * nor locks them.
+ */
+void
+spindle_check_open_hint(Relation facade, SpindleDirectory *dir)
+{
+	TimestampTz filled_at;
+
+	if (dir->hint_checked)
+		return;
+	while (dir->open_hint > 0 &&
+		   !spindle_slots_full(facade, dir, dir->open_hint - 1, &filled_at))
+		dir->open_hint--;
+	dir->hint_checked = true;
+}
+
+/*
+ * Store the `got` events of slots[] whose slots k0.. spindle i of dir gave
+ * this insert (seg, its relation, locked), then let the spindle go.
+ */
+void
+spindle_place_in(Relation facade, SpindleDirectory *dir, int i, Relation seg,
+				 TupleTableSlot **slots, int got, int64 k0, CommandId cid,
+				 int options, BulkInsertState bistate, bool speculative,
+				 uint32 specToken)
+{
+	SpindleEntry *sp = &dir->spindles[i];
+
+	/* purged if this (sub)transaction aborts (counters.c) */
+	spindle_counters_inserted(RelationGetRelid(facade), sp->segment, got);
+	if (i != dir->open_hint)
+	{
+		dir->open_hint = i;
+		spindle_directory_note_open(dir, sp->spindle_no);
+	}
+	if (i == dir->nspindles - 1 && sp->segment != last_nudged_segment)
+	{
+		/* the ready spindle is in use: have the worker make the next */
+		spindle_wake_worker();
+		last_nudged_segment = sp->segment;
+	}
+
+	if (bistate != NULL &&
+		(bistate != last_bistate || last_bistate_segment != sp->segment))
+	{
+		/* its pinned buffer's block number means nothing here */
+		ReleaseBulkInsertStatePin(bistate);
+		last_bistate = bistate;
+		last_bistate_segment = sp->segment;
+	}
+
+	store_events(facade, seg, sp, slots, got, k0, cid,
+				 options, bistate, speculative, specToken);
+	spindle_slots_placed(sp);
+	close_written_spindle(seg, RowExclusiveLock);
+}
+
+/*
  * Place nslots tuples in the open spindle(s), in order, and give each slot
- * its virtual TID.  The workhorse of every kind of insert.
+ * its virtual TID.  The workhorse of every kind of insert.  With keep, an
+ * event whose inserter supplied a number to keep (the kept_no hook) is
+ * placed at it if it can be (kept_ids.c).
  */
 static void
 place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 			 CommandId cid, int options, BulkInsertState bistate,
-			 bool speculative, uint32 specToken)
+			 bool speculative, uint32 specToken, bool keep)
 {
 	SpindleDirectory *dir;
 	int			done = 0;
@@ -621,47 +684,60 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 				 errdetail("Changing the columns of a spindle table would rewrite it into new storage."),
 				 errhint("Create a new spindle table and copy the events with INSERT ... SELECT.")));
 	CheckForSerializableConflictIn(facade, NULL, InvalidBlockNumber);
+	keep = keep && spindle_table_hooks.kept_no != NULL;
 	dir = spindle_directory_acquire_tail(facade);
 	while (done < nslots)
 	{
 		Relation	seg = NULL;
-		SpindleEntry *sp = NULL;
+		int			want = nslots - done;
 		int			got = 0;
 		int64		k0 = 0;
 		int			i;
 
-		/*
-		 * A directory's starting point comes from this backend's past
-		 * inserts, else it is the newest spindle; move it back while the
-		 * spindle before it is not full (spindles fill in order, so all
-		 * before a full one are full too).  A backend never walks the
-		 * spindles that are full, nor locks them.
-		 */
-		if (!dir->hint_checked)
+		if (keep)
 		{
-			TimestampTz filled_at;
+			int64		no = spindle_table_hooks.kept_no(facade, slots[done]);
 
-			while (dir->open_hint > 0 &&
-				   !spindle_slots_full(facade, dir, dir->open_hint - 1,
-									   &filled_at))
-				dir->open_hint--;
-			dir->hint_checked = true;
+			if (no > 0)
+			{
+				int			m = 1;
+
+				/* a run of consecutive numbers goes in at once */
+				while (done + m < nslots && no < PG_INT64_MAX - m &&
+					   spindle_table_hooks.kept_no(facade,
+												   slots[done + m]) == no + m)
+					m++;
+				got = spindle_place_kept(facade, &dir, &slots[done], m, no,
+										 cid, options, bistate, speculative,
+										 specToken);
+				if (got > 0)
+				{
+					done += got;
+					continue;
+				}
+				want = 1;		/* numbered as usual: this one alone */
+			}
+			else
+			{
+				/* numbered as usual: up to the next number to keep */
+				want = 1;
+				while (done + want < nslots &&
+					   spindle_table_hooks.kept_no(facade,
+												   slots[done + want]) == 0)
+					want++;
+			}
 		}
 
+		spindle_check_open_hint(facade, dir);
 		for (i = dir->open_hint; i < dir->nspindles; i++)
 		{
 			seg = spindle_open_segment(facade, &dir->spindles[i],
 									   RowExclusiveLock);
 			if (seg == NULL)
 				continue;
-			got = spindle_slots_take(facade, dir, i, nslots - done, &k0);
+			got = spindle_slots_take(facade, dir, i, want, &k0);
 			if (got > 0)
-			{
-				/* purged if this (sub)transaction aborts (counters.c) */
-				spindle_counters_inserted(RelationGetRelid(facade),
-										  dir->spindles[i].segment, got);
 				break;
-			}
 			/* full: nothing of ours is in it, no need to keep it locked */
 			relation_close(seg, RowExclusiveLock);
 			seg = NULL;
@@ -677,38 +753,14 @@ place_tuples(Relation facade, TupleTableSlot **slots, int nslots,
 								RelationGetRelationName(facade))));
 			spindle_directory_release(dir);
 			if (retries > 1)
-				obtain_spindles(facade, nslots - done, capacity, bistate);
+				obtain_spindles(facade, want, capacity, bistate);
 			else
 				AcceptInvalidationMessages();
 			dir = spindle_directory_acquire_tail(facade);
 			continue;
 		}
-		sp = &dir->spindles[i];
-		if (i != dir->open_hint)
-		{
-			dir->open_hint = i;
-			spindle_directory_note_open(dir, sp->spindle_no);
-		}
-		if (i == dir->nspindles - 1 && sp->segment != last_nudged_segment)
-		{
-			/* the ready spindle is in use: have the worker make the next */
-			spindle_wake_worker();
-			last_nudged_segment = sp->segment;
-		}
-
-		if (bistate != NULL &&
-			(bistate != last_bistate || last_bistate_segment != sp->segment))
-		{
-			/* its pinned buffer's block number means nothing here */
-			ReleaseBulkInsertStatePin(bistate);
-			last_bistate = bistate;
-			last_bistate_segment = sp->segment;
-		}
-
-		store_events(facade, seg, sp, &slots[done], got, k0, cid,
-					 options, bistate, speculative, specToken);
-		spindle_slots_placed(sp);
-		close_written_spindle(seg, RowExclusiveLock);
+		spindle_place_in(facade, dir, i, seg, &slots[done], got, k0, cid,
+						 options, bistate, speculative, specToken);
 		done += got;
 	}
 	spindle_directory_release(dir);
@@ -722,7 +774,7 @@ facade_tuple_insert(Relation rel, TupleTableSlot *slot, CommandId cid,
 					int options, BulkInsertState bistate)
 {
 	spindle_disk_alarm_check(rel);
-	place_tuples(rel, &slot, 1, cid, options, bistate, false, 0);
+	place_tuples(rel, &slot, 1, cid, options, bistate, false, 0, true);
 }
 
 static void
@@ -730,7 +782,7 @@ facade_multi_insert(Relation rel, TupleTableSlot **slots, int nslots,
 					CommandId cid, int options, BulkInsertState bistate)
 {
 	spindle_disk_alarm_check(rel);
-	place_tuples(rel, slots, nslots, cid, options, bistate, false, 0);
+	place_tuples(rel, slots, nslots, cid, options, bistate, false, 0, true);
 }
 
 static void
@@ -739,7 +791,8 @@ facade_tuple_insert_speculative(Relation rel, TupleTableSlot *slot,
 								BulkInsertState bistate, uint32 specToken)
 {
 	spindle_disk_alarm_check(rel);
-	place_tuples(rel, &slot, 1, cid, options, bistate, true, specToken);
+	place_tuples(rel, &slot, 1, cid, options, bistate, true, specToken,
+				 true);
 }
 
 static void
@@ -855,7 +908,7 @@ facade_tuple_update(Relation rel, ItemPointer otid, TupleTableSlot *slot,
 	*lockmode = LockTupleExclusive;
 	if (result != TM_Ok)
 		return result;
-	place_tuples(rel, &slot, 1, cid, 0, NULL, false, 0);
+	place_tuples(rel, &slot, 1, cid, 0, NULL, false, 0, false);
 	/* the chain heap would have in t_ctid, for WHERE CURRENT OF */
 	remember_update(rel, otid, &slot->tts_tid);
 	*update_indexes = true;

@@ -1124,8 +1124,11 @@ typedef struct CreatorArgs
 {
 	Oid			facade;
 	int			count;
+	int64		first_no;		/* > 0: one spindle numbered from there */
 	int			test_vslot_base;	/* the requester's, for tests */
 } CreatorArgs;
+
+static bool request_creation(Relation facade, int count, int64 first_no);
 
 /*
  * Ask a helper process to create `count` ready spindles for the facade in
@@ -1134,6 +1137,26 @@ typedef struct CreatorArgs
  */
 bool
 spindle_request_spindles(Relation facade, int count)
+{
+	return request_creation(facade, count, 0);
+}
+
+/*
+ * The same for one spindle whose events are numbered from first_no
+ * (spindle_create_spindle_at), for an insert that keeps a supplied number:
+ * committed on its own, the spindle stays, and so does what the insert
+ * writes into its pages even if the insert rolls back, which is what
+ * tells a slot counter rebuilt after a restart that the spindles before
+ * it, whose last slots the insert skipped, are full (slots.c).
+ */
+bool
+spindle_request_spindle_at(Relation facade, int64 first_no)
+{
+	return request_creation(facade, 1, first_no);
+}
+
+static bool
+request_creation(Relation facade, int count, int64 first_no)
 {
 	BackgroundWorker bgw;
 	BackgroundWorkerHandle *handle;
@@ -1151,6 +1174,7 @@ spindle_request_spindles(Relation facade, int count)
 	bgw.bgw_notify_pid = MyProcPid;
 	args.facade = RelationGetRelid(facade);
 	args.count = count;
+	args.first_no = first_no;
 	args.test_vslot_base = spindle_test_vslot_base;
 	memcpy(bgw.bgw_extra, &args, sizeof(args));
 
@@ -1192,7 +1216,9 @@ spindle_creator_main(Datum main_arg)
 		rel = try_relation_open(args.facade, NoLock);
 		if (rel != NULL)
 		{
-			if (spindle_is_facade(rel))
+			if (spindle_is_facade(rel) && args.first_no > 0)
+				spindle_create_spindle_at(rel, args.first_no);
+			else if (spindle_is_facade(rel))
 				(void) spindle_create_spindles(rel, args.count, true);
 			relation_close(rel, NoLock);
 		}

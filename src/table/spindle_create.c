@@ -72,6 +72,9 @@
  */
 int			spindle_test_vslot_base = 0;
 
+static int	create_spindles(Relation facade, int count, bool ready_only,
+							int64 first_no);
+
 /* this transaction created spindles (and holds a creation lock) */
 static bool created_spindles = false;
 
@@ -919,6 +922,33 @@ count_ready_spindles(SpindleCatalogRels *cr, Oid facade, Snapshot snap, int enou
 int
 spindle_create_spindles(Relation facade, int count, bool ready_only)
 {
+	return create_spindles(facade, count, ready_only, 0);
+}
+
+/*
+ * Create one spindle whose first event number is first_no, for an insert
+ * that keeps a supplied number (spindle_place_kept).  Its number comes
+ * after every spindle's, so first_no must lie past every event number the
+ * table has handed out: the spindle takes the table's next event number
+ * if that is higher (the caller then finds first_no in no spindle).  The
+ * floor of the layers above (event_floor) does not apply: the caller
+ * asked for this number.  Same locking as spindle_create_spindles.
+ */
+void
+spindle_create_spindle_at(Relation facade, int64 first_no)
+{
+	Assert(first_no > 0);
+	(void) create_spindles(facade, 1, false, first_no);
+}
+
+/*
+ * The work of spindle_create_spindles and spindle_create_spindle_at: with
+ * first_no > 0, the first spindle made numbers its events from there (or
+ * from the table's next number, if higher), without the event_floor hook.
+ */
+static int
+create_spindles(Relation facade, int count, bool ready_only, int64 first_no)
+{
 	Oid			relid = RelationGetRelid(facade);
 	SpindleCatalogRels cr;
 	Snapshot	snap;
@@ -955,7 +985,9 @@ spindle_create_spindles(Relation facade, int count, bool ready_only)
 	created_spindles = true;
 	floor = spindle_catalog_max_spindle_no(&cr, relid, snap, &event_floor) + 1;
 	/* a floor of the layers above (a queue name's high-water mark) */
-	if (spindle_table_hooks.event_floor)
+	if (first_no > 0)
+		event_floor = Max(event_floor, first_no);
+	else if (spindle_table_hooks.event_floor)
 		event_floor = Max(event_floor, spindle_table_hooks.event_floor(facade));
 	allocator_begin(&alloc, facade, &cr, snap);
 	for (i = 0; i < ncreate; i++)

@@ -72,6 +72,7 @@ extern int64 spindle_catalog_max_spindle_no(SpindleCatalogRels *cr, Oid facade,
 											Snapshot snap, int64 *event_end);
 extern void spindle_catalog_add_spindle(Oid facade, const SpindleEntry *sp);
 extern bool spindle_catalog_renumber_empty(Relation facade, int64 floor);
+extern bool spindle_catalog_renumber_tail(Relation facade, int64 first_no);
 extern void spindle_register_table(Oid facade);
 extern void spindle_forget_table(Oid facade);
 extern List *spindle_catalog_tables(void);
@@ -94,6 +95,21 @@ extern bool spindle_xact_created_spindles(void);
 extern void spindle_lock_creation(Oid facade);
 extern bool spindle_creation_locked_by_me(Oid facade);
 extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
+extern void spindle_create_spindle_at(Relation facade, int64 first_no);
+
+/* ---- facade_am.c / kept_ids.c: inserts that keep supplied numbers ---- */
+
+extern void spindle_check_open_hint(Relation facade, SpindleDirectory *dir);
+extern void spindle_place_in(Relation facade, SpindleDirectory *dir, int i,
+							 Relation seg, TupleTableSlot **slots, int got,
+							 int64 k0, CommandId cid, int options,
+							 struct BulkInsertStateData *bistate,
+							 bool speculative, uint32 specToken);
+extern int	spindle_place_kept(Relation facade, SpindleDirectory **dirp,
+							   TupleTableSlot **slots, int n, int64 event_no,
+							   CommandId cid, int options,
+							   struct BulkInsertStateData *bistate,
+							   bool speculative, uint32 specToken);
 extern int	spindle_segment_is_empty(Oid segment);
 extern int	spindle_test_vslot_base;	/* GUC, tests only */
 
@@ -221,6 +237,7 @@ extern bool spindle_retire_dropped(Relation facade);
 extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
+extern bool spindle_request_spindle_at(Relation facade, int64 first_no);
 extern void spindle_count_segment(Relation segrel, SpindleCounts *counts);
 
 /* ---- detach.c: detached spindles ---- */
@@ -299,6 +316,12 @@ typedef struct SpindleTableHooks
 	 */
 	void		(*assign_ids) (Relation facade, TupleTableSlot **slots, int n,
 							   int64 event_no, CommandId cid);
+	/*
+	 * the event number the inserter of slot supplied to be kept, or 0 to
+	 * number it as usual (the queue layer: a msg_id, with
+	 * spindle.keep_msg_ids on); kept if past every number handed out
+	 */
+	int64		(*kept_no) (Relation facade, TupleTableSlot *slot);
 	/* events numbered event_no.. were placed at ptids of segment (cache) */
 	void		(*placed) (Relation facade, Oid segment, int64 event_no,
 						   int n, ItemPointer ptids, HeapTuple *tuples);

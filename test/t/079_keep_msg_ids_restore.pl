@@ -1,0 +1,166 @@
+# A restore with spindle.keep_msg_ids keeps every event's msg_id.
+# docs/queues.md "Dump and restore": PGOPTIONS='-c spindle.keep_msg_ids=on'
+# pg_restore.  Without it a restore numbers the restored events anew, in
+# load order (test 054); compaction will make load order differ from id
+# order, and PGMQ users expect ids that survive a restore.
+#
+# The dumped queue has a consumed prefix (dequeued: purged), a gap inside a
+# spindle (an acked lease), a leased event, and a jump to a later spindle
+# (ids kept by an insert in the source already).  Restored with
+# keep_msg_ids into a fresh database, the events have the same ids in the
+# same order, survive a restart, and the consumers deliver exactly them;
+# new events and a stale ack stay above and away from them.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use SpindleTest;
+
+my $node = spindle_node('keep_restore');
+
+$node->safe_psql('postgres', 'CREATE DATABASE src');
+$node->safe_psql('src', q{
+CREATE EXTENSION spindle;
+SELECT spindle.create_queue('r', 4);
+SELECT count(spindle.enqueue('r', jsonb_build_object('n', g)))
+  FROM generate_series(1, 10) g;
+});
+is($node->safe_psql('src',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.dequeue('r', 3)}),
+	'1,2,3', 'a prefix consumed before the dump');
+is($node->safe_psql('src',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.read('r', 2, '1 hour')}),
+	'4,5', 'two events leased');
+is($node->safe_psql('src', q{SELECT spindle.ack('r', 5)}), 't',
+	'one acked: a gap in its spindle');
+$node->safe_psql('src', q{
+SET spindle.keep_msg_ids = on;
+INSERT INTO spindle_q.r (msg_id, payload)
+  VALUES (100, '{"n": 100}'), (101, '{"n": 101}');
+RESET spindle.keep_msg_ids;
+SELECT spindle.enqueue('r', '{"n": 102}');
+});
+
+my $ids_sql = q{SELECT string_agg(msg_id::text || ':' || (payload->>'n'), ','
+  ORDER BY msg_id) FROM spindle_q.r};
+my $before = $node->safe_psql('src', $ids_sql);
+is($before, '4:4,6:6,7:7,8:8,9:9,10:10,100:100,101:101,102:102',
+	'the dumped events');
+
+my $dump = $node->basedir . '/keep.dump';
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-d', $node->connstr('src'), '-f', $dump ],
+	'pg_dump');
+
+# restored with keep_msg_ids into a fresh database
+$node->safe_psql('postgres', 'CREATE DATABASE dst');
+{
+	local $ENV{PGOPTIONS} = '-c spindle.keep_msg_ids=on';
+	$node->command_ok([ 'pg_restore', '-d', $node->connstr('dst'), $dump ],
+		'pg_restore with keep_msg_ids');
+}
+is($node->safe_psql('dst', $ids_sql), $before,
+	'the restored events keep their ids, in the same order');
+verify_ok($node, 'dst', 'spindle_q.r');
+my $depth_sql = q{SELECT depth FROM spindle.queues WHERE queue_name = 'r'};
+is($node->safe_psql('dst', $depth_sql), '9',
+	'the depth counts the events, not the skipped slots');
+
+# for contrast: without it the ids change (test 054)
+$node->safe_psql('postgres', 'CREATE DATABASE renumbered');
+$node->command_ok(
+	[ 'pg_restore', '-d', $node->connstr('renumbered'), $dump ],
+	'pg_restore without keep_msg_ids');
+isnt($node->safe_psql('renumbered', $ids_sql), $before,
+	'without keep_msg_ids the ids are new');
+
+# a restart after the restore: the counters are rebuilt from disk
+$node->restart;
+is($node->safe_psql('dst', $ids_sql), $before, 'the ids after a restart');
+is($node->safe_psql('dst', $depth_sql), '9', 'and the depth');
+is($node->safe_psql('dst', q{SELECT spindle.ack('r', 3)}), 'f',
+	'a stale ack of an id consumed before the dump acks nothing');
+is($node->safe_psql('dst',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.dequeue('r', 100)}),
+	'4,6,7,8,9,10,100,101,102',
+	'the consumers deliver exactly the unconsumed events, by their ids');
+cmp_ok($node->safe_psql('dst', q{SELECT spindle.enqueue('r', '{"n": "new"}')}),
+	'>', 102, 'a new event is numbered above the restored ones');
+verify_ok($node, 'dst', 'spindle_q.r');
+
+# a kept id beyond an empty ready spindle: that spindle and the one before
+# it (not full) are filled; after a restart, before any fill time is
+# recorded, both still count as full, and the consumers go on past them
+$node->safe_psql('dst', q{
+SELECT spindle.create_queue('g', 4);
+SELECT count(*) FROM spindle.enqueue_batch('g',
+  ARRAY(SELECT jsonb_build_object('n', i) FROM generate_series(1, 5) i));
+});
+is($node->safe_psql('dst',
+		q{SELECT count(*) FROM spindle.spindle_catalog
+		   WHERE relation = 'spindle_q.g'::regclass}),
+	'3', 'queue g: two spindles used, one ready');
+my $gbase = $node->safe_psql('dst', q{SELECT min(msg_id) - 1 FROM spindle_q.g});
+$node->safe_psql('dst', qq{
+SET spindle.keep_msg_ids = on;
+INSERT INTO spindle_q.g (msg_id, payload) VALUES ($gbase + 100, '{"n": 100}');
+});
+$node->restart;
+is($node->safe_psql('dst',
+		qq{SELECT string_agg((msg_id - $gbase)::text, ',' ORDER BY msg_id)
+		   FROM spindle.dequeue('g', 10)}),
+	'1,2,3,4,5,100', 'after a restart the consumers pass the filled spindles');
+verify_ok($node, 'dst', 'spindle_q.g');
+cmp_ok($node->safe_psql('dst', q{SELECT spindle.enqueue('g', '{"n": "new"}')}),
+	'>', $gbase + 100, 'a new event goes after the kept one');
+
+# and the dumped floor still holds: a drop + create numbers above it
+$node->safe_psql('dst', q{SELECT spindle.drop_queue('r')});
+$node->safe_psql('dst', q{SELECT spindle.create_queue('r', 4)});
+cmp_ok($node->safe_psql('dst', q{SELECT spindle.enqueue('r', '{"n": "again"}')}),
+	'>', 102, 'drop + create gives no restored id again');
+
+# The worker makes a ready spindle after the one in use, numbered from
+# the queue name's floor, which a restore loads before the events: one
+# past every id being restored.  The kept ids below it move the empty
+# spindle down to them.  (As pg_restore would load them, by hand to wait
+# for the worker.)
+$node->safe_psql('postgres', q{
+ALTER SYSTEM SET spindle.enable_worker = on;
+ALTER SYSTEM SET spindle.naptime = '100ms';
+SELECT pg_reload_conf();
+CREATE DATABASE jump;
+});
+$node->safe_psql('jump', q{
+CREATE EXTENSION spindle;
+SELECT spindle.create_queue('j', 4);
+SET spindle.keep_msg_ids = on;
+INSERT INTO spindle.queue_msg_id_floor VALUES ('j', 100000);
+INSERT INTO spindle_q.j (msg_id, payload) VALUES (5, '{"n": 5}');
+});
+ok( defined wait_for(
+		$node, 'jump', q{SELECT max(first_no) >= 100000
+		  FROM spindle.spindle_catalog
+		  WHERE relation = 'spindle_q.j'::regclass}, 60),
+	'the worker made a ready spindle numbered from the floor');
+$node->safe_psql('jump', q{
+SET spindle.keep_msg_ids = on;
+INSERT INTO spindle_q.j (msg_id, payload)
+  SELECT i, jsonb_build_object('n', i) FROM generate_series(6, 14) i;
+});
+my $kept = '5,6,7,8,9,10,11,12,13,14';
+is($node->safe_psql('jump',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle_q.j}),
+	$kept, 'ids below the ready spindle are kept');
+verify_ok($node, 'jump', 'spindle_q.j');
+is($node->safe_psql('jump',
+		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.dequeue('j', 20)}),
+	$kept, 'and delivered');
+cmp_ok($node->safe_psql('jump', q{SELECT spindle.enqueue('j', '{"n": "new"}')}),
+	'>', 14, 'a new event after them');
+
+done_testing();
