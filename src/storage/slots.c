@@ -147,6 +147,8 @@ typedef struct SlotEntry
 {
 	SlotKey		key;
 	int64		spindle_no;
+	Oid			facade;			/* its table */
+	int64		vbase;			/* its first virtual slot (slotmap.c) */
 	int64		capacity;		/* its number of virtual slots */
 	pg_atomic_uint64 used;		/* slots handed out (may pass capacity) */
 	pg_atomic_uint64 placed;	/* what a count from disk would find */
@@ -794,11 +796,13 @@ retry:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("out of spindle slot counters"),
-					 errdetail("Every one of the %d counters (spindle.max_open_spindles) belongs to a spindle with an insert in progress, or whose last insert failed before placing its events.",
+					 errdetail("Every one of the %d counters (spindle.max_open_spindles) belongs to a spindle with an insert in progress, or whose last insert failed before placing its events and was not yet seen by the spindle worker.",
 							   spindle_max_spindles),
-					 errhint("Increase spindle.max_open_spindles, or insert an event into tables whose last insert failed.")));
+					 errhint("Increase spindle.max_open_spindles, or retry once the spindle worker has run (spindle.naptime).")));
 		}
 		e->spindle_no = sp.spindle_no;
+		e->facade = RelationGetRelid(facade);
+		e->vbase = sp.vbase;
 		e->capacity = spindle_effective_capacity(&sp);
 		pg_atomic_init_u64(&e->used, (uint64) used);
 		pg_atomic_init_u64(&e->placed, (uint64) used);
@@ -1248,4 +1252,103 @@ spindle_slots_count_disk(Relation facade, Relation seg, const SpindleEntry *sp,
 		used = spindle_effective_capacity(sp);
 	}
 	return used;
+}
+
+/* Has entry e lost slots that may be buried?  The caller holds SlotsLock. */
+static bool
+has_lost_slots(SlotEntry *e)
+{
+	uint64		used = pg_atomic_read_u64(&e->used);
+
+	return pg_atomic_read_u32(&e->inflight) == 0 &&
+		pg_atomic_read_u64(&e->placed) < Min(used, (uint64) e->capacity);
+}
+
+/*
+ * The spindles of this database whose counters lost slots (no reservation
+ * in flight, placed below used), at most max of them, into out[]: for the
+ * worker, which buries them (tombstones.c).  A look under a shared
+ * SlotsLock, a pass over the hash with no page read; what it lists is
+ * checked again under the exclusive lock (spindle_slots_lost_range).
+ */
+int
+spindle_slots_list_lost(SpindleLostSlots *out, int max)
+{
+	HASH_SEQ_STATUS status;
+	SlotEntry  *e;
+	int			n = 0;
+
+	if (slot_hash == NULL || max <= 0)
+		return 0;
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	hash_seq_init(&status, slot_hash);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		if (e->key.dbid != MyDatabaseId || !has_lost_slots(e))
+			continue;
+		out[n].facade = e->facade;
+		out[n].segment = e->key.segment;
+		out[n].spindle_no = e->spindle_no;
+		out[n].vbase = e->vbase;
+		if (++n >= max)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+	}
+	LWLockRelease(slot_shared->lock);
+	return n;
+}
+
+/*
+ * The lost slots [*from, *to) of spindle l (k, not virtual slots), if its
+ * counter still has some: false if not, or if the counter is gone or now
+ * belongs to something else.  Taken under an exclusive SlotsLock, so that
+ * no reservation is between raising inflight and taking its slots (both
+ * happen under the shared lock): with inflight at zero, every reservation
+ * below used has ended, placed or given back, and one that ended without
+ * raising placed past a slot never placed its event there (tombstones.c).
+ */
+bool
+spindle_slots_lost_range(const SpindleLostSlots *l, int64 *from, int64 *to)
+{
+	SlotEntry  *e;
+	bool		lost = false;
+
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	e = lookup(l->segment);
+	if (e != NULL && e->spindle_no == l->spindle_no &&
+		e->facade == l->facade && e->vbase == l->vbase && has_lost_slots(e))
+	{
+		*from = (int64) pg_atomic_read_u64(&e->placed);
+		*to = Min((int64) pg_atomic_read_u64(&e->used), e->capacity);
+		lost = true;
+	}
+	LWLockRelease(slot_shared->lock);
+	return lost;
+}
+
+/*
+ * The lost slots of spindle l below `to` are buried (their tombstones are
+ * in the slot map): a count from disk sees them now, so raise placed to
+ * `to`, which makes the counter evictable again if nothing else was lost
+ * meanwhile.  Takes SlotsLock shared (placed only grows, by CAS).
+ */
+void
+spindle_slots_buried(const SpindleLostSlots *l, int64 to)
+{
+	SlotEntry  *e;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(l->segment);
+	if (e != NULL && e->spindle_no == l->spindle_no)
+	{
+		uint64		placed = pg_atomic_read_u64(&e->placed);
+
+		while (placed < (uint64) to &&
+			   !pg_atomic_compare_exchange_u64(&e->placed, &placed,
+											   (uint64) to))
+			;
+	}
+	LWLockRelease(slot_shared->lock);
 }
