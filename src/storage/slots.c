@@ -53,11 +53,14 @@
  * they were handed out, the map was empty, no reservation was in flight),
  * and the new events there would never be delivered.  Such an entry stays
  * until the next insert into its spindle places slots past the lost ones
- * (then placed reaches used again), or, for a full spindle, until its
- * fill time is recorded (then the directory says it is full).  So an
- * entry is pinned only by an insert in progress or by a failed insert
- * that was its spindle's last; "out of spindle slot counters" (53400)
- * means that many of those.  Eviction is a sweep with a second chance
+ * (then placed reaches used again), or until the worker buries them: it
+ * lists the entries with lost slots (spindle_slots_list_lost), writes
+ * tombstones into their map entries (tombstones.c, which says why that
+ * never hides an event) and raises placed (spindle_slots_buried); a count
+ * from disk then sees them.  The same holds for a full spindle.  So an
+ * entry is pinned only by an insert in progress, or by a failed insert
+ * that was its spindle's last until the worker's next round; "out of
+ * spindle slot counters" (53400) means that many of those.  Eviction is a sweep with a second chance
  * (an entry used since the last sweep stays, unless the sweep would free
  * less than an eighth of the table), so that a busy open spindle keeps
  * its counter while idle ones give theirs up, and one sweep makes room
@@ -424,8 +427,9 @@ raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
  * record alone is not enough: a backend whose directory predates it, with
  * the table's full mark evicted, would count the spindle from disk, and a
  * lost last slot would be handed out again, at a k a consumer has passed
- * as gone (review r2, finding 1).  Such an entry stays until its spindle
- * is dropped.  Maintenance may call it once it has recorded the time;
+ * as gone (review r2, finding 1).  Such an entry stays until the worker
+ * buries its lost slots (tombstones.c) or the spindle is dropped.
+ * Maintenance may call it once it has recorded the time;
  * spindle_slots_full and spindle_slots_used call it when the directory
  * has the time.
  */
@@ -631,9 +635,9 @@ mark_full(SlotEntry *e)
  * handed out placed and mapped (placed reaches used, capped at the
  * capacity), so that no slot taken by a reservation that never placed its
  * event lies past what the disk records; a consumer may have passed such
- * a slot as gone, and a rebuilt counter would hand it out again.  A full
- * spindle whose last reservation was lost keeps its entry until its fill
- * time is recorded (spindle_slots_recorded).  The caller holds SlotsLock
+ * a slot as gone, and a rebuilt counter would hand it out again.  An
+ * entry whose last reservation was lost, full or not, stays until the
+ * worker buries the lost slots (tombstones.c).  The caller holds SlotsLock
  * exclusively, so no reservation starts or ends meanwhile.
  */
 static bool
