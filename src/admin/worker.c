@@ -541,19 +541,23 @@ run_step(Oid relid, int stepno, TableStep step, int64 *dropped, int64 *freed)
 /* Spindles whose lost slots one round buries, at most. */
 #define LOST_PER_ROUND 256
 
+/* the server's count of lost reservations at the last look that found none */
+static uint64 losses_seen = 0;
+
 /*
  * Bury the lost slots of this database's slot counters (storage's
  * tombstones.c), each spindle in a transaction of its own, so that those
  * counters can be evicted again.  A table or spindle that is locked is
  * left for the next round; an error is logged and the rest go on.  When
- * no counter lost slots, this is one look at shared memory.
+ * no insert failed since the last look that found nothing, this is one
+ * atomic read (spindle_slots_list_lost).
  */
 static void
 bury_lost_slots(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	SpindleLostSlots *lost = palloc(sizeof(SpindleLostSlots) * LOST_PER_ROUND);
-	int			n = spindle_slots_list_lost(lost, LOST_PER_ROUND);
+	int			n = spindle_slots_list_lost(lost, LOST_PER_ROUND, &losses_seen);
 	int			i;
 
 	for (i = 0; i < n; i++)

@@ -173,6 +173,7 @@ typedef struct SlotShared
 {
 	LWLock	   *lock;
 	uint64		removals;		/* entries of full spindles removed so far */
+	pg_atomic_uint64 losses;	/* reservations given back unplaced so far */
 } SlotShared;
 
 static SlotShared *slot_shared = NULL;
@@ -229,7 +230,11 @@ release_unplaced(void)
 	e = hash_search(slot_hash, &key, HASH_FIND, NULL);
 	if (e != NULL && e->spindle_no == unplaced_spindle_no &&
 		pg_atomic_read_u32(&e->inflight) > 0)
+	{
 		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+		/* after the decrement: see spindle_slots_list_lost */
+		pg_atomic_fetch_add_u64(&slot_shared->losses, 1);
+	}
 	LWLockRelease(slot_shared->lock);
 	unplaced_segment = InvalidOid;
 }
@@ -282,6 +287,7 @@ spindle_slots_shmem_startup(void)
 
 		slot_shared->lock = &locks[0].lock;
 		slot_shared->removals = 0;
+		pg_atomic_init_u64(&slot_shared->losses, 0);
 	}
 	info.keysize = sizeof(SlotKey);
 	info.entrysize = sizeof(SlotEntry);
@@ -1271,18 +1277,31 @@ has_lost_slots(SlotEntry *e)
 /*
  * The spindles of this database whose counters lost slots (no reservation
  * in flight, placed below used), at most max of them, into out[]: for the
- * worker, which buries them (tombstones.c).  A look under a shared
- * SlotsLock, a pass over the hash with no page read; what it lists is
- * checked again under the exclusive lock (spindle_slots_lost_range).
+ * worker, which buries them (tombstones.c).  A pass over the hash under a
+ * shared SlotsLock, with no page read; what it lists is checked again
+ * under the exclusive lock (spindle_slots_lost_range).
+ *
+ * *seen is the caller's memory of the server's count of reservations
+ * given back unplaced (the only way slots get lost, release_unplaced):
+ * while it has not moved since a pass that found nothing, there is
+ * nothing to find and the pass is skipped, so a round costs one atomic
+ * read when no insert failed.  The count is read before the pass and
+ * raised after the in-flight count drops, so a loss that the pass could
+ * not see moves it; *seen is set only when the pass found nothing (what
+ * it found may not all be buried, and is looked for again).
  */
 int
-spindle_slots_list_lost(SpindleLostSlots *out, int max)
+spindle_slots_list_lost(SpindleLostSlots *out, int max, uint64 *seen)
 {
 	HASH_SEQ_STATUS status;
 	SlotEntry  *e;
 	int			n = 0;
+	uint64		losses;
 
 	if (slot_hash == NULL || max <= 0)
+		return 0;
+	losses = pg_atomic_read_u64(&slot_shared->losses);
+	if (losses == *seen)
 		return 0;
 	LWLockAcquire(slot_shared->lock, LW_SHARED);
 	hash_seq_init(&status, slot_hash);
@@ -1301,6 +1320,8 @@ spindle_slots_list_lost(SpindleLostSlots *out, int max)
 		}
 	}
 	LWLockRelease(slot_shared->lock);
+	if (n == 0)
+		*seen = losses;
 	return n;
 }
 

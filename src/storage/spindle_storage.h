@@ -325,7 +325,8 @@ typedef struct SpindleLostSlots
 	int64		vbase;
 } SpindleLostSlots;
 
-extern int	spindle_slots_list_lost(SpindleLostSlots *out, int max);
+extern int	spindle_slots_list_lost(SpindleLostSlots *out, int max,
+									uint64 *seen);
 extern bool spindle_slots_lost_range(const SpindleLostSlots *l, int64 *from,
 									 int64 *to);
 extern void spindle_slots_buried(const SpindleLostSlots *l, int64 to);
