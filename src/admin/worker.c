@@ -33,10 +33,11 @@
  * retires the index entries of dropped spindles, drops every droppable
  * spindle, records fill times, and makes sure a ready spindle follows the
  * open one; then it buries the slots that failed inserts lost, so that
- * their slot counters can be evicted (storage's tombstones.c).  An error in one table is logged with the table's name, shown
- * in spindle.worker, and the worker goes on with the next table; that
- * table is then left alone for a while, longer after each failure.  It takes
- * no lock it would wait for (lock_timeout bounds the rest), holds none
+ * their slot counters can be evicted (storage's tombstones.c).  An error
+ * in one table is logged with the table's name, shown in spindle.worker,
+ * and the worker goes on with the next table; that table is then left
+ * alone for a while, longer after each failure.  It takes no lock it
+ * would wait for (lock_timeout bounds the rest), holds none
  * between rounds, and gets out of the way of DROP DATABASE and of the other
  * commands that need a database to themselves (see spindle_worker_pause).
  *
@@ -557,7 +558,8 @@ bury_lost_slots(void)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	SpindleLostSlots *lost = palloc(sizeof(SpindleLostSlots) * LOST_PER_ROUND);
-	int			n = spindle_slots_list_lost(lost, LOST_PER_ROUND, &losses_seen);
+	int			n = spindle_slots_list_lost(lost, LOST_PER_ROUND,
+												&losses_seen);
 	int			i;
 
 	for (i = 0; i < n; i++)

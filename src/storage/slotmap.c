@@ -464,8 +464,10 @@ spindle_slotmap_bury(Relation facade, int64 first, int64 n)
 
 		for (i = 0; i < chunk; i++)
 		{
-			if (idx + i < used && ItemPointerIsValid(&MapEntries(page)[idx + i]))
-				entries[i] = MapEntries(page)[idx + i];
+			ItemPointer cur = &MapEntries(page)[idx + i];
+
+			if (idx + i < used && ItemPointerIsValid(cur))
+				entries[i] = *cur;
 			else
 			{
 				spindle_set_tombstone(&entries[i]);

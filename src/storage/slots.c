@@ -60,11 +60,11 @@
  * from disk then sees them.  The same holds for a full spindle.  So an
  * entry is pinned only by an insert in progress, or by a failed insert
  * that was its spindle's last until the worker's next round; "out of
- * spindle slot counters" (53400) means that many of those.  Eviction is a sweep with a second chance
- * (an entry used since the last sweep stays, unless the sweep would free
- * less than an eighth of the table), so that a busy open spindle keeps
- * its counter while idle ones give theirs up, and one sweep makes room
- * for many builds.  Entries of spindles created by a transaction that
+ * spindle slot counters" (53400) means that many of those.  Eviction is
+ * a sweep with a second chance (an entry used since the last sweep
+ * stays, unless the sweep would free less than an eighth of the table),
+ * so that a busy open spindle keeps its counter while idle ones give
+ * theirs up, and one sweep makes room for many builds.  Entries of spindles created by a transaction that
  * rolls back are removed at its end, those of a dropped database (and its
  * full marks) when DROP DATABASE ends.  The full marks have as many
  * entries; when they are all taken an eighth of them goes: a mark only
