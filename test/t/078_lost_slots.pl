@@ -15,7 +15,9 @@
 # tombstones are in the map pages on disk; the full spindles whose last
 # slot was lost are dropped once their events are deleted; after a crash
 # the first insert into a table whose last used slot was buried goes past
-# it (k 2, not k 1 again); no event is lost; the standby (with
+# it (k 2, not k 1 again), and a queue's next enqueue gets msg_id 8, not
+# its lost 7 again, while a consumer passes the buried slot and gets every
+# event; no event is lost; the standby (with
 # wal_consistency_checking = 'all' on the primary, it compares each page
 # it replays) has the same events and tombstones; spindle.verify() finds
 # nothing wrong on either.
@@ -167,9 +169,31 @@ for my $i (1 .. 70)
 }
 is($fresh, '', 'inserts into 70 fresh tables work');
 
+# a queue loses msg_id 7 (the first spindle holds 1 .. 5)
+$node->safe_psql('postgres', q{
+SELECT spindle.create_queue('lq', events_per_spindle => 5);
+ALTER TABLE spindle_q.lq ALTER COLUMN payload SET STORAGE PLAIN;
+SELECT spindle.enqueue_batch('lq', ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 5) g));
+SELECT spindle.enqueue('lq', '{"n": 6}');});
+my ($qret) = $node->psql('postgres',
+	q{SELECT spindle.enqueue('lq', jsonb_build_object('n', 7, 'pad', repeat('x', 12000)))});
+isnt($qret, 0, 'an enqueue of a row too big fails after taking its msg_id');
+ok( defined wait_for(
+		$node, 'postgres', q{
+CHECKPOINT;
+SELECT position('\xffffffffffff'::bytea IN
+  substr(pg_read_binary_file(pg_relation_filepath('spindle_q.lq')), 8193)) > 0}, 60, 500),
+	'the worker buried the lost msg_id');
+
 # ---- a crash: the counters come back from disk, tombstones included ---------
 $node->stop('immediate');
 $node->start;
+is($node->safe_psql('postgres', q{SELECT spindle.enqueue('lq', '{"n": 8}')}),
+	'8', 'after a crash the next enqueue gets msg_id 8, not the lost 7 again');
+is( $node->safe_psql('postgres', q{
+SELECT string_agg(msg_id || ':' || (payload->>'n'), ',' ORDER BY msg_id) FROM spindle.dequeue('lq', 10)}),
+	'1:1,2:2,3:3,4:4,5:5,6:6,8:8',
+	'a consumer passes the buried slot and gets every event');
 my $after = '';
 my $slots = '';
 for my $i (1 .. $all)
