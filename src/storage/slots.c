@@ -64,9 +64,10 @@
  * a sweep with a second chance (an entry used since the last sweep
  * stays, unless the sweep would free less than an eighth of the table),
  * so that a busy open spindle keeps its counter while idle ones give
- * theirs up, and one sweep makes room for many builds.  Entries of spindles created by a transaction that
- * rolls back are removed at its end, those of a dropped database (and its
- * full marks) when DROP DATABASE ends.  The full marks have as many
+ * theirs up, and one sweep makes room for many builds.  Entries of
+ * spindles created by a transaction that rolls back are removed at its
+ * end, those of a dropped database (and its full marks) when DROP
+ * DATABASE ends.  The full marks have as many
  * entries; when they are all taken an eighth of them goes: a mark only
  * spares counting (no entry is evicted on its word), so a table that lost
  * its mark finds its full spindles full again by counting and raises it
@@ -173,7 +174,7 @@ typedef struct SlotShared
 {
 	LWLock	   *lock;
 	uint64		removals;		/* entries of full spindles removed so far */
-	pg_atomic_uint64 losses;	/* reservations given back unplaced so far */
+	pg_atomic_uint64 losses;	/* moments of possible loss (note_if_lost) */
 } SlotShared;
 
 static SlotShared *slot_shared = NULL;
@@ -215,6 +216,19 @@ static int64 unplaced_spindle_no = 0;
 static int64 unplaced_end = 0;	/* one past its last slot */
 
 static bool evictable(SlotEntry *e);
+static bool has_lost_slots(SlotEntry *e);
+
+/*
+ * Count a moment at which entry e may have come to hold lost slots (see
+ * spindle_slots_list_lost): its in-flight count just dropped, and what it
+ * placed is below what it handed out.  The caller holds SlotsLock.
+ */
+static inline void
+note_if_lost(SlotEntry *e)
+{
+	if (has_lost_slots(e))
+		pg_atomic_fetch_add_u64(&slot_shared->losses, 1);
+}
 
 static void
 release_unplaced(void)
@@ -863,6 +877,7 @@ correct_capacity(const SpindleEntry *sp)
 		e->capacity = spindle_effective_capacity(sp);
 		if (pg_atomic_read_u64(&e->used) >= (uint64) e->capacity)
 			(void) mark_full(e);
+		note_if_lost(e);
 	}
 	LWLockRelease(slot_shared->lock);
 }
@@ -920,7 +935,10 @@ spindle_slots_take(Relation facade, SpindleDirectory *dir, int i, int nwanted,
 		if (n + nwanted >= (uint64) e->capacity)
 			filled = mark_full(e);
 		if (got == 0)
+		{
 			pg_atomic_fetch_sub_u32(&e->inflight, 1);
+			note_if_lost(e);
+		}
 		LWLockRelease(slot_shared->lock);
 		if (got > 0)
 		{
@@ -1105,6 +1123,8 @@ spindle_slots_placed(SpindleEntry *sp)
 											   (uint64) unplaced_end))
 			;
 		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+		/* an earlier reservation may have been lost below this one */
+		note_if_lost(e);
 	}
 	LWLockRelease(slot_shared->lock);
 	unplaced_segment = InvalidOid;
@@ -1281,14 +1301,19 @@ has_lost_slots(SlotEntry *e)
  * shared SlotsLock, with no page read; what it lists is checked again
  * under the exclusive lock (spindle_slots_lost_range).
  *
- * *seen is the caller's memory of the server's count of reservations
- * given back unplaced (the only way slots get lost, release_unplaced):
- * while it has not moved since a pass that found nothing, there is
- * nothing to find and the pass is skipped, so a round costs one atomic
- * read when no insert failed.  The count is read before the pass and
- * raised after the in-flight count drops, so a loss that the pass could
- * not see moves it; *seen is set only when the pass found nothing (what
- * it found may not all be buried, and is looked for again).
+ * *seen is the caller's memory of the server's count of moments at which
+ * an entry may have come to hold lost slots: an entry has lost slots
+ * (has_lost_slots) only from a moment its in-flight count drops (a
+ * reservation given back unplaced, release_unplaced, or one placed above
+ * an earlier lost one, or one that got no slot; note_if_lost), or its
+ * capacity is corrected, and used only grows under a reservation in
+ * flight.  While the count has not moved since a pass that found
+ * nothing, there is nothing to find and the pass is skipped, so a round
+ * costs one atomic read when no insert failed.  The count is read before
+ * the pass and raised after the in-flight count drops, so a loss that
+ * the pass could not see moves it; *seen is set only when the pass found
+ * nothing (what it found may not all be buried, and is looked for
+ * again).
  */
 int
 spindle_slots_list_lost(SpindleLostSlots *out, int max, uint64 *seen)
