@@ -512,7 +512,8 @@ spindle_slotmap_redo_set(XLogReaderState *record)
 
 /*
  * "entries 12..13" (the indexes within the map page), and how many of them
- * are tombstones, if any: "entries 12..13, 2 tombstones".
+ * are tombstones, if any: "entries 12..13, tombstones: 2".  A record that
+ * carries the page's full image instead of the entries names none.
  */
 void
 spindle_slotmap_desc_set(StringInfo buf, XLogReaderState *record)
@@ -534,7 +535,7 @@ spindle_slotmap_desc_set(StringInfo buf, XLogReaderState *record)
 			tombs++;
 	}
 	if (tombs > 0)
-		appendStringInfo(buf, ", %d tombstones", tombs);
+		appendStringInfo(buf, ", tombstones: %d", tombs);
 }
 
 /*
