@@ -7,6 +7,7 @@ OBJS = \
 	src/storage/slotmap.o \
 	src/storage/eventinsert.o \
 	src/storage/slots.o \
+	src/storage/tombstones.o \
 	src/storage/counters.o \
 	src/storage/rangepurge.o \
 	src/storage/consumer_rel.o \

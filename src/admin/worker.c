@@ -32,10 +32,12 @@
  * transaction: purges events older than the table's time_to_live, then
  * retires the index entries of dropped spindles, drops every droppable
  * spindle, records fill times, and makes sure a ready spindle follows the
- * open one.  An error in one table is logged with the table's name, shown
- * in spindle.worker, and the worker goes on with the next table; that
- * table is then left alone for a while, longer after each failure.  It takes
- * no lock it would wait for (lock_timeout bounds the rest), holds none
+ * open one; then it buries the slots that failed inserts lost, so that
+ * their slot counters can be evicted (storage's tombstones.c).  An error
+ * in one table is logged with the table's name, shown in spindle.worker,
+ * and the worker goes on with the next table; that table is then left
+ * alone for a while, longer after each failure.  It takes no lock it
+ * would wait for (lock_timeout bounds the rest), holds none
  * between rounds, and gets out of the way of DROP DATABASE and of the other
  * commands that need a database to themselves (see spindle_worker_pause).
  *
@@ -537,6 +539,59 @@ run_step(Oid relid, int stepno, TableStep step, int64 *dropped, int64 *freed)
 	return true;
 }
 
+/* Spindles whose lost slots one round buries, at most. */
+#define LOST_PER_ROUND 256
+
+/* the server's count of lost reservations at the last look that found none */
+static uint64 losses_seen = 0;
+
+/*
+ * Bury the lost slots of this database's slot counters (storage's
+ * tombstones.c), each spindle in a transaction of its own, so that those
+ * counters can be evicted again.  A table or spindle that is locked is
+ * left for the next round; an error is logged and the rest go on.  When
+ * no insert failed since the last look that found nothing, this is one
+ * atomic read (spindle_slots_list_lost).
+ */
+static void
+bury_lost_slots(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	SpindleLostSlots *lost = palloc(sizeof(SpindleLostSlots) * LOST_PER_ROUND);
+	int			n = spindle_slots_list_lost(lost, LOST_PER_ROUND,
+												&losses_seen);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		PG_TRY();
+		{
+			SetCurrentStatementStartTimestamp();
+			StartTransactionCommand();
+			(void) spindle_bury_lost_slots(&lost[i]);
+			CommitTransactionCommand();
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			ereport(LOG,
+					(errmsg("spindle worker: burying the lost slots of spindle %lld of table with OID %u failed: %s",
+							(long long) lost[i].spindle_no, lost[i].facade,
+							edata->message)));
+			FreeErrorData(edata);
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(cxt);
+	}
+	pfree(lost);
+}
+
 /* One round over every spindle table of the database. */
 static void
 worker_round(MemoryContext roundcxt)
@@ -605,6 +660,8 @@ worker_round(MemoryContext roundcxt)
 	}
 	/* the spindles DROP TABLE and TRUNCATE detached from their tables */
 	spindle_worker_drop_detached(&dropped, &freed);
+	/* the counters that failed inserts pinned */
+	bury_lost_slots();
 	pgstat_report_stat(true);
 
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);

@@ -29,7 +29,9 @@
  *
  * The slot map gives the other direction.  Block 0 of the facade's main
  * fork is a metapage; blocks 1.. hold one ItemPointerData per virtual slot:
- * the physical TID of its event in its spindle, or zeroes.  An entry is
+ * the physical TID of its event in its spindle, a tombstone, or zeroes.
+ * A tombstone (spindle_is_tombstone) marks a slot whose reservation never
+ * placed its event (tombstones.c): used, but no event.  An entry is
  * written after heap has placed the tuple and before the inserting
  * statement can insert index entries, so an index never holds a TID whose
  * entry is missing.  Entries of a range are zeroed only after every index
@@ -56,11 +58,12 @@
  * Setting entries -- once per insert, the hot path -- is WAL-logged with a
  * record of the spindle resource manager: a single event's entry in the
  * same record as its tuple (XLOG_SPINDLE_INSERT, eventinsert.c, which uses
- * the spindle_slotmap_pin/put_entry helpers here), others with
- * XLOG_SPINDLE_MAP_SET (the map page, the first entry's index and the new
- * entries, 56 bytes for one event), written only where RelationNeedsWAL
- * says so (not for unlogged tables, nor under wal_level = minimal for a
- * table created in the same transaction, which is synced at commit).
+ * the spindle_slotmap_pin/put_entry helpers here), others (and
+ * tombstones) with XLOG_SPINDLE_MAP_SET (the map page, the first entry's
+ * index and the new entries, 56 bytes for one event), written only where
+ * RelationNeedsWAL says so (not for unlogged tables, nor under wal_level
+ * = minimal for a table created in the same transaction, which is synced
+ * at commit).
  * Shrinking the fork is XLOG_SMGR_TRUNCATE.  Everything else here
  * (new map pages, clearing, the metapage, copies) is rare and uses generic
  * WAL: it computes a delta of the whole page, which cost a quarter of an
@@ -289,7 +292,8 @@ map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
 
 /*
  * The physical TID of virtual slot vslot into *ptid; false if the slot has
- * no event (never used, reserved but not written, or cleared).
+ * no event (never used, reserved but not written, buried as lost -- a
+ * tombstone -- or cleared).
  */
 bool
 spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid)
@@ -307,7 +311,7 @@ spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid)
 	if (idx < map_used(page))
 	{
 		*ptid = MapEntries(page)[idx];
-		found = ItemPointerIsValid(ptid);
+		found = ItemPointerIsValid(ptid) && !spindle_is_tombstone(ptid);
 	}
 	UnlockReleaseBuffer(buf);
 	return found;
@@ -315,7 +319,8 @@ spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid)
 
 /*
  * The entries of n consecutive slots from first into ptids[] (invalid TIDs
- * for empty slots); reads each map page once.
+ * for empty slots, tombstones as they are: spindle_is_tombstone); reads
+ * each map page once.
  */
 void
 spindle_slotmap_get_range(Relation facade, int64 first, int n,
@@ -377,6 +382,36 @@ map_put(Page page, int idx, int n, const ItemPointerData *entries)
 }
 
 /*
+ * Put entries [idx, idx + n) into the map page in buf (exclusively locked)
+ * and WAL-log them as one XLOG_SPINDLE_MAP_SET record.
+ */
+static void
+map_write_locked(Relation facade, Buffer buf, int idx, int n,
+				 const ItemPointerData *entries)
+{
+	Page		page = BufferGetPage(buf);
+
+	START_CRIT_SECTION();
+	map_put(page, idx, n, entries);
+	MarkBufferDirty(buf);
+	if (RelationNeedsWAL(facade))
+	{
+		xl_spindle_map_set xlrec;
+		XLogRecPtr	recptr;
+
+		xlrec.first = (uint16) idx;
+		xlrec.nentries = (uint16) n;
+		XLogBeginInsert();
+		XLogRegisterData((char *) &xlrec, SizeOfSpindleMapSet);
+		XLogRegisterBuffer(0, buf, REGBUF_STANDARD);
+		XLogRegisterBufData(0, (char *) entries, n * sizeof(ItemPointerData));
+		recptr = XLogInsert(SPINDLE_RMGR_ID, XLOG_SPINDLE_MAP_SET);
+		PageSetLSN(page, recptr);
+	}
+	END_CRIT_SECTION();
+}
+
+/*
  * Record the physical TIDs of n consecutive slots from first: one WAL
  * record per map page touched.
  */
@@ -392,30 +427,61 @@ spindle_slotmap_set(Relation facade, int64 first, int n, ItemPointer ptids)
 		int			chunk = Min(n - done, (int) MAP_ENTRIES_PER_PAGE - idx);
 		Buffer		buf = map_buffer(facade, MAP_BLOCK(v),
 									 BUFFER_LOCK_EXCLUSIVE, true);
-		Page		page = BufferGetPage(buf);
 
-		START_CRIT_SECTION();
-		map_put(page, idx, chunk, &ptids[done]);
-		MarkBufferDirty(buf);
-		if (RelationNeedsWAL(facade))
-		{
-			xl_spindle_map_set xlrec;
-			XLogRecPtr	recptr;
-
-			xlrec.first = (uint16) idx;
-			xlrec.nentries = (uint16) chunk;
-			XLogBeginInsert();
-			XLogRegisterData((char *) &xlrec, SizeOfSpindleMapSet);
-			XLogRegisterBuffer(0, buf, REGBUF_STANDARD);
-			XLogRegisterBufData(0, (char *) &ptids[done],
-								chunk * sizeof(ItemPointerData));
-			recptr = XLogInsert(SPINDLE_RMGR_ID, XLOG_SPINDLE_MAP_SET);
-			PageSetLSN(page, recptr);
-		}
-		END_CRIT_SECTION();
+		map_write_locked(facade, buf, idx, chunk, &ptids[done]);
 		UnlockReleaseBuffer(buf);
 		done += chunk;
 	}
+}
+
+/*
+ * Write a tombstone into every empty entry of the n slots from first (lost
+ * slots: tombstones.c says when this may be called); an entry already set
+ * (an aborted insert's, which placed its tuple and failed later) stays.
+ * The same XLOG_SPINDLE_MAP_SET record as spindle_slotmap_set carries the
+ * page's entries over the stretch, tombstones and kept ones alike, so redo
+ * needs nothing new.  Returns the number of tombstones written.
+ */
+int64
+spindle_slotmap_bury(Relation facade, int64 first, int64 n)
+{
+	ItemPointerData *entries = palloc(sizeof(ItemPointerData) *
+									  MAP_ENTRIES_PER_PAGE);
+	int64		done = 0;
+	int64		buried = 0;
+
+	while (done < n)
+	{
+		int64		v = first + done;
+		int			idx = MAP_INDEX(v);
+		int			chunk = (int) Min(n - done, (int64) MAP_ENTRIES_PER_PAGE - idx);
+		Buffer		buf = map_buffer(facade, MAP_BLOCK(v),
+									 BUFFER_LOCK_EXCLUSIVE, true);
+		Page		page = BufferGetPage(buf);
+		int			used = map_used(page);
+		int			fresh = 0;
+		int			i;
+
+		for (i = 0; i < chunk; i++)
+		{
+			ItemPointer cur = &MapEntries(page)[idx + i];
+
+			if (idx + i < used && ItemPointerIsValid(cur))
+				entries[i] = *cur;
+			else
+			{
+				spindle_set_tombstone(&entries[i]);
+				fresh++;
+			}
+		}
+		if (fresh > 0)
+			map_write_locked(facade, buf, idx, chunk, entries);
+		UnlockReleaseBuffer(buf);
+		buried += fresh;
+		done += chunk;
+	}
+	pfree(entries);
+	return buried;
 }
 
 /* Redo of XLOG_SPINDLE_MAP_SET (called by the resource manager). */
@@ -444,14 +510,32 @@ spindle_slotmap_redo_set(XLogReaderState *record)
 		UnlockReleaseBuffer(buf);
 }
 
-/* "entries 12..13" (the indexes within the map page) */
+/*
+ * "entries 12..13" (the indexes within the map page), and how many of them
+ * are tombstones, if any: "entries 12..13, tombstones: 2".  A record that
+ * carries the page's full image instead of the entries names none.
+ */
 void
 spindle_slotmap_desc_set(StringInfo buf, XLogReaderState *record)
 {
 	xl_spindle_map_set *xlrec = (xl_spindle_map_set *) XLogRecGetData(record);
+	Size		len = 0;
+	char	   *data = XLogRecGetBlockData(record, 0, &len);
+	int			tombs = 0;
+	int			i;
 
 	appendStringInfo(buf, "entries %u..%u", xlrec->first,
 					 xlrec->first + xlrec->nentries - 1);
+	for (i = 0; data != NULL && (i + 1) * sizeof(ItemPointerData) <= len; i++)
+	{
+		ItemPointerData e;
+
+		memcpy(&e, data + i * sizeof(ItemPointerData), sizeof(e));
+		if (spindle_is_tombstone(&e))
+			tombs++;
+	}
+	if (tombs > 0)
+		appendStringInfo(buf, ", tombstones: %d", tombs);
 }
 
 /*
@@ -525,7 +609,9 @@ spindle_slotmap_clear(Relation facade, int64 first, int64 n)
 
 /*
  * The index (relative to first) of the last non-empty slot among n slots
- * from first, or -1 if all are empty.  Reads map pages from the end.
+ * from first, or -1 if all are empty.  A tombstone is not empty: the slot
+ * was handed out, and a counter rebuilt from disk must not hand it out
+ * again.  Reads map pages from the end.
  */
 int64
 spindle_slotmap_last_used(Relation facade, int64 first, int64 n)

@@ -70,17 +70,21 @@
  * they were handed out, the map was empty, no reservation was in flight),
  * and the new events there would never be delivered.  Such an entry stays
  * until the next insert into its spindle places slots past the lost ones
- * (then placed reaches used again), or, for a full spindle, until its
- * fill time is recorded (then the directory says it is full).  So an
- * entry is pinned only by an insert in progress or by a failed insert
- * that was its spindle's last; "out of spindle slot counters" (53400)
- * means that many of those.  Eviction is a sweep with a second chance
- * (an entry used since the last sweep stays, unless the sweep would free
- * less than an eighth of the table), so that a busy open spindle keeps
- * its counter while idle ones give theirs up, and one sweep makes room
- * for many builds.  Entries of spindles created by a transaction that
- * rolls back are removed at its end, those of a dropped database (and its
- * full marks) when DROP DATABASE ends.  The full marks have as many
+ * (then placed reaches used again), or until the worker buries them: it
+ * lists the entries with lost slots (spindle_slots_list_lost), writes
+ * tombstones into their map entries (tombstones.c, which says why that
+ * never hides an event) and raises placed (spindle_slots_buried); a count
+ * from disk then sees them.  The same holds for a full spindle.  So an
+ * entry is pinned only by an insert in progress, or by a failed insert
+ * that was its spindle's last until the worker's next round; "out of
+ * spindle slot counters" (53400) means that many of those.  Eviction is
+ * a sweep with a second chance (an entry used since the last sweep
+ * stays, unless the sweep would free less than an eighth of the table),
+ * so that a busy open spindle keeps its counter while idle ones give
+ * theirs up, and one sweep makes room for many builds.  Entries of
+ * spindles created by a transaction that rolls back are removed at its
+ * end, those of a dropped database (and its full marks) when DROP
+ * DATABASE ends.  The full marks have as many
  * entries; when they are all taken an eighth of them goes: a mark only
  * spares counting (no entry is evicted on its word), so a table that lost
  * its mark finds its full spindles full again by counting and raises it
@@ -164,6 +168,8 @@ typedef struct SlotEntry
 {
 	SlotKey		key;
 	int64		spindle_no;
+	Oid			facade;			/* its table */
+	int64		vbase;			/* its first virtual slot (slotmap.c) */
 	int64		capacity;		/* its number of virtual slots */
 	pg_atomic_uint64 used;		/* slots handed out (may pass capacity) */
 	pg_atomic_uint64 placed;	/* what a count from disk would find */
@@ -185,6 +191,7 @@ typedef struct SlotShared
 {
 	LWLock	   *lock;
 	uint64		removals;		/* entries of full spindles removed so far */
+	pg_atomic_uint64 losses;	/* moments of possible loss (note_if_lost) */
 } SlotShared;
 
 static SlotShared *slot_shared = NULL;
@@ -226,6 +233,19 @@ static int64 unplaced_spindle_no = 0;
 static int64 unplaced_end = 0;	/* one past its last slot */
 
 static bool evictable(SlotEntry *e);
+static bool has_lost_slots(SlotEntry *e);
+
+/*
+ * Count a moment at which entry e may have come to hold lost slots (see
+ * spindle_slots_list_lost): its in-flight count just dropped, and what it
+ * placed is below what it handed out.  The caller holds SlotsLock.
+ */
+static inline void
+note_if_lost(SlotEntry *e)
+{
+	if (has_lost_slots(e))
+		pg_atomic_fetch_add_u64(&slot_shared->losses, 1);
+}
 
 static void
 release_unplaced(void)
@@ -241,7 +261,11 @@ release_unplaced(void)
 	e = hash_search(slot_hash, &key, HASH_FIND, NULL);
 	if (e != NULL && e->spindle_no == unplaced_spindle_no &&
 		pg_atomic_read_u32(&e->inflight) > 0)
+	{
 		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+		/* after the decrement: see spindle_slots_list_lost */
+		pg_atomic_fetch_add_u64(&slot_shared->losses, 1);
+	}
 	LWLockRelease(slot_shared->lock);
 	unplaced_segment = InvalidOid;
 }
@@ -294,6 +318,7 @@ spindle_slots_shmem_startup(void)
 
 		slot_shared->lock = &locks[0].lock;
 		slot_shared->removals = 0;
+		pg_atomic_init_u64(&slot_shared->losses, 0);
 	}
 	info.keysize = sizeof(SlotKey);
 	info.entrysize = sizeof(SlotEntry);
@@ -439,8 +464,9 @@ raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
  * record alone is not enough: a backend whose directory predates it, with
  * the table's full mark evicted, would count the spindle from disk, and a
  * lost last slot would be handed out again, at a k a consumer has passed
- * as gone (review r2, finding 1).  Such an entry stays until its spindle
- * is dropped.  Maintenance may call it once it has recorded the time;
+ * as gone (review r2, finding 1).  Such an entry stays until the worker
+ * buries its lost slots (tombstones.c) or the spindle is dropped.
+ * Maintenance may call it once it has recorded the time;
  * spindle_slots_full and spindle_slots_used call it when the directory
  * has the time.
  */
@@ -646,9 +672,9 @@ mark_full(SlotEntry *e)
  * handed out placed and mapped (placed reaches used, capped at the
  * capacity), so that no slot taken by a reservation that never placed its
  * event lies past what the disk records; a consumer may have passed such
- * a slot as gone, and a rebuilt counter would hand it out again.  A full
- * spindle whose last reservation was lost keeps its entry until its fill
- * time is recorded (spindle_slots_recorded).  The caller holds SlotsLock
+ * a slot as gone, and a rebuilt counter would hand it out again.  An
+ * entry whose last reservation was lost, full or not, stays until the
+ * worker buries the lost slots (tombstones.c).  The caller holds SlotsLock
  * exclusively, so no reservation starts or ends meanwhile.
  */
 static bool
@@ -811,11 +837,13 @@ retry:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("out of spindle slot counters"),
-					 errdetail("Every one of the %d counters (spindle.max_open_spindles) belongs to a spindle with an insert in progress, or whose last insert failed before placing its events.",
+					 errdetail("Every one of the %d counters (spindle.max_open_spindles) belongs to a spindle with an insert in progress, or whose last insert failed before placing its events and was not yet seen by the spindle worker.",
 							   spindle_max_spindles),
-					 errhint("Increase spindle.max_open_spindles, or insert an event into tables whose last insert failed.")));
+					 errhint("Increase spindle.max_open_spindles, or retry once the spindle worker has run (spindle.naptime).")));
 		}
 		e->spindle_no = sp.spindle_no;
+		e->facade = RelationGetRelid(facade);
+		e->vbase = sp.vbase;
 		e->capacity = spindle_effective_capacity(&sp);
 		pg_atomic_init_u64(&e->used, (uint64) used);
 		pg_atomic_init_u64(&e->placed, (uint64) used);
@@ -866,6 +894,7 @@ correct_capacity(const SpindleEntry *sp)
 		e->capacity = spindle_effective_capacity(sp);
 		if (pg_atomic_read_u64(&e->used) >= (uint64) e->capacity)
 			(void) mark_full(e);
+		note_if_lost(e);
 	}
 	LWLockRelease(slot_shared->lock);
 }
@@ -972,7 +1001,10 @@ spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
 		if (n + nwanted >= (uint64) e->capacity)
 			filled = mark_full(e);
 		if (got == 0)
+		{
 			pg_atomic_fetch_sub_u32(&e->inflight, 1);
+			note_if_lost(e);
+		}
 		LWLockRelease(slot_shared->lock);
 		if (got > 0)
 		{
@@ -1203,6 +1235,8 @@ spindle_slots_placed(SpindleEntry *sp)
 											   (uint64) unplaced_end))
 			;
 		pg_atomic_fetch_sub_u32(&e->inflight, 1);
+		/* an earlier reservation may have been lost below this one */
+		note_if_lost(e);
 	}
 	LWLockRelease(slot_shared->lock);
 	unplaced_segment = InvalidOid;
@@ -1360,4 +1394,123 @@ spindle_slots_count_disk(Relation facade, Relation seg, const SpindleEntry *sp,
 		used = spindle_effective_capacity(sp);
 	}
 	return used;
+}
+
+/* Has entry e lost slots that may be buried?  The caller holds SlotsLock. */
+static bool
+has_lost_slots(SlotEntry *e)
+{
+	uint64		used = pg_atomic_read_u64(&e->used);
+
+	return pg_atomic_read_u32(&e->inflight) == 0 &&
+		pg_atomic_read_u64(&e->placed) < Min(used, (uint64) e->capacity);
+}
+
+/*
+ * The spindles of this database whose counters lost slots (no reservation
+ * in flight, placed below used), at most max of them, into out[]: for the
+ * worker, which buries them (tombstones.c).  A pass over the hash under a
+ * shared SlotsLock, with no page read; what it lists is checked again
+ * under the exclusive lock (spindle_slots_lost_range).
+ *
+ * *seen is the caller's memory of the server's count of moments at which
+ * an entry may have come to hold lost slots: an entry has lost slots
+ * (has_lost_slots) only from a moment its in-flight count drops (a
+ * reservation given back unplaced, release_unplaced, or one placed above
+ * an earlier lost one, or one that got no slot; note_if_lost), or its
+ * capacity is corrected, and used only grows under a reservation in
+ * flight.  While the count has not moved since a pass that found
+ * nothing, there is nothing to find and the pass is skipped, so a round
+ * costs one atomic read when no insert failed.  The count is read before
+ * the pass and raised after the in-flight count drops, so a loss that
+ * the pass could not see moves it; *seen is set only when the pass found
+ * nothing (what it found may not all be buried, and is looked for
+ * again).
+ */
+int
+spindle_slots_list_lost(SpindleLostSlots *out, int max, uint64 *seen)
+{
+	HASH_SEQ_STATUS status;
+	SlotEntry  *e;
+	int			n = 0;
+	uint64		losses;
+
+	if (slot_hash == NULL || max <= 0)
+		return 0;
+	losses = pg_atomic_read_u64(&slot_shared->losses);
+	if (losses == *seen)
+		return 0;
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	hash_seq_init(&status, slot_hash);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		if (e->key.dbid != MyDatabaseId || !has_lost_slots(e))
+			continue;
+		out[n].facade = e->facade;
+		out[n].segment = e->key.segment;
+		out[n].spindle_no = e->spindle_no;
+		out[n].vbase = e->vbase;
+		if (++n >= max)
+		{
+			hash_seq_term(&status);
+			break;
+		}
+	}
+	LWLockRelease(slot_shared->lock);
+	if (n == 0)
+		*seen = losses;
+	return n;
+}
+
+/*
+ * The lost slots [*from, *to) of spindle l (k, not virtual slots), if its
+ * counter still has some: false if not, or if the counter is gone or now
+ * belongs to something else.  Taken under an exclusive SlotsLock, so that
+ * no reservation is between raising inflight and taking its slots (both
+ * happen under the shared lock): with inflight at zero, every reservation
+ * below used has ended, placed or given back, and one that ended without
+ * raising placed past a slot never placed its event there (tombstones.c).
+ */
+bool
+spindle_slots_lost_range(const SpindleLostSlots *l, int64 *from, int64 *to)
+{
+	SlotEntry  *e;
+	bool		lost = false;
+
+	LWLockAcquire(slot_shared->lock, LW_EXCLUSIVE);
+	e = lookup(l->segment);
+	if (e != NULL && e->spindle_no == l->spindle_no &&
+		e->facade == l->facade && e->vbase == l->vbase && has_lost_slots(e))
+	{
+		*from = (int64) pg_atomic_read_u64(&e->placed);
+		*to = Min((int64) pg_atomic_read_u64(&e->used), e->capacity);
+		lost = true;
+	}
+	LWLockRelease(slot_shared->lock);
+	return lost;
+}
+
+/*
+ * The lost slots of spindle l below `to` are buried (their tombstones are
+ * in the slot map): a count from disk sees them now, so raise placed to
+ * `to`, which makes the counter evictable again if nothing else was lost
+ * meanwhile.  Takes SlotsLock shared (placed only grows, by CAS).
+ */
+void
+spindle_slots_buried(const SpindleLostSlots *l, int64 to)
+{
+	SlotEntry  *e;
+
+	LWLockAcquire(slot_shared->lock, LW_SHARED);
+	e = lookup(l->segment);
+	if (e != NULL && e->spindle_no == l->spindle_no)
+	{
+		uint64		placed = pg_atomic_read_u64(&e->placed);
+
+		while (placed < (uint64) to &&
+			   !pg_atomic_compare_exchange_u64(&e->placed, &placed,
+											   (uint64) to))
+			;
+	}
+	LWLockRelease(slot_shared->lock);
 }

@@ -227,6 +227,27 @@ typedef struct SpindleNumbers
 	int64		event_no;
 } SpindleNumbers;
 
+/*
+ * A tombstone: the slot map entry of a slot whose reservation never placed
+ * its event (tombstones.c).  It counts as a used slot (a count from disk
+ * sees it) and as no event (spindle_slotmap_get says "none").  No real TID
+ * has this offset (MaxHeapTuplesPerPage is far below it) nor this block.
+ */
+#define SPINDLE_TOMBSTONE_POSID		((OffsetNumber) 0xFFFF)
+
+static inline void
+spindle_set_tombstone(ItemPointer p)
+{
+	ItemPointerSet(p, InvalidBlockNumber, SPINDLE_TOMBSTONE_POSID);
+}
+
+static inline bool
+spindle_is_tombstone(ItemPointer p)
+{
+	return ItemPointerGetOffsetNumberNoCheck(p) == SPINDLE_TOMBSTONE_POSID &&
+		ItemPointerGetBlockNumberNoCheck(p) == InvalidBlockNumber;
+}
+
 extern void spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork,
 									  bool wal, const SpindleNumbers *next);
 extern bool spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid);
@@ -235,6 +256,7 @@ extern void spindle_slotmap_get_range(Relation facade, int64 first, int n,
 extern void spindle_slotmap_set(Relation facade, int64 first, int n,
 								ItemPointer ptids);
 extern void spindle_slotmap_clear(Relation facade, int64 first, int64 n);
+extern int64 spindle_slotmap_bury(Relation facade, int64 first, int64 n);
 
 /* the resource manager's part (rangepurge.c dispatches) */
 struct XLogReaderState;
@@ -298,6 +320,25 @@ extern int64 spindle_slots_count_disk(Relation facade, Relation seg,
 									  const SpindleEntry *sp,
 									  Relation next_segrel, bool *is_full);
 extern void spindle_slots_forget_database(Oid dboid);
+
+/* a spindle whose counter has lost slots to bury (slots.c, tombstones.c) */
+typedef struct SpindleLostSlots
+{
+	Oid			facade;
+	Oid			segment;
+	int64		spindle_no;
+	int64		vbase;
+} SpindleLostSlots;
+
+extern int	spindle_slots_list_lost(SpindleLostSlots *out, int max,
+									uint64 *seen);
+extern bool spindle_slots_lost_range(const SpindleLostSlots *l, int64 *from,
+									 int64 *to);
+extern void spindle_slots_buried(const SpindleLostSlots *l, int64 to);
+
+/* ---- tombstones.c: lost slots written into the slot map ---- */
+
+extern int64 spindle_bury_lost_slots(const SpindleLostSlots *l);
 
 /* ---- counters.c: per-spindle purge counters ---- */
 
