@@ -10,6 +10,7 @@ OBJS = \
 	src/storage/counters.o \
 	src/storage/rangepurge.o \
 	src/storage/consumer_rel.o \
+	src/storage/consumer_head.o \
 	src/storage/consumer_page.o \
 	src/storage/consumer_tree.o \
 	src/storage/consumer_xlog.o \
