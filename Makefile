@@ -30,6 +30,7 @@ OBJS = \
 	src/table/disk_alarm.o \
 	src/queue/queue_catalog.o \
 	src/queue/queue_state.o \
+	src/queue/queue_head.o \
 	src/queue/queue_parked.o \
 	src/queue/cache.o \
 	src/queue/queue_insert.o \

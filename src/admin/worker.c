@@ -537,6 +537,44 @@ run_step(Oid relid, int stepno, TableStep step, int64 *dropped, int64 *freed)
 	return true;
 }
 
+/* queue heads written per round (each takes a few buffer writes) */
+#define HEADS_PER_ROUND 256
+
+/*
+ * Write the heads of this database's queue states that moved since they
+ * were last written (queue/queue_head.c), in a transaction of its own; an
+ * error is logged and the round goes on.
+ */
+static void
+write_queue_heads(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		(void) spindle_queue_persist_heads(HEADS_PER_ROUND);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("spindle worker: writing queue heads failed: %s",
+						edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+}
+
 /* One round over every spindle table of the database. */
 static void
 worker_round(MemoryContext roundcxt)
@@ -605,6 +643,7 @@ worker_round(MemoryContext roundcxt)
 	}
 	/* the spindles DROP TABLE and TRUNCATE detached from their tables */
 	spindle_worker_drop_detached(&dropped, &freed);
+	write_queue_heads();
 	pgstat_report_stat(true);
 
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);

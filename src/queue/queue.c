@@ -1435,6 +1435,8 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	*nsources = 0;
 	*pool_full = false;
 	*ends_spindle = false;
+	/* loaded afresh: at the head kept on disk (queue_head.c) */
+	spindle_queue_state_load(facade, qs, first_position(dir));
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
@@ -3295,6 +3297,7 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 		return false;
 	/* read before the state lock: it may read the catalog */
 	dir = spindle_directory_acquire_upto_event(facade, msg_id);
+	spindle_queue_state_load(facade, qs, first_position(dir));
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{

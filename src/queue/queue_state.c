@@ -62,6 +62,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
@@ -89,6 +90,8 @@ typedef struct SavedHead
 	int64		head;
 	int			nranges;
 	int64		ranges[SAVED_RANGES][2];	/* [start, end) to examine again */
+	uint64		seq;			/* WAL insert position when saved */
+	bool		dirty;			/* not yet in the consumer relation */
 } SavedHead;
 
 #define SAVED_HEADS_PER_STATE 4
@@ -254,17 +257,61 @@ find_saved(Oid dbid, Oid relid)
 }
 
 /*
+ * The head of qs (locked) as a head and at most max ranges, in ranges
+ * (sorted by start), returned with *n: its items' ranges, lowest first;
+ * when it has more than max items below its head the head returned is
+ * the start of the first one left out, so that below it only those
+ * ranges are not settled.  Looks at the items max + 1 times (no sort: no
+ * allocation under the lock).
+ */
+int64
+spindle_queue_snapshot_items(QueueState *qs, int64 ranges[][2], int max,
+							 int *n)
+{
+	int64		head = qs->head;
+	int64		after = PG_INT64_MIN;
+
+	*n = 0;
+	for (;;)
+	{
+		QueueItem  *lowest = NULL;
+		dlist_iter	iter;
+
+		dlist_foreach(iter, &qs->items)
+		{
+			QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+			if (item->start > after && item->start < head &&
+				(lowest == NULL || item->start < lowest->start))
+				lowest = item;
+		}
+		if (lowest == NULL)
+			break;
+		if (*n == max)
+		{
+			head = lowest->start;	/* the rest is examined again */
+			break;
+		}
+		ranges[*n][0] = lowest->start;
+		ranges[*n][1] = Min(lowest->end, head);
+		(*n)++;
+		after = lowest->start;
+	}
+	return head;
+}
+
+/*
  * Remember the head of qs (locked, about to be evicted) and the ranges of
- * its items, if it has few enough.
+ * its first items (with more, a lower head: spindle_queue_snapshot_items),
+ * to be written to its consumer relation (queue_head.c).
  */
 static void
 save_head(QueueState *qs)
 {
 	SavedHead  *e;
-	dlist_iter	iter;
-	int			n = 0;
+	int			n;
 
-	if (!qs->valid || qs->nitems > SAVED_RANGES)
+	if (!qs->valid)
 		return;
 	if ((e = find_saved(qs->dbid, qs->relid)) == NULL)
 	{
@@ -273,16 +320,77 @@ save_head(QueueState *qs)
 	}
 	e->dbid = qs->dbid;
 	e->relid = qs->relid;
-	e->head = qs->head;
-	dlist_foreach(iter, &qs->items)
-	{
-		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
-
-		e->ranges[n][0] = item->start;
-		e->ranges[n][1] = item->end;
-		n++;
-	}
+	e->head = spindle_queue_snapshot_items(qs, e->ranges, SAVED_RANGES, &n);
 	e->nranges = n;
+	e->seq = GetXLogInsertRecPtr();
+	e->dirty = true;
+}
+
+/*
+ * Copy the saved head of queue table relid of this database into h if it
+ * is not written yet; false if there is none such.  Takes QueuesLock.
+ */
+bool
+spindle_queue_saved_copy(Oid relid, SpindleCrelHead *h)
+{
+	SavedHead  *e;
+	bool		found = false;
+
+	LWLockAcquire(qshared->lock, LW_SHARED);
+	e = find_saved(MyDatabaseId, relid);
+	if (e != NULL && e->dirty)
+	{
+		memset(h, 0, sizeof(SpindleCrelHead));
+		h->seq = e->seq;
+		h->head = e->head;
+		h->nranges = e->nranges;
+		memcpy(h->ranges, e->ranges, sizeof(int64) * 2 * e->nranges);
+		found = true;
+	}
+	LWLockRelease(qshared->lock);
+	return found;
+}
+
+/* The saved head of relid taken at seq is written.  Takes QueuesLock. */
+void
+spindle_queue_saved_written(Oid relid, uint64 seq)
+{
+	SavedHead  *e;
+
+	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
+	e = find_saved(MyDatabaseId, relid);
+	if (e != NULL && e->seq == seq)
+		e->dirty = false;
+	LWLockRelease(qshared->lock);
+}
+
+/*
+ * Up to max queue tables of this database whose head should be written:
+ * saved heads not written yet, and loaded states whose head moved since it
+ * was last written or loaded.  Takes QueuesLock shared.
+ */
+int
+spindle_queue_heads_to_write(Oid *relids, int max)
+{
+	int			n = 0;
+	int			i;
+
+	if (qshared == NULL)
+		return 0;
+	LWLockAcquire(qshared->lock, LW_SHARED);
+	for (i = 0; i < nsaved() && n < max; i++)
+		if (qshared->saved[i].dbid == MyDatabaseId && qshared->saved[i].dirty)
+			relids[n++] = qshared->saved[i].relid;
+	for (i = 0; i < spindle_max_queues && n < max; i++)
+	{
+		QueueState *qs = &qshared->states[i];
+
+		if (qs->dbid == MyDatabaseId && OidIsValid(qs->relid) &&
+			qs->valid && qs->head != qs->head_written)
+			relids[n++] = qs->relid;
+	}
+	LWLockRelease(qshared->lock);
+	return n;
 }
 
 /* A new state qs (locked) takes up where its queue's last one left off. */
@@ -290,12 +398,15 @@ static void
 take_saved_head(QueueState *qs)
 {
 	SavedHead  *e = find_saved(qs->dbid, qs->relid);
+	bool		dirty;
 	int			i;
 
 	if (e == NULL)
 		return;
 	e->dbid = InvalidOid;
 	e->relid = InvalidOid;
+	dirty = e->dirty;
+	e->dirty = false;
 	for (i = 0; i < e->nranges; i++)
 		if (spindle_qitem_alloc(qs, QITEM_RETURNED, e->ranges[i][0],
 								e->ranges[i][1]) == NULL)
@@ -306,6 +417,104 @@ take_saved_head(QueueState *qs)
 		}
 	qs->head = e->head;
 	qs->valid = true;
+	/* not written yet: the next write writes it */
+	qs->head_written = dirty ? -1 : e->head;
+}
+
+/*
+ * Make qs (pinned, not valid) valid with head h (NULL: none, or h read from
+ * the queue's consumer relation by queue_head.c), its ranges as items to
+ * examine again, starting at first_position at the earliest; with no room
+ * for the ranges, at first_position with none.  Takes qs's lock; does
+ * nothing if qs became valid meanwhile.
+ */
+void
+spindle_queue_state_apply(QueueState *qs, const SpindleCrelHead *h,
+						  int64 first_position)
+{
+	int			i;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	if (qs->valid)
+	{
+		LWLockRelease(spindle_queue_lock(qs));
+		return;
+	}
+	qs->head = first_position;
+	qs->head_written = 0;
+	if (h != NULL && h->head > first_position)
+	{
+		for (i = 0; i < h->nranges; i++)
+		{
+			int64		start = Max(h->ranges[i][0], first_position);
+
+			if (start >= h->ranges[i][1])
+				continue;
+			if (spindle_qitem_alloc(qs, QITEM_RETURNED, start,
+									h->ranges[i][1]) == NULL)
+				break;
+		}
+		if (i < h->nranges)
+			free_all_items(qs); /* no room: the whole queue again */
+		else
+			qs->head = qs->head_written = h->head;
+	}
+	qs->valid = true;
+	LWLockRelease(spindle_queue_lock(qs));
+}
+
+/*
+ * A snapshot of the state of queue table relid of this database into h
+ * (spindle_queue_snapshot_items, SPINDLE_CREL_HEAD_RANGES ranges), with
+ * its head in *head; false if it has no valid state or its lock is not
+ * free at once.  Takes QueuesLock shared and the state's lock
+ * conditionally.
+ */
+bool
+spindle_queue_state_snapshot(Oid relid, SpindleCrelHead *h, int64 *head)
+{
+	QueueState *qs;
+	bool		found = false;
+	int			n;
+
+	LWLockAcquire(qshared->lock, LW_SHARED);
+	qs = find_state(relid);
+	if (qs != NULL &&
+		LWLockConditionalAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE))
+	{
+		if (qs->valid)
+		{
+			memset(h, 0, sizeof(SpindleCrelHead));
+			*head = qs->head;
+			h->head = spindle_queue_snapshot_items(qs, h->ranges,
+												   SPINDLE_CREL_HEAD_RANGES,
+												   &n);
+			h->nranges = n;
+			h->seq = GetXLogInsertRecPtr();
+			found = true;
+		}
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	LWLockRelease(qshared->lock);
+	return found;
+}
+
+/* The head of relid's state was written as it was at head.  QueuesLock. */
+void
+spindle_queue_state_written(Oid relid, int64 head)
+{
+	QueueState *qs;
+
+	LWLockAcquire(qshared->lock, LW_SHARED);
+	qs = find_state(relid);
+	if (qs != NULL)
+	{
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (qs->relid == relid && qs->valid)
+			qs->head_written = head;
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	LWLockRelease(qshared->lock);
 }
 
 /* Forget the saved heads of relid (or of every table) of database dbid. */
@@ -320,6 +529,7 @@ forget_saved(Oid dbid, Oid relid)
 		{
 			qshared->saved[i].dbid = InvalidOid;
 			qshared->saved[i].relid = InvalidOid;
+			qshared->saved[i].dirty = false;
 		}
 }
 
@@ -332,6 +542,7 @@ take_slot(QueueState *qs, Oid relid)
 	qs->relid = relid;
 	qs->valid = false;
 	qs->head = 0;
+	qs->head_written = 0;
 	qs->nitems = 0;
 	qs->nleases = 0;
 	qs->used = true;
@@ -378,11 +589,13 @@ evictable(QueueState *qs)
 
 /*
  * A free state slot, evicting the state of another queue if none is free
- * (clock sweep, second chance); NULL if every state is needed.  The caller
- * holds QueuesLock exclusively.  Looks at each slot at most twice.
+ * (clock sweep, second chance); NULL if every state is needed.  *evicted
+ * is set to the queue table whose state went if it is of this database
+ * (its saved head is for the caller to write), else left alone.  The
+ * caller holds QueuesLock exclusively.  Looks at each slot at most twice.
  */
 static QueueState *
-free_or_evict(void)
+free_or_evict(Oid *evicted)
 {
 	int			i;
 
@@ -407,6 +620,8 @@ free_or_evict(void)
 		if (evictable(qs))
 		{
 			save_head(qs);
+			if (qs->dbid == MyDatabaseId)
+				*evicted = qs->relid;
 			free_state(qs);
 			gone = true;
 		}
@@ -487,6 +702,7 @@ QueueState *
 spindle_queue_state_pin(Oid relid)
 {
 	QueueState *qs;
+	Oid			evicted = InvalidOid;
 
 	check_shmem();
 	if (!pin_callbacks)
@@ -509,7 +725,7 @@ spindle_queue_state_pin(Oid relid)
 	{
 		LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
 		qs = find_state(relid);
-		if (qs == NULL && (qs = free_or_evict()) != NULL)
+		if (qs == NULL && (qs = free_or_evict(&evicted)) != NULL)
 			take_slot(qs, relid);
 		if (qs != NULL)
 			pg_atomic_fetch_add_u32(&qs->pins, 1);
@@ -526,6 +742,9 @@ spindle_queue_state_pin(Oid relid)
 	my_pins[my_npins].slot = qs->slot;
 	my_pins[my_npins].nestlevel = GetCurrentTransactionNestLevel();
 	my_npins++;
+	/* what the evicted state left goes to disk now, if that is free */
+	if (OidIsValid(evicted))
+		spindle_queue_head_persist(evicted);
 	return qs;
 }
 
