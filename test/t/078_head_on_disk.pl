@@ -1,0 +1,154 @@
+# A queue's head kept on disk (src/queue/queue_head.c): a state loaded
+# afresh after a restart, a crash or an eviction whose saved head is gone
+# starts at the head its consumer relation keeps, not at the oldest
+# spindle: the first call costs a bounded number of buffers whatever the
+# number of consumed events behind the head, and returns exactly the
+# events not consumed -- also those claimed by a dequeue and reserved by a
+# producer that were running at a crash.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use SpindleTest;
+
+# four states, so sixteen saved heads in shared memory
+my $node = spindle_node('head_on_disk', q{
+shared_buffers = 128MB
+autovacuum = off
+spindle.enable_worker = on
+spindle.naptime = 100ms
+spindle.max_queues = 4
+});
+
+# a buffer bound for a first call: the walk it replaces reads hundreds
+my $BOUND = 120;
+
+# $n events consumed (in the open spindle) on queue $q, then $left more
+# numbered 1 .. $left left for later
+sub consumed_queue
+{
+	my ($q, $n, $left) = @_;
+	$node->safe_psql('postgres', qq{
+SELECT spindle.create_queue('$q');
+SELECT count(*) FROM spindle.enqueue_batch('$q',
+    ARRAY(SELECT jsonb_build_object('old', g) FROM generate_series(1, $n) g));
+});
+	my $got = 0;
+	$got += $node->safe_psql('postgres',
+		"SELECT count(*) FROM spindle.dequeue('$q', 5000)")
+	  while $got < $n;
+	is($got, $n, "$q: $n events consumed");
+	$node->safe_psql('postgres', qq{
+SELECT count(*) FROM spindle.enqueue_batch('$q',
+    ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, $left) g));
+}) if $left;
+}
+
+# the worker writes the heads of states that moved every naptime
+sub let_worker_write { sleep 2; }
+
+# the first dequeue of up to $max events of $q in a new session, after a
+# warm-up call on queue warm (catalogs, directories): (rows, buffers, the
+# payloads' n)
+sub first_call
+{
+	my ($q, $max) = @_;
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	$s->query_safe("SELECT count(*) FROM spindle.dequeue('warm', 1)");
+	my ($rows, $ms, $buf) =
+	  explain_cost($s, "SELECT * FROM spindle.dequeue('$q', $max)");
+	$s->quit;
+	return ($rows, $buf);
+}
+
+sub drain
+{
+	my ($q) = @_;
+	return $node->safe_psql('postgres', qq{
+SELECT coalesce(string_agg(payload->>'n', ',' ORDER BY (payload->>'n')::int), '')
+  FROM spindle.dequeue('$q', 100000)});
+}
+
+$node->safe_psql('postgres', "SELECT spindle.create_queue('warm')");
+$node->safe_psql('postgres',
+	"SELECT spindle.enqueue('warm', '{}') FROM generate_series(1, 100)");
+
+# ---- a restart: 20 000 consumed events behind the head
+consumed_queue('rs', 20000, 10);
+let_worker_write();
+$node->restart;
+my ($rows, $buf) = first_call('rs', 4);
+is($rows, 4, 'after a restart the first dequeue gets 4 events');
+cmp_ok($buf, '<', $BOUND,
+	"after a restart the first dequeue reads $buf buffers, not the 20 000 consumed events");
+is(drain('rs'), '5,6,7,8,9,10', 'the rest once, none lost');
+
+# ---- a crash with a dequeue's claims and a producer's events in flight
+consumed_queue('cr', 20000, 20);
+my $claimer = $node->background_psql('postgres', on_error_stop => 0);
+$claimer->query_safe('BEGIN');
+is( $claimer->query_safe(
+		q{SELECT string_agg(payload->>'n', ',') FROM spindle.dequeue('cr', 5)}),
+	'1,2,3,4,5',
+	'a dequeue holds 1..5, uncommitted');
+my $producer = $node->background_psql('postgres', on_error_stop => 0);
+$producer->query_safe('BEGIN');
+$producer->query_safe(
+	q{SELECT spindle.enqueue('cr', jsonb_build_object('n', 100 + g)) FROM generate_series(1, 3) g}
+);
+$node->safe_psql('postgres',
+	q{SELECT spindle.enqueue('cr', jsonb_build_object('n', 20 + g)) FROM generate_series(1, 5) g}
+);
+# a consumer passes both: its head moves past the claims and the open
+# producer's events
+is( $node->safe_psql('postgres',
+		q{SELECT string_agg(payload->>'n', ',' ORDER BY (payload->>'n')::int) FROM spindle.dequeue('cr', 100)}),
+	'6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25',
+	'another consumer takes the rest, not the claims nor the open producer\'s');
+let_worker_write();
+$node->stop('immediate');
+eval { $claimer->quit };
+eval { $producer->quit };
+$node->start;
+($rows, $buf) = first_call('cr', 100);
+is($rows, 5,
+	'after a crash the first dequeue gets the 5 events the crashed dequeue held');
+cmp_ok($buf, '<', $BOUND,
+	"after a crash the first dequeue reads $buf buffers, not the 20 000 consumed events");
+is(drain('cr'), '', 'nothing else: the open producer\'s events went with it');
+$node->safe_psql('postgres',
+	q{SELECT spindle.enqueue('cr', jsonb_build_object('n', 30 + g)) FROM generate_series(1, 3) g}
+);
+is(drain('cr'), '31,32,33', 'events enqueued after the crash come');
+
+# ---- eviction: 24 queues through 4 states and 16 saved heads, with the
+# worker off (only the evicting backend writes the heads)
+$node->append_conf('postgresql.conf', "spindle.enable_worker = off\n");
+$node->restart;
+consumed_queue("ev$_", 3000, 2) for 1 .. 24;
+my $s = $node->background_psql('postgres', on_error_stop => 0);
+$s->query_safe("SELECT count(*) FROM spindle.dequeue('warm', 1)");
+my ($max, $total) = (0, 0);
+for my $round (1 .. 2)
+{
+	for my $i (1 .. 24)
+	{
+		my ($r, $ms, $b) =
+		  explain_cost($s, "SELECT * FROM spindle.dequeue('ev$i', 1)");
+		$total += $r;
+		$max = $b if $b > $max;
+	}
+}
+$s->quit;
+is($total, 48, 'round robin over 24 queues: every event once');
+cmp_ok($max, '<', $BOUND,
+	"round robin over 24 queues through 4 states: a call reads at most $max buffers");
+is($node->safe_psql('postgres',
+		q{SELECT count(*) FROM generate_series(1, 24) g, LATERAL spindle.dequeue('ev' || g, 10)}),
+	'0', 'nothing left, nothing twice');
+
+done_testing();
