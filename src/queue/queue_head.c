@@ -44,6 +44,7 @@
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/xlog.h"
 #include "storage/lmgr.h"
 #include "utils/rel.h"
 
@@ -81,6 +82,58 @@ head_crel_open(Oid relid, LOCKMODE lockmode, bool nowait)
 	return crel;
 }
 
+/* tree 0 probes a load makes at most (beyond it, ranges are kept as they are) */
+#define LOAD_PROBES 256
+
+/*
+ * Take the runs parked in tree 0 out of h's ranges, as the walk of a state
+ * rebuilt from disk skips them: they come back by their references when
+ * due, with their read counts, and a range to examine again must not win
+ * over a lease granted after the snapshot (an item always wins over a
+ * parked run).  A range split past SPINDLE_CREL_HEAD_RANGES lowers the
+ * head to where it stops.  qs pinned, no LWLock held.
+ */
+static void
+skip_parked(Relation facade, QueueState *qs, SpindleCrelHead *h)
+{
+	int64		out[SPINDLE_CREL_HEAD_RANGES][2];
+	int			n = 0;
+	int			probes = 0;
+	int			i;
+
+	for (i = 0; i < h->nranges; i++)
+	{
+		int64		a = h->ranges[i][0];
+		int64		b = h->ranges[i][1];
+
+		while (a < b)
+		{
+			int64		start = b;
+			int64		end = b;
+
+			if (probes++ < LOAD_PROBES)
+				start = spindle_park_next(facade, qs, a, &end);
+			if (start > a)
+			{
+				if (n == SPINDLE_CREL_HEAD_RANGES)
+				{
+					h->head = a;	/* examined from here on */
+					goto done;
+				}
+				out[n][0] = a;
+				out[n][1] = Min(start, b);
+				n++;
+			}
+			if (start >= b)
+				break;
+			a = Max(a, end);
+		}
+	}
+done:
+	memcpy(h->ranges, out, sizeof(int64) * 2 * n);
+	h->nranges = n;
+}
+
 /*
  * Make qs (pinned, the state of facade's queue) valid if it is not: at
  * the head its consumer relation keeps, with that head's ranges to examine
@@ -103,6 +156,8 @@ spindle_queue_state_load(Relation facade, QueueState *qs,
 		found = spindle_crel_head_read(crel, &h);
 		relation_close(crel, AccessShareLock);
 	}
+	if (found && h.nranges > 0)
+		skip_parked(facade, qs, &h);
 	spindle_queue_state_apply(qs, found ? &h : NULL, first_position);
 }
 
@@ -157,6 +212,8 @@ spindle_queue_head_persist(Oid relid)
 	bool		saved;
 	int64		head = 0;
 
+	if (RecoveryInProgress())
+		return;					/* a standby writes nothing */
 	crel = head_crel_open(relid, RowExclusiveLock, true);
 	if (crel == NULL)
 		return;
