@@ -12,11 +12,13 @@
  * (to be examined again).  Delayed events behind the head are parked on
  * disk (queue_parked.c).  Everything else behind the head is purged by a
  * committed transaction or was never an event (an aborted insert, a slot
- * never used).  All of it can be rebuilt from disk: a state that is reset
- * (after a restart, a TRUNCATE, a DROP, or when its table goes away) starts
- * again at the table's oldest spindle and examines every event, which
- * yields the same items, leases excepted (a lease is lost with the server
- * or the state: its events are delivered again, as if it had expired).
+ * never used).  All of it can be rebuilt from disk: a state loaded afresh
+ * (after a restart, a crash, or an eviction whose saved head is gone)
+ * starts at the head its consumer relation keeps (queue_head.c: written
+ * from snapshots of this state, spindle_queue_snapshot_items), and one
+ * whose queue has none (never written, truncated, dropped and made again)
+ * at the table's oldest spindle, examining every event; either yields the
+ * same items, leases excepted (they are parked on disk).
  *
  * The pool has spindle.max_leases items for leases plus
  * SPINDLE_ITEMS_PER_QUEUE for each of spindle.max_queues states; a state's
@@ -32,13 +34,17 @@
  * rebuilt from disk, as after a restart: see evictable()).  Eviction is a
  * clock sweep with a second chance (a pin sets the state's usage bit, the
  * sweep clears it), so a queue in use keeps its state and one idle since
- * the hand last passed gives it up; it writes nothing.  Only when every
- * state is needed so does a call fail (53400).  An evicted state with at
- * most SAVED_RANGES items leaves its head and their ranges behind (a
- * small ring of saved heads, SAVED_HEADS_PER_STATE per state): below the
- * head, only those ranges are not consumed or gone for good, so its next
- * consumer starts at the head with the ranges to examine again (RETURNED)
- * instead of examining the queue's whole history again.  A backend's pins are released when
+ * the hand last passed gives it up.  Only when every state is needed so
+ * does a call fail (53400).  An evicted state leaves its head and the
+ * ranges of its first SAVED_RANGES items behind (with more, a lower head:
+ * the start of the first one left out) in a small ring of saved heads,
+ * SAVED_HEADS_PER_STATE per state: below the head, only those ranges are
+ * not consumed or gone for good, so its next consumer starts at the head
+ * with the ranges to examine again (RETURNED) instead of examining the
+ * queue's whole history again.  The evicting backend writes the saved
+ * head to the queue's consumer relation once it has let go of the locks
+ * (queue_head.c; the worker writes those it could not), so one
+ * overwritten in the ring is read from there.  A backend's pins are released when
  * its call ends, and by its (sub)transaction's abort and its exit, so an
  * error never leaves one behind.
  *
