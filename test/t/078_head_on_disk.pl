@@ -125,6 +125,36 @@ $node->safe_psql('postgres',
 );
 is(drain('cr'), '31,32,33', 'events enqueued after the crash come');
 
+# ---- TRUNCATE gives the queue a consumer relation with no head; one that
+# rolls back brings the old head back with the old events
+consumed_queue('tr', 3000, 2);
+let_worker_write();
+$node->safe_psql('postgres', q{
+BEGIN;
+TRUNCATE spindle_q.tr;
+SELECT spindle.enqueue('tr', '{"n": 50}');
+ROLLBACK;
+SELECT spindle.enqueue('tr', '{"n": 3}');
+});
+let_worker_write();
+$node->restart;
+($rows, $buf) = first_call('tr', 100);
+is($rows, 3, 'after a rolled back TRUNCATE and a restart: the 3 events left');
+cmp_ok($buf, '<', $BOUND, "... reading $buf buffers");
+$node->safe_psql('postgres', q{
+TRUNCATE spindle_q.tr;
+SELECT spindle.enqueue('tr', jsonb_build_object('n', g)) FROM generate_series(7, 9) g;
+});
+$node->restart;
+is(drain('tr'), '7,8,9', 'after TRUNCATE and a restart: the new events');
+$node->safe_psql('postgres', q{
+SELECT spindle.drop_queue('tr');
+SELECT spindle.create_queue('tr');
+SELECT spindle.enqueue('tr', jsonb_build_object('n', g)) FROM generate_series(1, 2) g;
+});
+$node->restart;
+is(drain('tr'), '1,2', 'after drop and create and a restart: the new events');
+
 # ---- eviction: 24 queues through 4 states and 16 saved heads, with the
 # worker off (only the evicting backend writes the heads)
 $node->append_conf('postgresql.conf', "spindle.enable_worker = off\n");
