@@ -63,6 +63,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
@@ -575,6 +576,22 @@ write_queue_heads(void)
 	PG_END_TRY();
 }
 
+/*
+ * At the worker's exit (a shutdown, a pause, a yield): the heads that
+ * moved since the last round are written, so that a clean restart starts
+ * every queue where it was.  Nothing when the postmaster is gone.
+ */
+static void
+write_heads_at_exit(int code, Datum arg)
+{
+	if (!OidIsValid(MyDatabaseId) || !PostmasterIsAlive())
+		return;
+	HOLD_INTERRUPTS();
+	AbortOutOfAnyTransaction();
+	write_queue_heads();
+	RESUME_INTERRUPTS();
+}
+
 /* One round over every spindle table of the database. */
 static void
 worker_round(MemoryContext roundcxt)
@@ -699,6 +716,7 @@ spindle_worker_main(Datum main_arg)
 	before_shmem_exit(worker_detach, (Datum) 0);
 
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	before_shmem_exit(write_heads_at_exit, (Datum) 0);
 	pgstat_report_appname("spindle worker");
 	/* never sit in a lock queue: a DDL waiting behind us would block all */
 	SetConfigOption("lock_timeout", "1s", PGC_SUSET, PGC_S_OVERRIDE);
