@@ -223,6 +223,11 @@ spindle_queue_head_persist(Oid relid)
 		return;
 	}
 	facade = try_relation_open(relid, NoLock);
+	if (facade != NULL && !spindle_is_facade(facade))
+	{
+		relation_close(facade, NoLock);
+		facade = NULL;
+	}
 	if (facade != NULL)
 	{
 		/* under the consumer relation's lock: no TRUNCATE or DROP now */
