@@ -280,28 +280,36 @@ spindle_queue_snapshot_items(QueueState *qs, int64 ranges[][2], int max,
 	*n = 0;
 	for (;;)
 	{
-		QueueItem  *lowest = NULL;
+		int64		lo = PG_INT64_MAX;
+		int64		hi = 0;
 		dlist_iter	iter;
 
+		/* the lowest start after the last range (the longest item there) */
 		dlist_foreach(iter, &qs->items)
 		{
 			QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
 
-			if (item->start > after && item->start < head &&
-				(lowest == NULL || item->start < lowest->start))
-				lowest = item;
+			if (item->start <= after || item->start >= head)
+				continue;
+			if (item->start < lo)
+			{
+				lo = item->start;
+				hi = item->end;
+			}
+			else if (item->start == lo)
+				hi = Max(hi, item->end);
 		}
-		if (lowest == NULL)
+		if (lo == PG_INT64_MAX)
 			break;
 		if (*n == max)
 		{
-			head = lowest->start;	/* the rest is examined again */
+			head = lo;			/* the rest is examined again */
 			break;
 		}
-		ranges[*n][0] = lowest->start;
-		ranges[*n][1] = Min(lowest->end, head);
+		ranges[*n][0] = lo;
+		ranges[*n][1] = Min(hi, head);
 		(*n)++;
-		after = lowest->start;
+		after = lo;
 	}
 	return head;
 }
