@@ -82,7 +82,7 @@ head_crel_open(Oid relid, LOCKMODE lockmode, bool nowait)
 	return crel;
 }
 
-/* tree 0 probes a load makes at most (beyond it, ranges are kept as they are) */
+/* tree 0 probes a load makes at most (beyond, ranges are kept as they are) */
 #define LOAD_PROBES 256
 
 /*

@@ -44,9 +44,9 @@
  * queue's whole history again.  The evicting backend writes the saved
  * head to the queue's consumer relation once it has let go of the locks
  * (queue_head.c; the worker writes those it could not), so one
- * overwritten in the ring is read from there.  A backend's pins are released when
- * its call ends, and by its (sub)transaction's abort and its exit, so an
- * error never leaves one behind.
+ * overwritten in the ring is read from there.  A backend's pins are
+ * released when its call ends, and by its (sub)transaction's abort and
+ * its exit, so an error never leaves one behind.
  *
  * Locks: QueuesLock (exclusive) to take, evict or free a state slot,
  * shared to look one up and pin it; each state has its own LWLock (tranche
