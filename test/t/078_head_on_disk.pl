@@ -15,14 +15,21 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 
-# four states, so sixteen saved heads in shared memory
-my $node = spindle_node('head_on_disk', q{
+# four states, so sixteen saved heads in shared memory; streaming for the
+# standby
+my $node = PostgreSQL::Test::Cluster->new('head_on_disk');
+$node->init(allows_streaming => 1);
+$node->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'spindle'
+max_worker_processes = 16
 shared_buffers = 128MB
 autovacuum = off
 spindle.enable_worker = on
 spindle.naptime = 100ms
 spindle.max_queues = 4
 });
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION spindle');
 
 # a buffer bound for a first call: the walk it replaces reads hundreds
 my $BOUND = 120;
@@ -56,8 +63,8 @@ sub let_worker_write { sleep 2; }
 # payloads' n)
 sub first_call
 {
-	my ($q, $max) = @_;
-	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	my ($q, $max, $on) = @_;
+	my $s = ($on // $node)->background_psql('postgres', on_error_stop => 0);
 	$s->query_safe("SELECT count(*) FROM spindle.dequeue('warm', 1)");
 	my ($rows, $ms, $buf) =
 	  explain_cost($s, "SELECT * FROM spindle.dequeue('$q', $max)");
@@ -181,6 +188,22 @@ SELECT spindle.enqueue('tr', jsonb_build_object('n', g)) FROM generate_series(1,
 });
 $node->restart;
 is(drain('tr'), '1,2', 'after drop and create and a restart: the new events');
+
+# ---- a promoted standby starts at the head the primary wrote (its
+# record replayed)
+$node->backup('bk');
+my $standby = PostgreSQL::Test::Cluster->new('head_standby');
+$standby->init_from_backup($node, 'bk', has_streaming => 1);
+$standby->start;
+consumed_queue('sb', 20000, 3);
+let_worker_write();
+$node->wait_for_catchup($standby);
+$standby->promote;
+($rows, $buf) = first_call('sb', 100, $standby);
+is($rows, 3, 'a promoted standby: the first dequeue gets the 3 events left');
+cmp_ok($buf, '<', $BOUND,
+	"a promoted standby: the first dequeue reads $buf buffers, not the 20 000 consumed events");
+$standby->stop;
 
 # ---- eviction: 24 queues through 4 states and 16 saved heads, with the
 # worker off (only the evicting backend writes the heads)
