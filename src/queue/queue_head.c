@@ -26,6 +26,17 @@
  * insert position when taken): an older one stays true (settled ids stay
  * settled; examining a range again is always right) but examines more.
  *
+ * An acknowledgement cuts the acknowledged ids out of their parked runs
+ * just before its commit record (queue.c, cut_acked_leases): a crash in
+ * between leaves events that are neither consumed nor parked, below a head
+ * written earlier.  So the acknowledging transaction first takes the
+ * queue's head guard (an advisory lock tag of spindle's own, in ShareLock
+ * until its end) and lowers the head on disk below those ids
+ * (spindle_queue_head_guard), and a head is written only under the guard
+ * in ExclusiveLock, taken conditionally: never while an acknowledgement is
+ * between its cut and the end of its commit, and never from a snapshot
+ * older than the lowering (seq).
+ *
  * TRUNCATE gives the consumer relation a new relfilenode with no head, a
  * DROP drops it; a write holds the consumer relation in RowExclusiveLock,
  * which TRUNCATE and DROP conflict with, and takes its snapshot under that
@@ -35,7 +46,9 @@
  * the head written for it.
  *
  * Locks: the consumer relation (AccessShareLock to read;
- * RowExclusiveLock, taken conditionally, to write) and the queue table
+ * RowExclusiveLock, taken conditionally, to write), the head guard
+ * (ExclusiveLock, conditionally, to write; ShareLock by acknowledging
+ * transactions until their end) and the queue table
  * (AccessShareLock, conditionally, for its directory); the state's LWLock
  * and QueuesLock briefly, never across I/O.
  *
@@ -45,10 +58,21 @@
 
 #include "access/relation.h"
 #include "access/xlog.h"
+#include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/rel.h"
 
 #include "queue/spindle_queue.h"
+
+/* field4 of the advisory lock tag of a queue's head guard (core: 1 and 2) */
+#define SPINDLE_HEAD_GUARD_FIELD4	0x5348
+
+static void
+head_guard_tag(LOCKTAG *tag, Oid relid)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, relid, 0,
+						 SPINDLE_HEAD_GUARD_FIELD4);
+}
 
 /*
  * The consumer relation of queue table relid, locked in lockmode (only if
@@ -212,14 +236,23 @@ spindle_queue_head_persist(Oid relid)
 	bool		saved;
 	int64		head = 0;
 
+	LOCKTAG		guard;
+
 	if (RecoveryInProgress())
 		return;					/* a standby writes nothing */
+	head_guard_tag(&guard, relid);
+	if (LockAcquire(&guard, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+		return;					/* an acknowledgement is committing */
 	crel = head_crel_open(relid, RowExclusiveLock, true);
 	if (crel == NULL)
+	{
+		LockRelease(&guard, ExclusiveLock, false);
 		return;
+	}
 	if (!ConditionalLockRelationOid(relid, AccessShareLock))
 	{
 		relation_close(crel, RowExclusiveLock);
+		LockRelease(&guard, ExclusiveLock, false);
 		return;
 	}
 	facade = try_relation_open(relid, NoLock);
@@ -245,6 +278,29 @@ spindle_queue_head_persist(Oid relid)
 		relation_close(facade, NoLock);
 	}
 	UnlockRelationOid(relid, AccessShareLock);
+	relation_close(crel, RowExclusiveLock);
+	LockRelease(&guard, ExclusiveLock, false);
+}
+
+/*
+ * An acknowledging transaction of queue table relid is about to cut ids
+ * from lowest on out of their parked runs (see the header): take the
+ * head guard in ShareLock until the transaction ends (waiting for a head
+ * being written) and lower the head on disk to lowest if it is above.
+ * Runs at PRE_COMMIT, holding no LWLock or buffer lock.
+ */
+void
+spindle_queue_head_guard(Oid relid, int64 lowest)
+{
+	LOCKTAG		guard;
+	Relation	crel;
+
+	head_guard_tag(&guard, relid);
+	(void) LockAcquire(&guard, ShareLock, false, false);
+	crel = head_crel_open(relid, RowExclusiveLock, false);
+	if (crel == NULL)
+		return;
+	(void) spindle_crel_head_lower(crel, lowest);
 	relation_close(crel, RowExclusiveLock);
 }
 

@@ -198,6 +198,7 @@ extern void spindle_queue_state_written(Oid relid, int64 head);
 extern void spindle_queue_state_load(Relation facade, QueueState *qs,
 									 int64 first_position);
 extern void spindle_queue_head_persist(Oid relid);
+extern void spindle_queue_head_guard(Oid relid, int64 lowest);
 extern int	spindle_queue_persist_heads(int max);
 extern void spindle_queue_forget_database(Oid dbid);
 

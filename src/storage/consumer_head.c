@@ -31,6 +31,7 @@
 #include "postgres.h"
 
 #include "access/generic_xlog.h"
+#include "access/xlog.h"
 #include "storage/bufmgr.h"
 
 #include "storage/spindle_storage.h"
@@ -88,6 +89,51 @@ spindle_crel_head_write(Relation crel, const SpindleCrelHead *h)
 	memcpy(&meta->qhead, h, sizeof(SpindleCrelHead));
 	((PageHeader) page)->pd_lower =
 		((char *) meta + sizeof(SpindleCrelMeta)) - (char *) page;
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(buf);
+	return true;
+}
+
+/*
+ * Lower the head in crel's metapage to `to` if it is above (dropping the
+ * ranges at or past it), as a snapshot taken now: an older snapshot's
+ * write is skipped from then on.  For an acknowledgement about to cut
+ * parked runs below the head (queue.c, cut_acked_leases): should it not
+ * commit, those events must be examined again.  Returns whether it wrote.
+ */
+bool
+spindle_crel_head_lower(Relation crel, int64 to)
+{
+	Buffer		buf;
+	SpindleCrelMeta *meta;
+	GenericXLogState *state;
+	Page		page;
+	SpindleCrelHead *h;
+	int			i;
+	int			n = 0;
+
+	if (RelationGetNumberOfBlocks(crel) == 0)
+		return false;
+	buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
+	meta = SpindleCrelGetMeta(BufferGetPage(buf));
+	if (meta->qhead.head <= to)
+	{
+		UnlockReleaseBuffer(buf);
+		return false;			/* none, or at or below it already */
+	}
+	state = GenericXLogStart(crel);
+	page = GenericXLogRegisterBuffer(state, buf, 0);
+	h = &SpindleCrelGetMeta(page)->qhead;
+	h->head = to;
+	h->seq = Max(h->seq, (uint64) GetXLogInsertRecPtr());
+	for (i = 0; i < h->nranges; i++)
+		if (h->ranges[i][0] < to)
+		{
+			h->ranges[n][0] = h->ranges[i][0];
+			h->ranges[n][1] = Min(h->ranges[i][1], to);
+			n++;
+		}
+	h->nranges = n;
 	GenericXLogFinish(state);
 	UnlockReleaseBuffer(buf);
 	return true;

@@ -540,6 +540,7 @@ extern Oid	spindle_consumer_rel_oid(Oid queue_relid);
 /* consumer_head.c: the queue's head kept in the metapage */
 extern bool spindle_crel_head_read(Relation crel, SpindleCrelHead *h);
 extern bool spindle_crel_head_write(Relation crel, const SpindleCrelHead *h);
+extern bool spindle_crel_head_lower(Relation crel, int64 to);
 extern Oid	spindle_consumer_rel_create(Relation queue);
 extern void spindle_consumer_rel_truncate(Oid queue_relid);
 
