@@ -11,6 +11,7 @@ OBJS = \
 	src/storage/counters.o \
 	src/storage/rangepurge.o \
 	src/storage/consumer_rel.o \
+	src/storage/consumer_head.o \
 	src/storage/consumer_page.o \
 	src/storage/consumer_tree.o \
 	src/storage/consumer_xlog.o \
@@ -34,6 +35,7 @@ OBJS = \
 	src/table/disk_alarm.o \
 	src/queue/queue_catalog.o \
 	src/queue/queue_state.o \
+	src/queue/queue_head.o \
 	src/queue/queue_parked.o \
 	src/queue/cache.o \
 	src/queue/queue_insert.o \
