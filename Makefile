@@ -11,7 +11,6 @@ OBJS = \
 	src/storage/counters.o \
 	src/storage/rangepurge.o \
 	src/storage/consumer_rel.o \
-	src/storage/consumer_head.o \
 	src/storage/consumer_page.o \
 	src/storage/consumer_tree.o \
 	src/storage/consumer_xlog.o \
@@ -35,7 +34,6 @@ OBJS = \
 	src/table/disk_alarm.o \
 	src/queue/queue_catalog.o \
 	src/queue/queue_state.o \
-	src/queue/queue_head.o \
 	src/queue/queue_parked.o \
 	src/queue/cache.o \
 	src/queue/queue_insert.o \

@@ -65,7 +65,6 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
-#include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
@@ -593,60 +592,6 @@ bury_lost_slots(void)
 	pfree(lost);
 }
 
-/* queue heads written per round (each takes a few buffer writes) */
-#define HEADS_PER_ROUND 256
-
-/*
- * Write the heads of this database's queue states that moved since they
- * were last written (queue/queue_head.c), in a transaction of its own; an
- * error is logged and the round goes on.
- */
-static void
-write_queue_heads(void)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-
-	PG_TRY();
-	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		(void) spindle_queue_persist_heads(HEADS_PER_ROUND);
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		ereport(LOG,
-				(errmsg("spindle worker: writing queue heads failed: %s",
-						edata->message)));
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-}
-
-/*
- * At the worker's exit (a shutdown, a pause, a yield): the heads that
- * moved since the last round are written, so that a clean restart starts
- * every queue where it was.  Nothing when the postmaster is gone.
- */
-static void
-write_heads_at_exit(int code, Datum arg)
-{
-	if (!OidIsValid(MyDatabaseId) || !PostmasterIsAlive())
-		return;
-	HOLD_INTERRUPTS();
-	AbortOutOfAnyTransaction();
-	write_queue_heads();
-	RESUME_INTERRUPTS();
-}
-
 /* One round over every spindle table of the database. */
 static void
 worker_round(MemoryContext roundcxt)
@@ -717,8 +662,6 @@ worker_round(MemoryContext roundcxt)
 	spindle_worker_drop_detached(&dropped, &freed);
 	/* the counters that failed inserts pinned */
 	bury_lost_slots();
-	/* the heads of the queues consumed since the last round */
-	write_queue_heads();
 	pgstat_report_stat(true);
 
 	LWLockAcquire(wshared->lock, LW_EXCLUSIVE);
@@ -774,7 +717,6 @@ spindle_worker_main(Datum main_arg)
 	before_shmem_exit(worker_detach, (Datum) 0);
 
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	before_shmem_exit(write_heads_at_exit, (Datum) 0);
 	pgstat_report_appname("spindle worker");
 	/* never sit in a lock queue: a DDL waiting behind us would block all */
 	SetConfigOption("lock_timeout", "1s", PGC_SUSET, PGC_S_OVERRIDE);

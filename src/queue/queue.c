@@ -519,9 +519,7 @@ cmp_acked(const ListCell *a, const ListCell *b)
 /*
  * The transaction commits (PRE_COMMIT, it can still fail): cut the ids
  * it acknowledged out of their parked leases, per queue, consecutive ids
- * as one range, after lowering the queue's head on disk below them, under
- * its head guard until the transaction ends (queue_head.c: a crash before
- * the commit record must not leave them below the head and unparked).  Should the commit fail after this, the events are not
+ * as one range.  Should the commit fail after this, the events are not
  * purged and no lease holds them any more: the abort hands them back as
  * items to examine again (return_acked_leases).
  */
@@ -543,7 +541,6 @@ cut_acked_leases(void)
 
 		if (a->relid != relid && n > 0)
 		{
-			spindle_queue_head_guard(relid, ranges[0]);
 			spindle_park_forget(relid, ranges, n);
 			n = 0;
 		}
@@ -558,10 +555,7 @@ cut_acked_leases(void)
 		}
 	}
 	if (n > 0)
-	{
-		spindle_queue_head_guard(relid, ranges[0]);
 		spindle_park_forget(relid, ranges, n);
-	}
 	pfree(ranges);
 	acked_leases_cut = true;
 }
@@ -1441,8 +1435,6 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	*nsources = 0;
 	*pool_full = false;
 	*ends_spindle = false;
-	/* loaded afresh: at the head kept on disk (queue_head.c) */
-	spindle_queue_state_load(facade, qs, first_position(dir));
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
@@ -3267,7 +3259,6 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 		return false;
 	/* read before the state lock: it may read the catalog */
 	dir = spindle_directory_acquire_upto_event(facade, msg_id);
-	spindle_queue_state_load(facade, qs, first_position(dir));
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{

@@ -12,13 +12,11 @@
  * (to be examined again).  Delayed events behind the head are parked on
  * disk (queue_parked.c).  Everything else behind the head is purged by a
  * committed transaction or was never an event (an aborted insert, a slot
- * never used).  All of it can be rebuilt from disk: a state loaded afresh
- * (after a restart, a crash, or an eviction whose saved head is gone)
- * starts at the head its consumer relation keeps (queue_head.c: written
- * from snapshots of this state, spindle_queue_snapshot_items), and one
- * whose queue has none (never written, truncated, dropped and made again)
- * at the table's oldest spindle, examining every event; either yields the
- * same items, leases excepted (they are parked on disk).
+ * never used).  All of it can be rebuilt from disk: a state that is reset
+ * (after a restart, a TRUNCATE, a DROP, or when its table goes away) starts
+ * again at the table's oldest spindle and examines every event, which
+ * yields the same items, leases excepted (a lease is lost with the server
+ * or the state: its events are delivered again, as if it had expired).
  *
  * The pool has spindle.max_leases items for leases plus
  * SPINDLE_ITEMS_PER_QUEUE for each of spindle.max_queues states; a state's
@@ -34,19 +32,15 @@
  * rebuilt from disk, as after a restart: see evictable()).  Eviction is a
  * clock sweep with a second chance (a pin sets the state's usage bit, the
  * sweep clears it), so a queue in use keeps its state and one idle since
- * the hand last passed gives it up.  Only when every state is needed so
- * does a call fail (53400).  An evicted state leaves its head and the
- * ranges of its first SAVED_RANGES items behind (with more, a lower head:
- * the start of the first one left out) in a small ring of saved heads,
- * SAVED_HEADS_PER_STATE per state: below the head, only those ranges are
- * not consumed or gone for good, so its next consumer starts at the head
- * with the ranges to examine again (RETURNED) instead of examining the
- * queue's whole history again.  The evicting backend writes the saved
- * head to the queue's consumer relation once it has let go of the locks
- * (queue_head.c; the worker writes those it could not), so one
- * overwritten in the ring is read from there.  A backend's pins are
- * released when its call ends, and by its (sub)transaction's abort and
- * its exit, so an error never leaves one behind.
+ * the hand last passed gives it up; it writes nothing.  Only when every
+ * state is needed so does a call fail (53400).  An evicted state with at
+ * most SAVED_RANGES items leaves its head and their ranges behind (a
+ * small ring of saved heads, SAVED_HEADS_PER_STATE per state): below the
+ * head, only those ranges are not consumed or gone for good, so its next
+ * consumer starts at the head with the ranges to examine again (RETURNED)
+ * instead of examining the queue's whole history again.  A backend's pins are released when
+ * its call ends, and by its (sub)transaction's abort and its exit, so an
+ * error never leaves one behind.
  *
  * Locks: QueuesLock (exclusive) to take, evict or free a state slot,
  * shared to look one up and pin it; each state has its own LWLock (tranche
@@ -68,7 +62,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
@@ -96,8 +89,6 @@ typedef struct SavedHead
 	int64		head;
 	int			nranges;
 	int64		ranges[SAVED_RANGES][2];	/* [start, end) to examine again */
-	uint64		seq;			/* WAL insert position when saved */
-	bool		dirty;			/* not yet in the consumer relation */
 } SavedHead;
 
 #define SAVED_HEADS_PER_STATE 4
@@ -263,69 +254,17 @@ find_saved(Oid dbid, Oid relid)
 }
 
 /*
- * The head of qs (locked) as a head and at most max ranges, in ranges
- * (sorted by start), returned with *n: its items' ranges, lowest first;
- * when it has more than max items below its head the head returned is
- * the start of the first one left out, so that below it only those
- * ranges are not settled.  Looks at the items max + 1 times (no sort: no
- * allocation under the lock).
- */
-int64
-spindle_queue_snapshot_items(QueueState *qs, int64 ranges[][2], int max,
-							 int *n)
-{
-	int64		head = qs->head;
-	int64		after = PG_INT64_MIN;
-
-	*n = 0;
-	for (;;)
-	{
-		int64		lo = PG_INT64_MAX;
-		int64		hi = 0;
-		dlist_iter	iter;
-
-		/* the lowest start after the last range (the longest item there) */
-		dlist_foreach(iter, &qs->items)
-		{
-			QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
-
-			if (item->start <= after || item->start >= head)
-				continue;
-			if (item->start < lo)
-			{
-				lo = item->start;
-				hi = item->end;
-			}
-			else if (item->start == lo)
-				hi = Max(hi, item->end);
-		}
-		if (lo == PG_INT64_MAX)
-			break;
-		if (*n == max)
-		{
-			head = lo;			/* the rest is examined again */
-			break;
-		}
-		ranges[*n][0] = lo;
-		ranges[*n][1] = Min(hi, head);
-		(*n)++;
-		after = lo;
-	}
-	return head;
-}
-
-/*
  * Remember the head of qs (locked, about to be evicted) and the ranges of
- * its first items (with more, a lower head: spindle_queue_snapshot_items),
- * to be written to its consumer relation (queue_head.c).
+ * its items, if it has few enough.
  */
 static void
 save_head(QueueState *qs)
 {
 	SavedHead  *e;
-	int			n;
+	dlist_iter	iter;
+	int			n = 0;
 
-	if (!qs->valid)
+	if (!qs->valid || qs->nitems > SAVED_RANGES)
 		return;
 	if ((e = find_saved(qs->dbid, qs->relid)) == NULL)
 	{
@@ -334,77 +273,16 @@ save_head(QueueState *qs)
 	}
 	e->dbid = qs->dbid;
 	e->relid = qs->relid;
-	e->head = spindle_queue_snapshot_items(qs, e->ranges, SAVED_RANGES, &n);
+	e->head = qs->head;
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		e->ranges[n][0] = item->start;
+		e->ranges[n][1] = item->end;
+		n++;
+	}
 	e->nranges = n;
-	e->seq = GetXLogInsertRecPtr();
-	e->dirty = true;
-}
-
-/*
- * Copy the saved head of queue table relid of this database into h if it
- * is not written yet; false if there is none such.  Takes QueuesLock.
- */
-bool
-spindle_queue_saved_copy(Oid relid, SpindleCrelHead *h)
-{
-	SavedHead  *e;
-	bool		found = false;
-
-	LWLockAcquire(qshared->lock, LW_SHARED);
-	e = find_saved(MyDatabaseId, relid);
-	if (e != NULL && e->dirty)
-	{
-		memset(h, 0, sizeof(SpindleCrelHead));
-		h->seq = e->seq;
-		h->head = e->head;
-		h->nranges = e->nranges;
-		memcpy(h->ranges, e->ranges, sizeof(int64) * 2 * e->nranges);
-		found = true;
-	}
-	LWLockRelease(qshared->lock);
-	return found;
-}
-
-/* The saved head of relid taken at seq is written.  Takes QueuesLock. */
-void
-spindle_queue_saved_written(Oid relid, uint64 seq)
-{
-	SavedHead  *e;
-
-	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
-	e = find_saved(MyDatabaseId, relid);
-	if (e != NULL && e->seq == seq)
-		e->dirty = false;
-	LWLockRelease(qshared->lock);
-}
-
-/*
- * Up to max queue tables of this database whose head should be written:
- * saved heads not written yet, and loaded states whose head moved since it
- * was last written or loaded.  Takes QueuesLock shared.
- */
-int
-spindle_queue_heads_to_write(Oid *relids, int max)
-{
-	int			n = 0;
-	int			i;
-
-	if (qshared == NULL)
-		return 0;
-	LWLockAcquire(qshared->lock, LW_SHARED);
-	for (i = 0; i < nsaved() && n < max; i++)
-		if (qshared->saved[i].dbid == MyDatabaseId && qshared->saved[i].dirty)
-			relids[n++] = qshared->saved[i].relid;
-	for (i = 0; i < spindle_max_queues && n < max; i++)
-	{
-		QueueState *qs = &qshared->states[i];
-
-		if (qs->dbid == MyDatabaseId && OidIsValid(qs->relid) &&
-			qs->valid && qs->head != qs->head_written)
-			relids[n++] = qs->relid;
-	}
-	LWLockRelease(qshared->lock);
-	return n;
 }
 
 /* A new state qs (locked) takes up where its queue's last one left off. */
@@ -412,15 +290,12 @@ static void
 take_saved_head(QueueState *qs)
 {
 	SavedHead  *e = find_saved(qs->dbid, qs->relid);
-	bool		dirty;
 	int			i;
 
 	if (e == NULL)
 		return;
 	e->dbid = InvalidOid;
 	e->relid = InvalidOid;
-	dirty = e->dirty;
-	e->dirty = false;
 	for (i = 0; i < e->nranges; i++)
 		if (spindle_qitem_alloc(qs, QITEM_RETURNED, e->ranges[i][0],
 								e->ranges[i][1]) == NULL)
@@ -431,104 +306,6 @@ take_saved_head(QueueState *qs)
 		}
 	qs->head = e->head;
 	qs->valid = true;
-	/* not written yet: the next write writes it */
-	qs->head_written = dirty ? -1 : e->head;
-}
-
-/*
- * Make qs (pinned, not valid) valid with head h (NULL: none, or h read from
- * the queue's consumer relation by queue_head.c), its ranges as items to
- * examine again, starting at first_position at the earliest; with no room
- * for the ranges, at first_position with none.  Takes qs's lock; does
- * nothing if qs became valid meanwhile.
- */
-void
-spindle_queue_state_apply(QueueState *qs, const SpindleCrelHead *h,
-						  int64 first_position)
-{
-	int			i;
-
-	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-	if (qs->valid)
-	{
-		LWLockRelease(spindle_queue_lock(qs));
-		return;
-	}
-	qs->head = first_position;
-	qs->head_written = 0;
-	if (h != NULL && h->head > first_position)
-	{
-		for (i = 0; i < h->nranges; i++)
-		{
-			int64		start = Max(h->ranges[i][0], first_position);
-
-			if (start >= h->ranges[i][1])
-				continue;
-			if (spindle_qitem_alloc(qs, QITEM_RETURNED, start,
-									h->ranges[i][1]) == NULL)
-				break;
-		}
-		if (i < h->nranges)
-			free_all_items(qs); /* no room: the whole queue again */
-		else
-			qs->head = qs->head_written = h->head;
-	}
-	qs->valid = true;
-	LWLockRelease(spindle_queue_lock(qs));
-}
-
-/*
- * A snapshot of the state of queue table relid of this database into h
- * (spindle_queue_snapshot_items, SPINDLE_CREL_HEAD_RANGES ranges), with
- * its head in *head; false if it has no valid state or its lock is not
- * free at once.  Takes QueuesLock shared and the state's lock
- * conditionally.
- */
-bool
-spindle_queue_state_snapshot(Oid relid, SpindleCrelHead *h, int64 *head)
-{
-	QueueState *qs;
-	bool		found = false;
-	int			n;
-
-	LWLockAcquire(qshared->lock, LW_SHARED);
-	qs = find_state(relid);
-	if (qs != NULL &&
-		LWLockConditionalAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE))
-	{
-		if (qs->valid)
-		{
-			memset(h, 0, sizeof(SpindleCrelHead));
-			*head = qs->head;
-			h->head = spindle_queue_snapshot_items(qs, h->ranges,
-												   SPINDLE_CREL_HEAD_RANGES,
-												   &n);
-			h->nranges = n;
-			h->seq = GetXLogInsertRecPtr();
-			found = true;
-		}
-		LWLockRelease(spindle_queue_lock(qs));
-	}
-	LWLockRelease(qshared->lock);
-	return found;
-}
-
-/* The head of relid's state was written as it was at head.  QueuesLock. */
-void
-spindle_queue_state_written(Oid relid, int64 head)
-{
-	QueueState *qs;
-
-	LWLockAcquire(qshared->lock, LW_SHARED);
-	qs = find_state(relid);
-	if (qs != NULL)
-	{
-		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		if (qs->relid == relid && qs->valid)
-			qs->head_written = head;
-		LWLockRelease(spindle_queue_lock(qs));
-	}
-	LWLockRelease(qshared->lock);
 }
 
 /* Forget the saved heads of relid (or of every table) of database dbid. */
@@ -543,7 +320,6 @@ forget_saved(Oid dbid, Oid relid)
 		{
 			qshared->saved[i].dbid = InvalidOid;
 			qshared->saved[i].relid = InvalidOid;
-			qshared->saved[i].dirty = false;
 		}
 }
 
@@ -556,7 +332,6 @@ take_slot(QueueState *qs, Oid relid)
 	qs->relid = relid;
 	qs->valid = false;
 	qs->head = 0;
-	qs->head_written = 0;
 	qs->nitems = 0;
 	qs->nleases = 0;
 	qs->used = true;
@@ -603,13 +378,11 @@ evictable(QueueState *qs)
 
 /*
  * A free state slot, evicting the state of another queue if none is free
- * (clock sweep, second chance); NULL if every state is needed.  *evicted
- * is set to the queue table whose state went if it is of this database
- * (its saved head is for the caller to write), else left alone.  The
- * caller holds QueuesLock exclusively.  Looks at each slot at most twice.
+ * (clock sweep, second chance); NULL if every state is needed.  The caller
+ * holds QueuesLock exclusively.  Looks at each slot at most twice.
  */
 static QueueState *
-free_or_evict(Oid *evicted)
+free_or_evict(void)
 {
 	int			i;
 
@@ -634,8 +407,6 @@ free_or_evict(Oid *evicted)
 		if (evictable(qs))
 		{
 			save_head(qs);
-			if (qs->dbid == MyDatabaseId)
-				*evicted = qs->relid;
 			free_state(qs);
 			gone = true;
 		}
@@ -716,7 +487,6 @@ QueueState *
 spindle_queue_state_pin(Oid relid)
 {
 	QueueState *qs;
-	Oid			evicted = InvalidOid;
 
 	check_shmem();
 	if (!pin_callbacks)
@@ -739,7 +509,7 @@ spindle_queue_state_pin(Oid relid)
 	{
 		LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
 		qs = find_state(relid);
-		if (qs == NULL && (qs = free_or_evict(&evicted)) != NULL)
+		if (qs == NULL && (qs = free_or_evict()) != NULL)
 			take_slot(qs, relid);
 		if (qs != NULL)
 			pg_atomic_fetch_add_u32(&qs->pins, 1);
@@ -756,9 +526,6 @@ spindle_queue_state_pin(Oid relid)
 	my_pins[my_npins].slot = qs->slot;
 	my_pins[my_npins].nestlevel = GetCurrentTransactionNestLevel();
 	my_npins++;
-	/* what the evicted state left goes to disk now, if that is free */
-	if (OidIsValid(evicted))
-		spindle_queue_head_persist(evicted);
 	return qs;
 }
 

@@ -149,7 +149,6 @@ typedef struct QueueState
 	int			slot;			/* index of this state and of its lock */
 	bool		valid;			/* head found (else rebuilt from disk) */
 	int64		head;			/* first msg_id never examined */
-	int64		head_written;	/* head last loaded or written to disk */
 	int			nitems;
 	int			nleases;
 	dlist_head	items;
@@ -185,23 +184,6 @@ extern uint64 spindle_queue_evictions(void);
 extern QueueState *spindle_queue_state_at(int slot);
 extern LWLock *spindle_queue_lock(QueueState *qs);
 extern void spindle_queue_state_reset(Oid relid);
-extern int64 spindle_queue_snapshot_items(QueueState *qs, int64 ranges[][2],
-										  int max, int *n);
-extern bool spindle_queue_saved_copy(Oid relid, SpindleCrelHead *h);
-extern void spindle_queue_saved_written(Oid relid, uint64 seq);
-extern int	spindle_queue_heads_to_write(Oid *relids, int max);
-extern void spindle_queue_state_apply(QueueState *qs, const SpindleCrelHead *h,
-									  int64 first_position);
-extern bool spindle_queue_state_snapshot(Oid relid, SpindleCrelHead *h,
-										 int64 *head);
-extern void spindle_queue_state_written(Oid relid, int64 head);
-
-/* ---- queue_head.c: the head kept in the consumer relation ---- */
-extern void spindle_queue_state_load(Relation facade, QueueState *qs,
-									 int64 first_position);
-extern void spindle_queue_head_persist(Oid relid);
-extern void spindle_queue_head_guard(Oid relid, int64 lowest);
-extern int	spindle_queue_persist_heads(int max);
 extern void spindle_queue_forget_database(Oid dbid);
 
 extern QueueItem *spindle_qitem_alloc(QueueState *qs, QueueItemKind kind,

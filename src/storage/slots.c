@@ -1213,35 +1213,6 @@ spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used)
 }
 
 /*
- * Whether spindle spindle_no (relation segment) has slots handed out that
- * a count from disk after a crash would not find (a reservation in flight,
- * or one lost by a failed insert): then *placed is one past the highest
- * slot placed and mapped, whose map entries' WAL precedes this call.  A
- * slot at or past *placed may be handed out again after a crash; a
- * spindle without a counter has none such (see evictable()).  For a
- * queue's persisted head (queue_state.c), which must not pass them.
- */
-bool
-spindle_slots_durable(Oid segment, int64 spindle_no, int64 *placed)
-{
-	SlotEntry  *e;
-	bool		lost = false;
-
-	LWLockAcquire(slot_shared->lock, LW_SHARED);
-	e = lookup(segment);
-	if (e != NULL && e->spindle_no == spindle_no)
-	{
-		uint64		used = pg_atomic_read_u64(&e->used);
-
-		*placed = (int64) pg_atomic_read_u64(&e->placed);
-		lost = pg_atomic_read_u32(&e->inflight) != 0 ||
-			*placed < Min((int64) used, e->capacity);
-	}
-	LWLockRelease(slot_shared->lock);
-	return lost;
-}
-
-/*
  * The reservation made by spindle_slots_take() on spindle sp is placed and
  * its slot map entries written (call only when it got slots).
  */

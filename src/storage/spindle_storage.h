@@ -311,8 +311,6 @@ extern bool spindle_slots_full(Relation facade, SpindleDirectory *dir, int i,
 							   TimestampTz *filled_at);
 extern bool spindle_slots_inflight(Oid segment, int64 spindle_no);
 extern bool spindle_slots_peek(Oid segment, int64 spindle_no, int64 *used);
-extern bool spindle_slots_durable(Oid segment, int64 spindle_no,
-								  int64 *placed);
 extern int64 spindle_slots_full_below(Oid facade);
 extern void spindle_slots_forget(Oid segment);
 extern void spindle_slots_capacity_changed(Oid segment);
@@ -471,25 +469,6 @@ typedef struct SpindleCpageOpaque
 /* trees the metapage can name (subscription numbers 0 .. this - 1) */
 #define SPINDLE_CREL_MAX_TREES	64
 
-/*
- * A queue's head as a snapshot of its shared state left it
- * (consumer_head.c): below head, every id outside ranges and not parked in
- * tree 0 is consumed by a committed transaction (whose commit record
- * precedes the record that wrote this) or was never an event.  seq is the
- * WAL insert position when the snapshot was taken: a write of an older
- * snapshot is skipped.  head 0: nothing persisted.
- */
-#define SPINDLE_CREL_HEAD_RANGES 64
-
-typedef struct SpindleCrelHead
-{
-	uint64		seq;			/* XLogRecPtr when the snapshot was taken */
-	int64		head;			/* 0: none */
-	int32		nranges;
-	int32		pad;
-	int64		ranges[SPINDLE_CREL_HEAD_RANGES][2];	/* [start, end) */
-} SpindleCrelHead;
-
 /* Contents of the metapage, after its header. */
 typedef struct SpindleCrelMeta
 {
@@ -501,8 +480,6 @@ typedef struct SpindleCrelMeta
 	int64		consumed_floor;
 	BlockNumber trees[SPINDLE_CREL_MAX_TREES];	/* tree meta block per
 												 * subscription, or Invalid */
-	SpindleCrelHead qhead;		/* the queue's persisted head
-								 * (consumer_head.c); zeroes: none */
 } SpindleCrelMeta;
 
 #define SpindleCrelGetMeta(page) \
@@ -602,11 +579,6 @@ extern void spindle_crel_init_metapage(Page page, int64 assigned_max,
 									   int64 consumed_floor);
 extern SpindleCrelMeta *spindle_crel_check_meta(Relation crel, Buffer buf);
 extern Oid	spindle_consumer_rel_oid(Oid queue_relid);
-
-/* consumer_head.c: the queue's head kept in the metapage */
-extern bool spindle_crel_head_read(Relation crel, SpindleCrelHead *h);
-extern bool spindle_crel_head_write(Relation crel, const SpindleCrelHead *h);
-extern bool spindle_crel_head_lower(Relation crel, int64 to);
 extern Oid	spindle_consumer_rel_create(Relation queue);
 extern void spindle_consumer_rel_truncate(Oid queue_relid);
 

@@ -1,12 +1,10 @@
 # An acknowledgement of a parked lease cuts the lease's run from tree 0
 # just before its commit record (queue.c, cut_acked_leases).  A crash in
-# between leaves the event live, no longer parked, and below a head the
-# worker wrote to disk earlier: loaded from that head, the queue would
-# never deliver it again.  The acknowledging transaction lowers the head
-# on disk first, under the queue's head guard (queue_head.c), so the
-# event comes back.  spindle_test_hooks' crash_pre_commit() kills the
-# backend at PRE_COMMIT, after spindle's callback and before the commit
-# record, with the WAL written so far flushed.
+# between must leave the event in the queue, deliverable: the ack did not
+# commit.  spindle_test_hooks' crash_pre_commit() kills the backend at
+# PRE_COMMIT, after spindle's callback and before the commit record, with
+# the WAL written so far flushed.  (A head kept on disk lost the event
+# here: docs/reviews/head-on-disk-review.md.)
 use strict;
 use warnings;
 
