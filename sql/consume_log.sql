@@ -161,6 +161,24 @@ RESET enable_seqscan;
 RESET spindle.test_tree_fanout;
 SELECT spindle.drop_queue('cl2');
 
+-- ===================== no merge across leaves =========================
+-- an id joins the entry before it only within that entry's leaf: across
+-- leaves the upsert is a cut then an insert, and between the two the ids
+-- already consumed would be in no entry (a DELETE would not wait)
+SET spindle.test_tree_fanout = 4;
+SELECT spindle.create_queue('cl3', 16);
+SELECT count(*) FROM (SELECT spindle.enqueue('cl3', jsonb_build_object('n', g))
+  FROM generate_series(1, 100) g) e;
+SELECT min(msg_id) - 1 AS b FROM spindle_q.cl3 \gset
+SELECT spindle._consume_log_write('spindle_q.cl3', :b + 10 * g) FROM generate_series(2, 8) g;
+SELECT spindle._consume_log_write('spindle_q.cl3', :b + 41, 9);
+SELECT first - :b AS first, len FROM spindle._run_scan('spindle_q.cl3', 2, :b + 40, :b + 51)
+  WHERE first BETWEEN :b + 41 AND :b + 49 ORDER BY first;
+SELECT problems FROM spindle._run_verify('spindle_q.cl3', 2);
+SELECT count(*) AS left_of_41_to_49 FROM spindle_q.cl3 WHERE msg_id BETWEEN :b + 41 AND :b + 49;
+RESET spindle.test_tree_fanout;
+SELECT spindle.drop_queue('cl3');
+
 -- ===================== other spindle tables are unaffected ===========
 SELECT count(*) FROM plain;
 DROP TABLE plain;

@@ -205,8 +205,19 @@ spindle_consume_log_add(Relation crel, int64 id, FullTransactionId fxid,
 		prev.first + prev.len == id && prev.len < PG_UINT32_MAX &&
 		FullTransactionIdEquals(prev.fxid, fxid) && prev.cid == cid)
 	{
-		r.first = prev.first;
-		r.len = (uint32) prev.len + 1;
+		SpindleRun	merged = r;
+
+		/*
+		 * Joined to the entry before only within its leaf: across leaves an
+		 * upsert is a cut and then an insert, between which the ids already
+		 * consumed would be in no entry, and a DELETE of one of them would
+		 * not wait for this transaction (review of the reader side, finding
+		 * 2).  Else the id gets an entry of its own, which overlaps nothing.
+		 */
+		merged.first = prev.first;
+		merged.len = (uint32) prev.len + 1;
+		if (spindle_tree_upsert_in_leaf(&t, &merged))
+			return;
 	}
 	spindle_tree_upsert(&t, &r);
 }

@@ -943,6 +943,17 @@ tree_upsert_one_leaf(SpindleTree *t, const SpindleRun *run)
  * (a record per leaf) and then the insert, which a crash may separate
  * (docs/design.md, section 4, "Step 2 as built").
  */
+/*
+ * Upsert run into tree t only if it can be done within one leaf, in one
+ * STRAGGLE record (see spindle_tree_upsert); false, with nothing changed,
+ * if it would span leaves.
+ */
+bool
+spindle_tree_upsert_in_leaf(SpindleTree *t, const SpindleRun *run)
+{
+	return tree_upsert_one_leaf(t, run);
+}
+
 void
 spindle_tree_upsert(SpindleTree *t, const SpindleRun *run)
 {
