@@ -287,7 +287,8 @@ spindle_queue_head_persist(Oid relid)
  * from lowest on out of their parked runs (see the header): take the
  * head guard in ShareLock until the transaction ends (waiting for a head
  * being written) and lower the head on disk to lowest if it is above.
- * Runs at PRE_COMMIT, holding no LWLock or buffer lock.
+ * Runs at PRE_COMMIT, holding no LWLock or buffer lock; also for spindles
+ * moved down below the head (queue_numbers_lowered), mid-transaction.
  */
 void
 spindle_queue_head_guard(Oid relid, int64 lowest)

@@ -185,6 +185,7 @@ extern uint64 spindle_queue_evictions(void);
 extern QueueState *spindle_queue_state_at(int slot);
 extern LWLock *spindle_queue_lock(QueueState *qs);
 extern void spindle_queue_state_reset(Oid relid);
+extern void spindle_queue_state_lower(Oid relid, int64 first_no);
 extern int64 spindle_queue_snapshot_items(QueueState *qs, int64 ranges[][2],
 										  int max, int *n);
 extern bool spindle_queue_saved_copy(Oid relid, SpindleCrelHead *h);
