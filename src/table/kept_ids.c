@@ -197,7 +197,8 @@ fill_before(Relation facade, SpindleDirectory *dir, int j)
  * Could the spindles of dir numbered above event_no be moved down to
  * number from it (spindle_catalog_renumber_tail)?  Only if none was given
  * an event yet, and event_no lies past the range of the spindle before
- * them.  A look without locks: the callee looks again under its lock.
+ * them (with none left, dropped, what it gave is not known).  A first
+ * look: the callee looks again.
  */
 static bool
 tail_renumberable(SpindleDirectory *dir, int64 event_no)
@@ -267,6 +268,7 @@ spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 				   bool speculative, uint32 specToken)
 {
 	int			changes = 0;	/* spindles made or moved for it */
+	bool		moved;
 
 	for (;;)
 	{
@@ -335,12 +337,14 @@ spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 				return 0;
 			check_keep_allowed(facade);
 			spindle_directory_release(dir);
-			if (spindle_catalog_renumber_tail(facade, event_no) &&
-				spindle_table_hooks.numbers_lowered)
+			moved = spindle_catalog_renumber_tail(facade, event_no);
+			if (moved && spindle_table_hooks.numbers_lowered)
 				spindle_table_hooks.numbers_lowered(facade, event_no);
-			changes++;
 			AcceptInvalidationMessages();
 			*dirp = spindle_directory_acquire_tail(facade);
+			if (!moved)
+				return 0;		/* no longer movable */
+			changes++;
 			continue;
 		}
 
