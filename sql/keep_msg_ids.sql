@@ -131,6 +131,25 @@ SELECT count(spindle.enqueue('km', '{}')) FROM generate_series(1, 6);
 SELECT * FROM spindle.verify('spindle_q.km');
 SELECT spindle.drop_queue('km');
 
+-- a TRUNCATE of a queue that never gave an id (pg_restore -j sends one
+-- before each COPY of a table it made) does not make the ids jump: the
+-- ids loaded after it are kept; one of a queue that gave ids still jumps
+SELECT spindle.create_queue('kt', 4);
+BEGIN;
+TRUNCATE TABLE ONLY spindle_q.kt;
+SET LOCAL spindle.keep_msg_ids = on;
+COPY spindle_q.kt (msg_id, payload) FROM stdin;
+3	{"n": "t3"}
+9	{"n": "t9"}
+\.
+COMMIT;
+SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle_q.kt;
+SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.dequeue('kt', 10);
+TRUNCATE spindle_q.kt;
+SELECT spindle.enqueue('kt', '{}') > 4294967296 AS jumped;
+SELECT * FROM spindle.verify('spindle_q.kt');
+SELECT spindle.drop_queue('kt');
+
 -- a drop + create never gives a kept id again
 SET spindle.keep_msg_ids = on;
 INSERT INTO spindle_q.kq (msg_id, payload) VALUES (70000, '{"n": "last"}')
