@@ -255,11 +255,12 @@ serialise(Relation facade, SpindleDirectory **dirp, BulkInsertState bistate)
  * past a jump (the worker made them from the queue name's floor, which a
  * restore loads before the events) moves them down to it first.  *dirp
  * is the pinned tail directory, which this may replace.  Locks as
- * place_tuples; but for a number in the open spindle, it first takes
+ * place_tuples; except for a number in the open spindle, it first takes
  * ShareRowExclusiveLock on the table to the end of the transaction
- * (serialise), so that no producer takes the slot before it and no
- * spindle is made or given an event meanwhile; creating a spindle in
- * this transaction (if not by the helper) takes the creation lock.
+ * (serialise, only for those who may keep numbers), so that no producer
+ * takes the slot before it and no spindle is made or given an event
+ * meanwhile; creating a spindle in this transaction (if not by the
+ * helper) takes the creation lock.
  */
 int
 spindle_place_kept(Relation facade, SpindleDirectory **dirp,
