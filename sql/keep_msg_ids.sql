@@ -82,6 +82,21 @@ COPY spindle_q.kq (msg_id, payload) FROM stdin;
 INSERT INTO spindle_q.kq (msg_id, payload) VALUES (7, '{"n": "other-low"}')
   RETURNING msg_id > 2010 AS renumbered;
 RESET ROLE;
+-- nor through a SECURITY DEFINER function of the owner, in the session
+-- of someone else (who set spindle.keep_msg_ids)
+CREATE FUNCTION keep_put(id bigint) RETURNS bigint
+  LANGUAGE sql SECURITY DEFINER
+  AS $$ INSERT INTO spindle_q.kq (msg_id, payload)
+        VALUES (id, '{"n": "definer"}') RETURNING msg_id $$;
+GRANT EXECUTE ON FUNCTION keep_put(bigint) TO keep_other;
+SET SESSION AUTHORIZATION keep_other;
+SET spindle.keep_msg_ids = on;
+\set VERBOSITY sqlstate
+SELECT keep_put(5000);
+\set VERBOSITY terse
+RESET SESSION AUTHORIZATION;
+DROP FUNCTION keep_put(bigint);
+SET spindle.keep_msg_ids = on;
 SELECT count(*) FROM spindle_q.kq WHERE msg_id = 5000;
 
 -- the consumers deliver by the kept ids, in order, gaps passed over
@@ -100,6 +115,40 @@ SELECT * FROM spindle.verify('spindle_q.kq');
 RESET spindle.keep_msg_ids;
 INSERT INTO spindle_q.kq (msg_id, payload) VALUES (90000, '{"n": "reset"}')
   RETURNING msg_id < 90000 AS renumbered;
+
+-- an id that would leave less than a spindle's worth of ids after it
+-- for ordinary inserts (and a TRUNCATE) is refused: the queue goes on
+SELECT spindle.create_queue('km', 4);
+SET spindle.keep_msg_ids = on;
+\set VERBOSITY default
+INSERT INTO spindle_q.km (msg_id, payload)
+  VALUES (9223372036854775802, '{"n": "top"}');
+INSERT INTO spindle_q.km (msg_id, payload)
+  VALUES (4611686018427387900, '{"n": "half"}');
+\set VERBOSITY terse
+RESET spindle.keep_msg_ids;
+SELECT count(spindle.enqueue('km', '{}')) FROM generate_series(1, 6);
+SELECT * FROM spindle.verify('spindle_q.km');
+SELECT spindle.drop_queue('km');
+
+-- a TRUNCATE of a queue that never gave an id (pg_restore -j sends one
+-- before each COPY of a table it made) does not make the ids jump: the
+-- ids loaded after it are kept; one of a queue that gave ids still jumps
+SELECT spindle.create_queue('kt', 4);
+BEGIN;
+TRUNCATE TABLE ONLY spindle_q.kt;
+SET LOCAL spindle.keep_msg_ids = on;
+COPY spindle_q.kt (msg_id, payload) FROM stdin;
+3	{"n": "t3"}
+9	{"n": "t9"}
+\.
+COMMIT;
+SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle_q.kt;
+SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.dequeue('kt', 10);
+TRUNCATE spindle_q.kt;
+SELECT spindle.enqueue('kt', '{}') > 4294967296 AS jumped;
+SELECT * FROM spindle.verify('spindle_q.kt');
+SELECT spindle.drop_queue('kt');
 
 -- a drop + create never gives a kept id again
 SET spindle.keep_msg_ids = on;

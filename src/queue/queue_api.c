@@ -798,6 +798,25 @@ queue_truncated(Relation rel, bool transactional)
 }
 
 /*
+ * Spindles of a queue table that held no event were moved down to number
+ * from first_no, in this transaction, which holds the table in
+ * ShareRowExclusiveLock (kept_ids.c): a consumer that polled meanwhile may
+ * have moved the queue's head past first_no, to where they were numbered
+ * before, and would never deliver them.  So every head of the queue, the
+ * loaded one and the saved one, goes back to first_no.  Nothing at or past
+ * first_no was an event: lowering a head only examines nothing again.
+ */
+static void
+queue_numbers_lowered(Relation facade, int64 first_no)
+{
+	Oid			relid = RelationGetRelid(facade);
+
+	if (!spindle_relation_is_queue(facade))
+		return;
+	spindle_queue_state_lower(relid, first_no);
+}
+
+/*
  * A spindle table was just created by this transaction (the utility hook
  * calls this after every CREATE TABLE [AS] of one, whoever runs it:
  * create_queue, a restore, a user): if it is a queue table, give it its
@@ -841,6 +860,7 @@ spindle_queue_register_hooks(void)
 	spindle_table_hooks.truncated = queue_truncated;
 	spindle_table_hooks.event_floor = spindle_queue_event_floor;
 	spindle_table_hooks.events_numbered = spindle_queue_events_numbered;
+	spindle_table_hooks.numbers_lowered = queue_numbers_lowered;
 	spindle_table_hooks.ttl_not_before = spindle_queue_ttl_not_before;
 	spindle_table_hooks.ttl_held = spindle_queue_ttl_held;
 }

@@ -1513,7 +1513,7 @@ spindle_queue_catalog_init(void)
 
 	DefineCustomBoolVariable("spindle.keep_msg_ids",
 							 "Inserts into queue tables keep the msg_ids they supply.",
-							 "Only ids above every id the queue gave are kept (others get new ids), and only for the table's owner or a superuser (others get an error). For restores: PGOPTIONS='-c spindle.keep_msg_ids=on' pg_restore.",
+							 "Only ids above every id the queue gave are kept (others get new ids), and only for the table's owner or a superuser, in a session of one (others get an error). For restores: PGOPTIONS='-c spindle.keep_msg_ids=on' pg_restore.",
 							 &spindle_keep_msg_ids,
 							 false,
 							 PGC_USERSET, 0,

@@ -618,6 +618,52 @@ spindle_queue_state_reset(Oid relid)
 	LWLockRelease(qshared->lock);
 }
 
+/*
+ * Spindles of queue table relid that held no event were moved down to
+ * number from first_no (kept_ids.c, through queue_numbers_lowered): a
+ * head past first_no, loaded or saved, goes back to it, and a saved head
+ * keeps only what lies below it.  Nothing at or past first_no was ever an
+ * event, so the positions given up are only examined again.  The caller
+ * holds the table in ShareRowExclusiveLock (no consumer can move the head
+ * up again from a directory of before the move until it commits).  Takes
+ * QueuesLock and the state's lock.
+ */
+void
+spindle_queue_state_lower(Oid relid, int64 first_no)
+{
+	SavedHead  *e;
+	QueueState *qs;
+
+	if (qshared == NULL)
+		return;
+	LWLockAcquire(qshared->lock, LW_EXCLUSIVE);
+	e = find_saved(MyDatabaseId, relid);
+	if (e != NULL && e->head > first_no)
+	{
+		int			i;
+		int			n = 0;
+
+		for (i = 0; i < e->nranges; i++)
+			if (e->ranges[i][0] < first_no)
+			{
+				e->ranges[n][0] = e->ranges[i][0];
+				e->ranges[n][1] = Min(e->ranges[i][1], first_no);
+				n++;
+			}
+		e->nranges = n;
+		e->head = first_no;
+	}
+	qs = find_state(relid);
+	if (qs != NULL)
+	{
+		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+		if (qs->valid && qs->head > first_no)
+			qs->head = first_no;
+		LWLockRelease(spindle_queue_lock(qs));
+	}
+	LWLockRelease(qshared->lock);
+}
+
 /* Free the states of a database that was dropped. */
 void
 spindle_queue_forget_database(Oid dbid)

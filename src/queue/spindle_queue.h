@@ -184,6 +184,7 @@ extern uint64 spindle_queue_evictions(void);
 extern QueueState *spindle_queue_state_at(int slot);
 extern LWLock *spindle_queue_lock(QueueState *qs);
 extern void spindle_queue_state_reset(Oid relid);
+extern void spindle_queue_state_lower(Oid relid, int64 first_no);
 extern void spindle_queue_forget_database(Oid dbid);
 
 extern QueueItem *spindle_qitem_alloc(QueueState *qs, QueueItemKind kind,

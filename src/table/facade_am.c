@@ -94,6 +94,18 @@ static Oid	kept_segments[SPINDLE_KEPT_WRITE_LOCKS];
 static int	nkept_segments = 0;
 static LocalTransactionId kept_lxid = InvalidLocalTransactionId;
 
+/*
+ * Tables this transaction's TRUNCATE gave new storage that went on from
+ * where the old one was (it never gave a number to an event:
+ * truncate_unused_from), with the first number of the old one's first
+ * spindle, for spindle_truncated to number the new open spindle alike.
+ */
+#define SPINDLE_UNTOUCHED_TRUNCATES 8
+static Oid	untouched_relids[SPINDLE_UNTOUCHED_TRUNCATES];
+static int64 untouched_first_nos[SPINDLE_UNTOUCHED_TRUNCATES];
+static int	nuntouched = 0;
+static LocalTransactionId untouched_lxid = InvalidLocalTransactionId;
+
 /* ----------------------------------------------------------------
  * Versions this transaction's UPDATEs wrote
  *
@@ -1403,6 +1415,76 @@ facade_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
  * Storage of the facade itself: the slot map
  * ----------------------------------------------------------------
  */
+/*
+ * For a TRUNCATE of rel: the lowest number above every number its storage
+ * (and any before it) handed out to an event, if its storage never handed
+ * one out, else 0.  Never handed one out: every spindle it has is empty
+ * (spindle_segment_is_empty: no page, no slot reserved); the first one's
+ * first_no then lies above every number given (spindles fill in order, so
+ * the spindles that held events, dropped since, came before it), and with
+ * no spindle the table's counter does.  A restore in parallel sends a
+ * TRUNCATE before loading each table it made (and the worker has given
+ * it ready spindles): no number needs to be skipped then, and the ids it
+ * loads with spindle.keep_msg_ids must not fall below a jump.  The caller
+ * holds AccessExclusiveLock on rel.
+ */
+static int64
+truncate_unused_from(Relation rel, const SpindleNumbers *next_no)
+{
+	SpindleDirectory *dir = spindle_directory_acquire_current(rel);
+	int64		from = next_no->event_no;
+	int			i;
+
+	for (i = 0; i < dir->nspindles; i++)
+		if (spindle_segment_is_empty(dir->spindles[i].segment) != 1)
+			break;
+	if (i < dir->nspindles)
+		from = 0;
+	else if (dir->nspindles > 0)
+		from = dir->spindles[0].first_no;
+	spindle_directory_release(dir);
+	if (from > 0)
+	{
+		if (untouched_lxid != MyProc->lxid)
+		{
+			untouched_lxid = MyProc->lxid;
+			nuntouched = 0;
+		}
+		if (nuntouched < SPINDLE_UNTOUCHED_TRUNCATES)
+		{
+			untouched_relids[nuntouched] = RelationGetRelid(rel);
+			untouched_first_nos[nuntouched++] = from;
+		}
+	}
+	return from;
+}
+
+/*
+ * Did this transaction's TRUNCATE of relid replace storage that never gave
+ * a number to an event (truncate_unused_from)?  Then *first_no is the
+ * first number of its first spindle, or its counter: the open spindle the
+ * TRUNCATE gives the table back (spindle_truncated) is numbered from
+ * there, as the old one was, not from a floor of the layers above loaded
+ * since (a parallel restore's floor, before the events it loads keeping
+ * their ids).  Forgets relid.
+ */
+bool
+spindle_truncate_untouched(Oid relid, int64 *first_no)
+{
+	int			i;
+
+	if (untouched_lxid != MyProc->lxid)
+		return false;
+	for (i = 0; i < nuntouched; i++)
+		if (untouched_relids[i] == relid)
+		{
+			*first_no = untouched_first_nos[i];
+			untouched_relids[i] = InvalidOid;
+			return true;
+		}
+	return false;
+}
+
 static void
 facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 								 char persistence, TransactionId *freezeXid,
@@ -1422,19 +1504,29 @@ facade_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode,
 	 * SPINDLE_EVENT_NOS_RESERVED past the old one's counter: if the
 	 * TRUNCATE rolls back (also to a savepoint, with more TRUNCATEs nested
 	 * in it), the old storage is the table's again and goes on below every
-	 * number the new one gave.
+	 * number the new one gave.  Unless the old storage never gave a
+	 * number to an event: then the new one numbers from above every
+	 * number given (truncate_unused_from).  Should the TRUNCATE roll back,
+	 * the numbers the new storage gave, all in this transaction, which no
+	 * consumer of the table may be (queue.c), were never seen by anyone.
 	 */
 	truncating = SearchSysCacheExists1(RELOID,
 									   ObjectIdGetDatum(RelationGetRelid(rel)));
 	if (truncating)
 	{
+		int64		unused_from;
+
 		spindle_peek_numbers(rel, &next_no);
-		if (next_no.event_no > PG_INT64_MAX / 2)
+		unused_from = truncate_unused_from(rel, &next_no);
+		if (unused_from > 0)
+			next_no.event_no = unused_from;
+		else if (next_no.event_no > PG_INT64_MAX / 2)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("spindle table \"%s\" has numbered all the events it can",
 							RelationGetRelationName(rel))));
-		next_no.event_no += SPINDLE_EVENT_NOS_RESERVED;
+		else
+			next_no.event_no += SPINDLE_EVENT_NOS_RESERVED;
 	}
 
 	srel = RelationCreateStorage(*newrnode, persistence, true);

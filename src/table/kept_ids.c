@@ -11,33 +11,49 @@
  *   - in the spindle whose range holds it, at k = number - first_no, if
  *     that spindle is the open one or after it and its slot counter has not
  *     passed k (spindle_slots_take_at skips the slots between); the
- *     spindles from the open one to it are filled first (fill_before), as
+ *     spindles from the open one to it get a page first (pages_before)
+ *     and are marked full once the kept slot is taken (fill_before), as
  *     spindles fill in order;
  *   - below ready spindles that were never given an event and were
  *     numbered past a jump (the worker made them from the queue name's
  *     floor, which a restore loads before the events): those are moved
- *     down to number from it (spindle_catalog_renumber_tail), then as
- *     above;
+ *     down to number from it (spindle_catalog_renumber_tail), and every
+ *     head of the table's consumers that may have passed it goes back to
+ *     it (the numbers_lowered hook), then as above;
  *   - past every spindle and the table's counter: in a new spindle
  *     numbered from it (obtain_spindle_at), then as above.
  * Anything else (at or below a number handed out, in a full spindle, in a
  * gap below spindles that have events) is numbered as usual by the caller.
  *
  * Locks: those of an insert (RowExclusiveLock on the facade and on each
- * spindle written or filled); moving spindles down takes
- * ShareRowExclusiveLock on the facade, so that no insert is under way,
- * and a spindle made in this transaction (where a producer would make
- * it so) the creation lock, both to the end of the transaction; giving a
- * spindle its first page takes its relation extension lock.
+ * spindle written or filled).  Every case but a number in the open
+ * spindle first takes ShareRowExclusiveLock on the facade to the end of
+ * the transaction (serialise): no producer, consumer or creation of a
+ * spindle by the worker is under way or starts, so that the directory
+ * and the counter agree (a creator takes its numbers before its spindle
+ * is in the directory), no producer sent on to a new spindle takes the
+ * kept slot first, the spindles moved down stay empty, and no consumer
+ * moves a head past them from the directory of before the move.  Two
+ * sessions keeping numbers in one table at once can deadlock upgrading
+ * to it (one fails, 40P01): a restore loads each table in one session.
+ * A spindle made in this transaction (where a producer would make it so)
+ * takes the creation lock to the end of the transaction; giving a
+ * spindle its first page takes its relation extension lock.  A number
+ * in the open spindle takes no lock more: a producer beside it goes on
+ * (and could, in a narrow window, pass it first: then it is numbered as
+ * usual).
  *
  * Invariants kept: spindles still fill in order, and first_no still grows
  * with spindle_no (the directory's binary search); no slot that a
  * consumer may have passed as gone is handed out again, after a restart
  * too: each spindle after the first one filled has a page before any is
  * filled (a rebuilt counter finds a spindle full when the next has
- * pages), and a new spindle is committed by a helper; numbers kept are
- * refused to anyone but the table's owner (42501) and must lie a capacity
- * below INT64_MAX (22003).
+ * pages), and a new spindle is committed by a helper; no number is kept
+ * below a head a consumer state passed (heads are lowered with the move,
+ * under the lock above); numbers kept are refused to anyone but the
+ * table's owner or a superuser, in a session of one (42501), and must
+ * leave two spindles' worth of numbers below INT64_MAX / 2 (22003), for
+ * ordinary inserts and a TRUNCATE.
  *
  *-------------------------------------------------------------------------
  */
@@ -54,6 +70,19 @@
 
 #include "table/spindle_table.h"
 
+
+/*
+ * The bound below which kept numbers (and the spindles they make) must
+ * end, for spindles of capacity: a spindle's worth of numbers must remain
+ * after them for ordinary inserts (spindle_take_event_nos) and a TRUNCATE
+ * (which numbers its new storage SPINDLE_EVENT_NOS_RESERVED past the
+ * table's counter, and refuses counters past half the range).
+ */
+static int64
+kept_limit(int64 capacity)
+{
+	return PG_INT64_MAX / 2 - 2 * capacity;
+}
 
 /*
  * Make sure a spindle numbered from first_no exists, for an insert that
@@ -86,31 +115,46 @@ obtain_spindle_at(Relation facade, int64 first_no, BulkInsertState bistate)
 	AcceptInvalidationMessages();
 }
 
-/* Only the table's owner or a superuser may keep numbers (see header). */
+/*
+ * Only the table's owner or a superuser may keep numbers (see header):
+ * both the current user and the session user must be (or be members of)
+ * one.  The session user too: a SECURITY DEFINER function of the owner,
+ * called by someone else with spindle.keep_msg_ids on, must not keep the
+ * numbers its caller supplies (the GUC is the caller's to set).
+ */
+static bool
+keep_allowed(Relation facade)
+{
+	Oid			relid = RelationGetRelid(facade);
+
+	return pg_class_ownercheck(relid, GetUserId()) &&
+		pg_class_ownercheck(relid, GetSessionUserId());
+}
+
 static void
 check_keep_allowed(Relation facade)
 {
-	if (!pg_class_ownercheck(RelationGetRelid(facade), GetUserId()))
+	if (!keep_allowed(facade))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to keep the supplied msg_ids of table \"%s\"",
 						RelationGetRelationName(facade)),
-				 errdetail("Only the table's owner or a superuser may keep them."),
+				 errdetail("Only the table's owner or a superuser may keep them, in a session of the owner or of a superuser."),
 				 errhint("Reset spindle.keep_msg_ids to have new msg_ids given.")));
 }
 
 /*
  * An insert keeping a number in spindle j of dir (seg, locked) fills the
- * spindles from the open one to j - 1 first: spindles fill in order.  In
- * memory that is their slot counters (spindle_slots_fill); on disk, after
- * a restart, a spindle is full when the one after it has pages.  So each
- * spindle after the first one filled, j included, first gets a page if it
- * has none (spindle_segment_ensure_page, WAL-logged): before any consumer
- * can pass the skipped slots and commit, the disk says what the counters
- * say.
+ * spindles from the open one to j - 1: spindles fill in order.  In memory
+ * that is their slot counters (fill_before); on disk, after a restart, a
+ * spindle is full when the one after it has pages.  So first each
+ * spindle after the open one, j included, gets a page if it has none
+ * (spindle_segment_ensure_page, WAL-logged; this function): before any
+ * consumer can pass the skipped slots and commit, the disk says what the
+ * counters will say.
  */
 static void
-fill_before(Relation facade, SpindleDirectory *dir, int j, Relation seg)
+pages_before(Relation facade, SpindleDirectory *dir, int j, Relation seg)
 {
 	int			i;
 
@@ -125,6 +169,18 @@ fill_before(Relation facade, SpindleDirectory *dir, int j, Relation seg)
 		relation_close(s, RowExclusiveLock);
 	}
 	spindle_segment_ensure_page(seg);
+}
+
+/*
+ * Then, once the kept slots of spindle j are taken (so that no producer,
+ * sent on to j by the spindles filled here, takes them first), mark the
+ * spindles from the open one to j - 1 full.
+ */
+static void
+fill_before(Relation facade, SpindleDirectory *dir, int j)
+{
+	int			i;
+
 	for (i = dir->open_hint; i < j; i++)
 	{
 		Relation	s = spindle_open_segment(facade, &dir->spindles[i],
@@ -141,7 +197,8 @@ fill_before(Relation facade, SpindleDirectory *dir, int j, Relation seg)
  * Could the spindles of dir numbered above event_no be moved down to
  * number from it (spindle_catalog_renumber_tail)?  Only if none was given
  * an event yet, and event_no lies past the range of the spindle before
- * them.  A look without locks: the callee looks again under its lock.
+ * them (with none left, dropped, what it gave is not known).  A first
+ * look: the callee looks again.
  */
 static bool
 tail_renumberable(SpindleDirectory *dir, int64 event_no)
@@ -161,6 +218,34 @@ tail_renumberable(SpindleDirectory *dir, int64 event_no)
 }
 
 /*
+ * Keep every other writer of the facade's spindles out until the end of
+ * the transaction: ShareRowExclusiveLock on the facade, which producers
+ * (RowExclusiveLock), consumers (likewise) and the worker making ready
+ * spindles (ShareUpdateExclusiveLock, taken conditionally) conflict with;
+ * waiting for it waits for those under way, a creation by the worker
+ * included.  Returns true if it had to take the lock: *dirp is read
+ * again then (after the invalidations of whatever committed meanwhile).
+ * Only for those who may keep numbers: anyone else decides unserialised,
+ * and is refused (42501) or numbered as usual.
+ */
+static bool
+serialise(Relation facade, SpindleDirectory **dirp, BulkInsertState bistate)
+{
+	/* not for those refused (no lock for them to hold, see the header) */
+	if (CheckRelationLockedByMe(facade, ShareRowExclusiveLock, true) ||
+		!keep_allowed(facade))
+		return false;
+	spindle_directory_release(*dirp);
+	/* never wait for a lock while pinning a spindle page (VACUUM waits) */
+	if (bistate != NULL)
+		ReleaseBulkInsertStatePin(bistate);
+	LockRelationOid(RelationGetRelid(facade), ShareRowExclusiveLock);
+	AcceptInvalidationMessages();
+	*dirp = spindle_directory_acquire_tail(facade);
+	return true;
+}
+
+/*
  * Place the n events of slots[], supplied with the numbers event_no ..
  * event_no + n - 1, at those numbers (see above).  Returns how many it
  * placed from slots[0] (fewer than n where a spindle ends), or 0 when
@@ -170,9 +255,12 @@ tail_renumberable(SpindleDirectory *dir, int64 event_no)
  * past a jump (the worker made them from the queue name's floor, which a
  * restore loads before the events) moves them down to it first.  *dirp
  * is the pinned tail directory, which this may replace.  Locks as
- * place_tuples; moving spindles takes ShareRowExclusiveLock on the table,
- * creating one its creation lock (if not by the helper), both to the end
- * of the transaction.
+ * place_tuples; except for a number in the open spindle, it first takes
+ * ShareRowExclusiveLock on the table to the end of the transaction
+ * (serialise, only for those who may keep numbers), so that no producer
+ * takes the slot before it and no spindle is made or given an event
+ * meanwhile; creating a spindle in this transaction (if not by the
+ * helper) takes the creation lock.
  */
 int
 spindle_place_kept(Relation facade, SpindleDirectory **dirp,
@@ -180,8 +268,8 @@ spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 				   CommandId cid, int options, BulkInsertState bistate,
 				   bool speculative, uint32 specToken)
 {
-	bool		created = false;	/* spindles made or moved for it */
-	bool		refreshed = false;	/* directory read again */
+	int			changes = 0;	/* spindles made or moved for it */
+	bool		moved;
 
 	for (;;)
 	{
@@ -190,15 +278,16 @@ spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 		SpindleNumbers next;
 		int64		capacity = dir->events_per_spindle > 0 ?
 			Min(dir->events_per_spindle, SPINDLE_VSLOTS) : SPINDLE_VSLOTS;
+		int64		limit = kept_limit(capacity);
 
-		if (event_no >= PG_INT64_MAX - capacity)
+		if (event_no > limit - n)
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("msg_id %lld is out of range for table \"%s\"",
-							(long long) event_no,
+							(long long) (event_no + n - 1),
 							RelationGetRelationName(facade)),
-					 errdetail("A kept msg_id must lie below %lld.",
-							   (long long) (PG_INT64_MAX - capacity))));
+					 errdetail("A kept msg_id must lie below %lld, so that ordinary inserts and TRUNCATE still find numbers after it.",
+							   (long long) limit)));
 		spindle_check_open_hint(facade, dir);
 		target = spindle_find_by_event(dir, event_no);
 		if (target != NULL)
@@ -211,11 +300,13 @@ spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 			if (j < dir->open_hint)
 				return 0;		/* in a full spindle */
 			check_keep_allowed(facade);
+			if (j > dir->open_hint && serialise(facade, dirp, bistate))
+				continue;
 			seg = spindle_open_segment(facade, target, RowExclusiveLock);
 			if (seg == NULL)
 				return 0;
 			if (j > dir->open_hint)
-				fill_before(facade, dir, j, seg);
+				pages_before(facade, dir, j, seg);
 			got = spindle_slots_take_at(facade, dir, j,
 										event_no - target->first_no, n, &k0);
 			if (got == 0)
@@ -223,49 +314,55 @@ spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 				relation_close(seg, RowExclusiveLock);
 				return 0;		/* its counter passed the number */
 			}
+			if (j > dir->open_hint)
+				fill_before(facade, dir, j);
 			spindle_place_in(facade, dir, j, seg, slots, got, k0, cid,
 							 options, bistate, speculative, specToken);
 			return got;
 		}
 
-		if (created)
-			return 0;
+		if (changes > 2)
+			return 0;			/* cannot happen while serialised */
 		if (dir->nspindles > 0 &&
 			event_no < dir->spindles[dir->nspindles - 1].first_no)
 		{
-			/* below ready spindles numbered past a jump? */
+			/*
+			 * below ready spindles numbered past a jump?  Asked with no
+			 * insert, creation or consumer under way: they stay empty
+			 * (see the callee), and no consumer moves a head past them
+			 * from the directory of before the move
+			 */
+			if (serialise(facade, dirp, bistate))
+				continue;
 			if (!tail_renumberable(dir, event_no))
 				return 0;
 			check_keep_allowed(facade);
 			spindle_directory_release(dir);
-			if (bistate != NULL)
-				ReleaseBulkInsertStatePin(bistate);
-			/* no insert under way: they stay empty (see the callee) */
-			LockRelationOid(RelationGetRelid(facade), ShareRowExclusiveLock);
-			(void) spindle_catalog_renumber_tail(facade, event_no);
-			created = true;		/* one change of the spindles per call */
+			moved = spindle_catalog_renumber_tail(facade, event_no);
+			if (moved && spindle_table_hooks.numbers_lowered)
+				spindle_table_hooks.numbers_lowered(facade, event_no);
 			AcceptInvalidationMessages();
 			*dirp = spindle_directory_acquire_tail(facade);
+			if (!moved)
+				return 0;		/* no longer movable */
+			changes++;
 			continue;
 		}
 
-		/* past every spindle: past the table's counter too? */
-		spindle_peek_numbers(facade, &next);
-		if (event_no < next.event_no && !refreshed)
-		{
-			/* spindles made since the directory was read: read it again */
-			spindle_directory_release(dir);
-			AcceptInvalidationMessages();
-			*dirp = spindle_directory_acquire_tail(facade);
-			refreshed = true;
+		/*
+		 * past every spindle: past the table's counter too?  Asked with no
+		 * creation under way, whose number would be taken (the counter)
+		 * before its spindle is in the directory
+		 */
+		if (serialise(facade, dirp, bistate))
 			continue;
-		}
+		spindle_peek_numbers(facade, &next);
 		if (event_no < next.event_no)
 			return 0;
 		check_keep_allowed(facade);
 		spindle_directory_release(dir);
 		obtain_spindle_at(facade, event_no, bistate);
-		created = true;
+		changes++;
 		*dirp = spindle_directory_acquire_tail(facade);
 	}
 }

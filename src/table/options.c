@@ -2011,7 +2011,9 @@ spindle_check_create_index(IndexStmt *stmt)
 /*
  * After a TRUNCATE ran: every spindle table of relids (from
  * spindle_truncate_targets) that it emptied, which core holds in ACCESS
- * EXCLUSIVE mode now, gets its open spindle back.
+ * EXCLUSIVE mode now, gets its open spindle back (numbered as the old
+ * storage's first was, if that never gave a number to an event:
+ * spindle_truncate_untouched).
  */
 void
 spindle_truncated(List *relids)
@@ -2027,7 +2029,14 @@ spindle_truncated(List *relids)
 			continue;			/* not truncated after all */
 		rel = relation_open(relid, NoLock);
 		if (spindle_is_facade(rel))
-			(void) spindle_create_spindles(rel, 1, true);
+		{
+			int64		first_no;
+
+			if (spindle_truncate_untouched(relid, &first_no))
+				spindle_create_spindle_at(rel, first_no);
+			else
+				(void) spindle_create_spindles(rel, 1, true);
+		}
 		relation_close(rel, NoLock);
 	}
 }

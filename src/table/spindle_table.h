@@ -116,6 +116,7 @@ extern int	spindle_test_vslot_base;	/* GUC, tests only */
 /* ---- facade_am.c, facade_scan.c: the spindle table AM ---- */
 
 extern const TableAmRoutine *spindle_facade_routine(void);
+extern bool spindle_truncate_untouched(Oid relid, int64 *first_no);
 extern const TableAmRoutine *spindle_heap_methods(void);
 extern void spindle_scan_routines(TableAmRoutine *r);
 extern void spindle_bitmap_no_prefetch(void);
@@ -341,6 +342,14 @@ typedef struct SpindleTableHooks
 	int64		(*event_floor) (Relation facade);
 	/* spindles were created: the table's events are numbered below next */
 	void		(*events_numbered) (Relation facade, int64 next);
+	/*
+	 * spindles that were never given an event were moved down to number
+	 * from first_no, in this transaction, which holds ShareRowExclusiveLock
+	 * on the facade (kept_ids.c): whatever passed numbers at or past
+	 * first_no as holding no event must look at them again (the queue
+	 * layer: its consumers' heads)
+	 */
+	void		(*numbers_lowered) (Relation facade, int64 first_no);
 	/*
 	 * TTL: a timestamptz column (attribute number) that must also be at or
 	 * before the cutoff for an event to be purged, or 0 for none (the

@@ -140,27 +140,142 @@ CREATE EXTENSION spindle;
 SELECT spindle.create_queue('j', 4);
 SET spindle.keep_msg_ids = on;
 INSERT INTO spindle.queue_msg_id_floor VALUES ('j', 100000);
-INSERT INTO spindle_q.j (msg_id, payload) VALUES (5, '{"n": 5}');
+INSERT INTO spindle_q.j (msg_id, payload)
+  SELECT i, jsonb_build_object('n', i) FROM generate_series(5, 8) i;
 });
 ok( defined wait_for(
 		$node, 'jump', q{SELECT max(first_no) >= 100000
 		  FROM spindle.spindle_catalog
 		  WHERE relation = 'spindle_q.j'::regclass}, 60),
 	'the worker made a ready spindle numbered from the floor');
+# A consumer polls meanwhile (as an application may, during the restore):
+# it leases 5 (so that its spindle stays) and delivers 6 to 8, which fill
+# their spindle, and moves the queue's head on to the ready spindle, where
+# it was numbered before the move.  The node is restarted (the next
+# consumer rebuilds its state from disk); then a kept insert moves the
+# spindle down below that head: every head goes back, and the kept
+# events are delivered.
+my $deq = q{SELECT coalesce(string_agg(msg_id::text, ',' ORDER BY msg_id), '')
+  FROM spindle.dequeue('j', 20)};
+is($node->safe_psql('jump',
+		q{SELECT msg_id FROM spindle.read('j', 1, '1 hour')}),
+	'5', 'a consumer leases the first restored event (its spindle stays)');
+is($node->safe_psql('jump', $deq), '6,7,8',
+	'and delivers the others of its spindle');
+is($node->safe_psql('jump', $deq), '',
+	'and polls on: its head moves to the ready spindle');
+$node->restart;
 $node->safe_psql('jump', q{
 SET spindle.keep_msg_ids = on;
 INSERT INTO spindle_q.j (msg_id, payload)
-  SELECT i, jsonb_build_object('n', i) FROM generate_series(6, 14) i;
+  SELECT i, jsonb_build_object('n', i) FROM generate_series(9, 12) i;
 });
-my $kept = '5,6,7,8,9,10,11,12,13,14';
+is($node->safe_psql('jump', $deq), '9,10,11,12',
+	'kept below the head of before the restart: delivered');
+# again, with the head moved in shared memory only
+ok( defined wait_for(
+		$node, 'jump', q{SELECT max(first_no) >= 100000
+		  FROM spindle.spindle_catalog
+		  WHERE relation = 'spindle_q.j'::regclass}, 60),
+	'the worker made a ready spindle numbered from the floor again');
+is($node->safe_psql('jump', $deq), '',
+	'a consumer polls: its head moves to the ready spindle');
+$node->safe_psql('jump', q{
+SET spindle.keep_msg_ids = on;
+INSERT INTO spindle_q.j (msg_id, payload)
+  SELECT i, jsonb_build_object('n', i) FROM generate_series(13, 16) i;
+});
 is($node->safe_psql('jump',
 		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle_q.j}),
-	$kept, 'ids below the ready spindle are kept');
+	'5,13,14,15,16', 'ids below the ready spindle are kept (5 leased, 6 to 12 consumed)');
 verify_ok($node, 'jump', 'spindle_q.j');
-is($node->safe_psql('jump',
-		q{SELECT string_agg(msg_id::text, ',' ORDER BY msg_id) FROM spindle.dequeue('j', 20)}),
-	$kept, 'and delivered');
+is($node->safe_psql('jump', $deq), '13,14,15,16', 'and delivered');
 cmp_ok($node->safe_psql('jump', q{SELECT spindle.enqueue('j', '{"n": "new"}')}),
-	'>', 14, 'a new event after them');
+	'>', 16, 'a new event after them');
+
+# The documented restore, with the worker on (it makes ready spindles
+# from the restored floors while the events load): serially, several
+# times, and in parallel (-j 2 sends a TRUNCATE before each COPY of a
+# table it made).  Every id is compared.
+$node->safe_psql('postgres', 'CREATE DATABASE src2');
+$node->safe_psql('src2', q{
+CREATE EXTENSION spindle;
+SELECT spindle.create_queue('d1', 8);
+SELECT spindle.create_queue('d2');
+SELECT count(spindle.enqueue('d1', jsonb_build_object('i', g)))
+  FROM generate_series(1, 100) g;
+SELECT count(*) FROM spindle.dequeue('d1', 37);
+BEGIN;
+SELECT count(spindle.enqueue('d1', '{}')) FROM generate_series(1, 5) g;
+ROLLBACK;
+SELECT count(spindle.enqueue('d1', jsonb_build_object('j', g)))
+  FROM generate_series(1, 50) g;
+SELECT count(*) FROM spindle.enqueue_batch('d2',
+  array(SELECT jsonb_build_object('k', g) FROM generate_series(1, 20000) g));
+SELECT count(*) FROM spindle.dequeue('d2', 5000);
+SELECT count(*) FROM spindle.enqueue_batch('d2',
+  array(SELECT jsonb_build_object('k', g) FROM generate_series(1, 3000) g));
+});
+my $all_ids = q{SELECT md5(string_agg(msg_id::text || ':' || payload::text, ','
+  ORDER BY msg_id)) || ' ' || count(*) FROM };
+my %src_ids = map { $_ => $node->safe_psql('src2', $all_ids . "spindle_q.$_") }
+  qw(d1 d2);
+my $dump2 = $node->basedir . '/keep2.dump';
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-d', $node->connstr('src2'), '-f', $dump2 ],
+	'pg_dump of two queues');
+foreach my $run (1 .. 4, 'j')
+{
+	my $db = "rest_$run";
+	my @par = $run eq 'j' ? ('-j', '2') : ();
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	{
+		local $ENV{PGOPTIONS} = '-c spindle.keep_msg_ids=on';
+		$node->command_ok(
+			[ 'pg_restore', @par, '-d', $node->connstr($db), $dump2 ],
+			"pg_restore $run with keep_msg_ids and the worker on");
+	}
+	foreach my $q (qw(d1 d2))
+	{
+		is($node->safe_psql($db, $all_ids . "spindle_q.$q"), $src_ids{$q},
+			"restore $run: every id of $q kept");
+	}
+	verify_ok($node, $db, 'spindle_q.d1');
+}
+
+# Kept inserts beside ordinary producers: every kept id is kept (the
+# kept slot is taken before the spindles before it count as full, so a
+# producer sent on never takes it first).
+$node->safe_psql('postgres', q{
+CREATE DATABASE race;
+});
+$node->safe_psql('race', q{
+CREATE EXTENSION spindle;
+SELECT spindle.create_queue('st', 16);
+CREATE TABLE made(id bigint, kind text);
+CREATE SEQUENCE kseq;
+});
+my $prod = $node->basedir . '/prod.pgb';
+my $keep = $node->basedir . '/kept.pgb';
+open(my $fh, '>', $prod) or die;
+print $fh "INSERT INTO made SELECT spindle.enqueue('st', '{}'), 'p';\n";
+close $fh;
+open($fh, '>', $keep) or die;
+print $fh "SET spindle.keep_msg_ids = on;\n"
+  . "WITH i AS (INSERT INTO spindle_q.st (msg_id, payload) VALUES "
+  . "(nextval('kseq') * 100000, '{}') RETURNING msg_id) "
+  . "INSERT INTO made SELECT msg_id, 'k' FROM i;\n";
+close $fh;
+$node->command_ok(
+	[
+		'pgbench', '-n', '-c', '3', '-j', '3', '-T', '6',
+		'-f', "$prod\@2", '-f', "$keep\@1", $node->connstr('race')
+	],
+	'kept inserts beside two producers');
+is($node->safe_psql('race',
+		q{SELECT count(*) > 10 AND count(*) FILTER (WHERE id % 100000 <> 0) = 0
+		  FROM made WHERE kind = 'k'}),
+	't', 'every kept id was kept');
+verify_ok($node, 'race', 'spindle_q.st');
 
 done_testing();
