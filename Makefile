@@ -40,6 +40,7 @@ OBJS = \
 	src/queue/cache.o \
 	src/queue/queue_insert.o \
 	src/queue/queue.o \
+	src/queue/queue_consumed.o \
 	src/queue/queue_api.o \
 	src/queue/queue_limits.o \
 	src/admin/spindle.o \

@@ -210,3 +210,39 @@ spindle_consume_log_add(Relation crel, int64 id, FullTransactionId fxid,
 	}
 	spindle_tree_upsert(&t, &r);
 }
+
+/*
+ * Record that (fxid, cid) consumed the ids [first, first + len): one
+ * entry, merged into the entry ending at first when that has the same xid
+ * and command id (a dequeue's pages, written one after the other, make
+ * one entry).  The caller holds the writer lock and has checked that no
+ * live entry covers any of the ids (aborted ones are replaced).  One
+ * STRAGGLE record while the entry stays within a leaf.
+ */
+void
+spindle_consume_log_add_run(Relation crel, int64 first, int64 len,
+							FullTransactionId fxid, CommandId cid)
+{
+	SpindleTree t;
+	SpindleRun	r;
+	SpindleConsumed prev;
+
+	Assert(len > 0 && len <= PG_UINT32_MAX);
+	log_tree(crel, true, &t);
+	memset(&r, 0, sizeof(r));
+	r.first = first;
+	r.len = (uint32) len;
+	r.kind = SPINDLE_RUN_CONSUMED;
+	r.due = (TimestampTz) U64FromFullTransactionId(fxid);
+	r.awaited = (uint32) cid;
+	if (first > PG_INT64_MIN &&
+		spindle_consume_log_probe(crel, first - 1, &prev) &&
+		prev.first + prev.len == first &&
+		prev.len + len <= PG_UINT32_MAX &&
+		FullTransactionIdEquals(prev.fxid, fxid) && prev.cid == cid)
+	{
+		r.first = prev.first;
+		r.len = (uint32) (prev.len + len);
+	}
+	spindle_tree_upsert(&t, &r);
+}

@@ -801,7 +801,7 @@ extern void spindle_crel_desc(StringInfo buf, struct XLogReaderState *record);
 extern const char *spindle_crel_identify(uint8 info);
 extern bool spindle_crel_mask(char *pagedata, BlockNumber blkno);
 
-/* consume_log.c: tree 2, the consume log (reader side; test writer) */
+/* consume_log.c: tree 2, the consume log (readers; the writers' entries) */
 extern bool spindle_consume_log_exists(Relation crel);
 extern bool spindle_consume_log_probe(Relation crel, int64 id,
 									  SpindleConsumed *e);
@@ -811,6 +811,9 @@ extern void spindle_consume_log_lock(Relation crel);
 extern void spindle_consume_log_unlock(Relation crel);
 extern void spindle_consume_log_add(Relation crel, int64 id,
 									FullTransactionId fxid, CommandId cid);
+extern void spindle_consume_log_add_run(Relation crel, int64 first,
+										int64 len, FullTransactionId fxid,
+										CommandId cid);
 
 /* consumer_test.c: the test-only spindle._run_*() functions and GUCs */
 extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */
