@@ -253,6 +253,8 @@ spindle_consumed_write(SpindleConsumeView *v, Relation seg, int64 *ids,
 									fxid, cid);
 		i = j + 1;
 	}
+	/* counted as purged when the transaction commits, as a purge is */
+	spindle_counters_deleted(RelationGetRelid(seg), n);
 }
 
 /* Let go of v: the writer lock now, the relation lock at the end. */

@@ -34,9 +34,12 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "access/transam.h"
+#include "access/xact.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/procarray.h"
 
 #include "storage/spindle_storage.h"
 
@@ -245,4 +248,76 @@ spindle_consume_log_add_run(Relation crel, int64 first, int64 len,
 		r.len = (uint32) (prev.len + len);
 	}
 	spindle_tree_upsert(&t, &r);
+}
+
+/*
+ * The entries of queue table facade's consume log over the ids [lo, hi),
+ * in id order, for counts that read a spindle's pages (the drop rule,
+ * counter builds): NULL (*n = 0) if the table is no queue table or has
+ * no log.  Opens the consumer relation AccessShareLock, kept to the end
+ * of the transaction.
+ */
+SpindleConsumed *
+spindle_consume_log_over(Oid facade, int64 lo, int64 hi, int *n)
+{
+	Oid			croid = spindle_consumer_rel_oid(facade);
+	Relation	crel;
+	SpindleConsumed *e = NULL;
+
+	*n = 0;
+	if (!OidIsValid(croid) ||
+		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
+		return NULL;
+	if (spindle_consume_log_exists(crel))
+		e = spindle_consume_log_read(crel, lo, hi, n);
+	relation_close(crel, NoLock);
+	return e;
+}
+
+/* The entry of e[0..n) (in id order) covering id, or NULL. */
+const SpindleConsumed *
+spindle_consume_log_find(const SpindleConsumed *e, int n, int64 id)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (id < e[mid].first)
+			hi = mid;
+		else if (id >= e[mid].first + e[mid].len)
+			lo = mid + 1;
+		else
+			return &e[mid];
+	}
+	return NULL;
+}
+
+/*
+ * What entry e (or none: NULL) means for a count against horizon
+ * oldest_xmin: SPINDLE_ENTRY_NONE (no live entry: the page decides),
+ * _DEAD (committed before the horizon, or frozen: consumed for everyone),
+ * _RECENT (committed, some snapshot may still see the event), _RUNNING.
+ */
+int
+spindle_consume_log_state(const SpindleConsumed *e, TransactionId oldest_xmin)
+{
+	TransactionId xid;
+
+	if (e == NULL)
+		return SPINDLE_ENTRY_NONE;
+	xid = XidFromFullTransactionId(e->fxid);
+	if (xid == FrozenTransactionId)
+		return SPINDLE_ENTRY_DEAD;
+	if (!TransactionIdIsNormal(xid))
+		return SPINDLE_ENTRY_NONE;
+	if (TransactionIdIsCurrentTransactionId(xid) ||
+		TransactionIdIsInProgress(xid))
+		return SPINDLE_ENTRY_RUNNING;
+	if (!TransactionIdDidCommit(xid))
+		return SPINDLE_ENTRY_NONE;
+	return TransactionIdPrecedes(xid, oldest_xmin) ?
+		SPINDLE_ENTRY_DEAD : SPINDLE_ENTRY_RECENT;
 }

@@ -811,6 +811,16 @@ extern void spindle_consume_log_lock(Relation crel);
 extern void spindle_consume_log_unlock(Relation crel);
 extern void spindle_consume_log_add(Relation crel, int64 id,
 									FullTransactionId fxid, CommandId cid);
+extern SpindleConsumed *spindle_consume_log_over(Oid facade, int64 lo,
+												 int64 hi, int *n);
+extern const SpindleConsumed *spindle_consume_log_find(const SpindleConsumed *e,
+													   int n, int64 id);
+#define SPINDLE_ENTRY_NONE		0
+#define SPINDLE_ENTRY_DEAD		1
+#define SPINDLE_ENTRY_RECENT	2
+#define SPINDLE_ENTRY_RUNNING	3
+extern int	spindle_consume_log_state(const SpindleConsumed *e,
+									  TransactionId oldest_xmin);
 extern void spindle_consume_log_add_run(Relation crel, int64 first,
 										int64 len, FullTransactionId fxid,
 										CommandId cid);
