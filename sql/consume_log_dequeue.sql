@@ -86,3 +86,31 @@ SELECT count(*) FROM spindle._run_scan('spindle_q.cld', 2, 0, 100);
 SELECT string_agg(msg_id::text, ' ' ORDER BY msg_id) AS left FROM spindle_q.cld;
 SELECT spindle.drop_queue('cld_dl');
 SELECT spindle.drop_queue('cld');
+
+-- ===================== VACUUM: committed entries frozen, aborted ones go ==
+-- (an entry's xid must stay in clog while it exists: FROZEN is committed
+-- for everyone; relfrozenxid stays at or below the entries left)
+SET spindle.consume_log = on;
+SELECT spindle.create_queue('clf');
+SELECT count(*) FROM (SELECT spindle.enqueue('clf', jsonb_build_object('n', g))
+  FROM generate_series(1, 6) g) e;
+SELECT min(msg_id) - 1 AS b FROM spindle_q.clf \gset
+SELECT string_agg((msg_id - :b)::text, ' ' ORDER BY msg_id) AS got
+  FROM spindle.dequeue('clf', 2);
+BEGIN;
+SELECT string_agg((msg_id - :b)::text, ' ' ORDER BY msg_id) AS rolled_back
+  FROM spindle.dequeue('clf', 2);
+ROLLBACK;
+SELECT first - :b AS first, len,
+       due = timestamptz '2000-01-01 00:00:00.000002+00' AS frozen
+  FROM spindle._run_scan('spindle_q.clf', 2, 0, 1000000);
+SELECT format('VACUUM (FREEZE) pg_spindle.c%s', 'spindle_q.clf'::regclass::oid) AS vac \gset
+:vac;
+SELECT first - :b AS first, len,
+       due = timestamptz '2000-01-01 00:00:00.000002+00' AS frozen
+  FROM spindle._run_scan('spindle_q.clf', 2, 0, 1000000);
+SELECT string_agg((msg_id - :b)::text, ' ' ORDER BY msg_id) AS left FROM spindle_q.clf;
+DELETE FROM spindle_q.clf WHERE msg_id = :b + 1;
+SELECT string_agg((msg_id - :b)::text, ' ' ORDER BY msg_id) AS got
+  FROM spindle.dequeue('clf', 10);
+SELECT spindle.drop_queue('clf');

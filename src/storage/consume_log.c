@@ -28,7 +28,11 @@
  *
  * Invariants: entries never overlap (the tree's); an entry only merges
  * with the one before it when their xid and command id are equal, so an
- * entry's (xid, cid) holds for every id it covers.
+ * entry's (xid, cid) holds for every id it covers.  An entry's xid is
+ * normal and resolvable in clog (VACUUM keeps the consumer relation's
+ * relfrozenxid at or below it: spindle_consume_log_freeze), or
+ * FrozenTransactionId (committed for everyone).  Settle (the worker)
+ * removes entries below the oldest spindle and those of aborted xids.
  *
  *-------------------------------------------------------------------------
  */
@@ -320,4 +324,156 @@ spindle_consume_log_state(const SpindleConsumed *e, TransactionId oldest_xmin)
 		return SPINDLE_ENTRY_NONE;
 	return TransactionIdPrecedes(xid, oldest_xmin) ?
 		SPINDLE_ENTRY_DEAD : SPINDLE_ENTRY_RECENT;
+}
+
+/* ----------------------------------------------------------------
+ * Settle and freeze
+ * ----------------------------------------------------------------
+ */
+
+/* where the last settle of a queue in this backend stopped */
+#define SETTLE_CURSORS 16
+static struct
+{
+	Oid			facade;
+	int64		next;
+}			settle_cursor[SETTLE_CURSORS];
+
+static int64 *
+cursor_of(Oid facade)
+{
+	int			i;
+	int			free_slot = -1;
+
+	for (i = 0; i < SETTLE_CURSORS; i++)
+	{
+		if (settle_cursor[i].facade == facade)
+			return &settle_cursor[i].next;
+		if (free_slot < 0 && !OidIsValid(settle_cursor[i].facade))
+			free_slot = i;
+	}
+	i = free_slot >= 0 ? free_slot : (int) (facade % SETTLE_CURSORS);
+	settle_cursor[i].facade = facade;
+	settle_cursor[i].next = PG_INT64_MIN;
+	return &settle_cursor[i].next;
+}
+
+/* Did the entry's transaction abort (or never commit before a crash)? */
+static bool
+entry_aborted(const SpindleConsumed *e)
+{
+	TransactionId xid = XidFromFullTransactionId(e->fxid);
+
+	return TransactionIdIsNormal(xid) &&
+		!TransactionIdIsCurrentTransactionId(xid) &&
+		!TransactionIdIsInProgress(xid) && !TransactionIdDidCommit(xid);
+}
+
+/*
+ * Settle the consume log of queue table facade (the worker, each round):
+ * remove what no reader needs any more.  (1) Every id below `below`, the
+ * first msg_id of the table's oldest spindle: those events went with
+ * their spindles, which were dropped only when every event was dead to
+ * everyone.  (2) Entries of aborted transactions, looking at up to max
+ * entries from where this backend's last call stopped.  Takes the writer
+ * lock without waiting (if busy: nothing this round) and the consumer
+ * relation RowExclusiveLock.  Returns the ids removed.
+ */
+int64
+spindle_consume_log_settle(Oid facade, int64 below, int max)
+{
+	Oid			croid = spindle_consumer_rel_oid(facade);
+	Relation	crel;
+	SpindleTree t;
+	SpindleRun	r;
+	SpindleConsumed e;
+	int64		removed = 0;
+	int64	   *cursor;
+	int32		rc;
+
+	if (!OidIsValid(croid) ||
+		(crel = try_relation_open(croid, RowExclusiveLock)) == NULL)
+		return 0;
+	if (!spindle_consume_log_exists(crel) ||
+		!ConditionalLockPage(crel, SPINDLE_TREE_CONSUME_LOG, ExclusiveLock))
+	{
+		relation_close(crel, NoLock);
+		return 0;
+	}
+	log_tree(crel, true, &t);
+	if (spindle_tree_next(&t, PG_INT64_MIN, &r) && r.first < below)
+		removed += spindle_tree_cut(&t, r.first, below, &rc);
+	cursor = cursor_of(facade);
+	for (int i = 0; i < max; i++)
+	{
+		if (!spindle_tree_next(&t, Max(*cursor, below), &r))
+		{
+			*cursor = PG_INT64_MIN;
+			break;
+		}
+		*cursor = spindle_run_end(&r);
+		if (entry_from_run(&r, &e) && entry_aborted(&e))
+			removed += spindle_tree_cut(&t, e.first, e.first + e.len, &rc);
+	}
+	spindle_consume_log_unlock(crel);
+	relation_close(crel, NoLock);
+	return removed;
+}
+
+/*
+ * VACUUM of a consumer relation: the entries' xids must stay resolvable
+ * in clog while the entries exist.  Entries committed before
+ * freeze_limit (which precedes every snapshot's xmin) become FROZEN
+ * (xid FrozenTransactionId: committed for everyone); aborted ones go.
+ * Returns the oldest xid an entry still holds (InvalidTransactionId if
+ * none), below which relfrozenxid must not move.  Takes the writer lock
+ * and reads the whole log: VACUUM's cost is the log's size.
+ */
+TransactionId
+spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
+{
+	SpindleTree t;
+	SpindleConsumed *e;
+	int			n;
+	TransactionId oldest = InvalidTransactionId;
+	int32		rc;
+
+	if (!spindle_consume_log_exists(crel))
+		return InvalidTransactionId;
+	spindle_consume_log_lock(crel);
+	log_tree(crel, true, &t);
+	e = spindle_consume_log_read(crel, PG_INT64_MIN, PG_INT64_MAX, &n);
+	for (int i = 0; i < n; i++)
+	{
+		TransactionId xid = XidFromFullTransactionId(e[i].fxid);
+
+		if (!TransactionIdIsNormal(xid))
+			continue;
+		if (entry_aborted(&e[i]))
+		{
+			(void) spindle_tree_cut(&t, e[i].first, e[i].first + e[i].len,
+									&rc);
+			continue;
+		}
+		if (TransactionIdPrecedes(xid, freeze_limit) &&
+			TransactionIdDidCommit(xid))
+		{
+			SpindleRun	r;
+
+			memset(&r, 0, sizeof(r));
+			r.first = e[i].first;
+			r.len = (uint32) e[i].len;
+			r.kind = SPINDLE_RUN_CONSUMED;
+			r.due = (TimestampTz) U64FromFullTransactionId(
+				FullTransactionIdFromEpochAndXid(0, FrozenTransactionId));
+			spindle_tree_upsert(&t, &r);
+			continue;
+		}
+		if (!TransactionIdIsValid(oldest) || TransactionIdPrecedes(xid, oldest))
+			oldest = xid;
+	}
+	if (e != NULL)
+		pfree(e);
+	spindle_consume_log_unlock(crel);
+	return oldest;
 }

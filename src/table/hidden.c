@@ -18,7 +18,9 @@
  *	SnapshotSelf		committed or own (also ANALYZE, index builds)
  *	SnapshotAny, others	nothing hidden
  *
- * Aborted entries hide nothing.  Only queue tables (those with a consumer
+ * Aborted entries hide nothing; frozen ones (xid FrozenTransactionId,
+ * written by VACUUM for entries committed before its freeze limit) hide
+ * from every snapshot that hides anything.  Only queue tables (those with a consumer
  * relation) have a consume log; whether a facade has one is kept in a
  * backend-local hash, emptied by any relcache invalidation, so other
  * spindle tables pay one hash probe per scan or fetch.
@@ -139,6 +141,9 @@ entry_verdict(const SpindleConsumed *e, Snapshot snapshot)
 {
 	TransactionId xid = XidFromFullTransactionId(e->fxid);
 
+	/* frozen (VACUUM): committed before every snapshot */
+	if (xid == FrozenTransactionId)
+		return SPINDLE_HIDE_YES;
 	if (!TransactionIdIsNormal(xid))
 		return SPINDLE_HIDE_NO;
 	switch (snapshot->snapshot_type)
@@ -420,6 +425,14 @@ spindle_hidden_dml_check(Relation facade, SpindleEntry *sp, int64 k,
 		if (!spindle_consume_log_probe(crel, sp->first_no + k, &e))
 			break;
 		xid = XidFromFullTransactionId(e.fxid);
+		if (xid == FrozenTransactionId)
+		{
+			tmfd->ctid = *vtid;
+			tmfd->xmax = xid;
+			tmfd->cmax = InvalidCommandId;
+			result = TM_Deleted;
+			break;
+		}
 		if (!TransactionIdIsNormal(xid))
 			break;
 		tmfd->ctid = *vtid;

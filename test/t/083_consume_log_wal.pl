@@ -8,7 +8,8 @@
 # beside the figure with the setting off).  Plain SQL counts exactly the
 # events not consumed, on the primary and on a standby; the worker drops
 # the consumed spindles; a crash in the middle of an open dequeue
-# transaction loses and doubles nothing.
+# transaction loses and doubles nothing; settle removes the entries over
+# dropped spindles and those of aborted transactions.
 use strict;
 use warnings;
 
@@ -95,6 +96,28 @@ ok( $node->poll_query_until('postgres', $full_sql, '0'),
 	'the worker drops every consumed spindle');
 is($node->safe_psql('postgres', $left_sql), $expect,
 	'after the drops: the same events left');
+
+# settle: the entries over dropped spindles go, and those of aborted
+# transactions
+my $st = $node->safe_psql('postgres', q{
+SELECT spindle.create_queue('st');
+SELECT count(*) FROM spindle.enqueue_batch('st',
+    ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 10) g));
+BEGIN;
+SELECT count(*) FROM spindle.dequeue('st', 5);
+SELECT count(*) FROM spindle._run_scan('spindle_q.st', 2, 0, 1000000000);
+ROLLBACK;
+});
+is((split /\n/, $st)[-1], '1', 'the rolled-back dequeue wrote an entry');
+ok( $node->poll_query_until('postgres', q{
+SELECT count(*) FROM spindle._run_scan('spindle_q.wal_on', 2, 0,
+  (SELECT min(msg_id) FROM spindle_q.wal_on))}, '0'),
+	'settle: no entry left below the oldest spindle');
+ok( $node->poll_query_until('postgres', q{
+SELECT count(*) FROM spindle._run_scan('spindle_q.st', 2, 0, 1000000000)}, '0'),
+	'settle: the aborted entry is gone');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM spindle_q.st'), '10',
+	'its events are all there');
 
 # a crash in the middle of an open dequeue transaction
 $node->safe_psql('postgres', q{
