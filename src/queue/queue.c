@@ -15,17 +15,21 @@
  *	- deliverable (inserted by a committed transaction -- in REPEATABLE
  *	  READ or SERIALIZABLE, one the caller's snapshot sees --, not
  *	  deleted, not locked, due): dequeue purges it -- xmax = the caller's
- *	  transaction, one WAL record per page (rangepurge.c) -- and returns
- *	  it; read() leases it instead: its claim, marked to_lease, becomes a
+ *	  transaction, one WAL record per page (rangepurge.c), or with
+ *	  spindle.consume_log on an entry of the queue's consume log per run
+ *	  of ids (queue_consumed.c), the page untouched -- and returns it;
+ *	  read() leases it instead: its claim, marked to_lease, becomes a
  *	  lease parked on disk (queue_parked.c) when the read() returns, so
  *	  that a read() that fails first leases nothing (the abort returns the
  *	  claim like any other), and a statement that fails after it hands
  *	  the lease back (undo_leases, saved on disk by save_handed_back);
  *	  an event read max_reads times is purged by either and moved to the
  *	  dead-letter queue;
- *	- inserted, deleted or locked by a running transaction: PENDING on it;
+ *	- inserted, deleted, locked or consumed (a consume log entry) by a
+ *	  running transaction: PENDING on it;
  *	- not due: DELAYED until its visible_at;
- *	- purged by a committed transaction, aborted, or never an event: gone.
+ *	- purged or consumed by a committed transaction, aborted, or never an
+ *	  event: gone.
  *
  * and records what it found in place of its claim.  Where its events are
  * comes from the event cache (cache.c) when it has them, else from the
@@ -41,8 +45,10 @@
  * newer events, and so does the death of the backend (the abort runs) or a
  * crash (the state is rebuilt from disk, where the purge was undone).
  *
- * Locks: the queue table in RowExclusiveLock (dequeue, read, ack) or
- * AccessShareLock (set_visibility); each spindle touched in
+ * Locks: the consume log's writer lock for each examination, taken
+ * before any buffer lock when the setting is on or the queue has a log
+ * (see queue_consumed.c); the queue table in RowExclusiveLock (dequeue,
+ * read, ack) or AccessShareLock (set_visibility); each spindle touched in
  * RowExclusiveLock, kept to the end of the transaction.  A long poll
  * releases, before it sleeps (it holds no claim then and purged nothing),
  * every lock the call took -- the table's and those its attempts took

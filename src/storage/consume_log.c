@@ -4,8 +4,10 @@
  *	  The consume log of a queue: which msg_ids a transaction consumed,
  *	  kept outside the event pages, in tree 2 of the queue's consumer
  *	  relation (SPINDLE_TREE_CONSUME_LOG; consumer_tree.c; docs/design.md,
- *	  "Consumer state that scales with what stays", "Consume log: reader
- *	  side (built)").
+ *	  "Consumer state that scales with what stays", "Consume log
+ *	  (built)").  Writers: consumers with spindle.consume_log on
+ *	  (queue_consumed.c) and the test-only hidden_test.c; settle (the
+ *	  worker) and freeze (VACUUM of the consumer relation) are here.
  *
  * An entry is a run of the tree, kind SPINDLE_RUN_CONSUMED, for the ids
  * [first, first + len) that one (sub)transaction consumed in one command.

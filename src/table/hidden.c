@@ -4,7 +4,7 @@
  *	  Events hidden by the consume log: the one rule every reader of a
  *	  queue table applies after heap's own test on the event's header
  *	  (docs/design.md, "Consumer state that scales with what stays",
- *	  sections 4 and 9, "Consume log: reader side (built)").
+ *	  sections 4 and 9, "Consume log (built)").
  *
  * An event with msg_id m (= first_no + k in its spindle) that heap finds
  * visible is hidden iff an entry of the consume log (consume_log.c)
