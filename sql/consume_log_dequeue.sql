@@ -111,6 +111,24 @@ SELECT first - :b AS first, len,
   FROM spindle._run_scan('spindle_q.clf', 2, 0, 1000000);
 SELECT string_agg((msg_id - :b)::text, ' ' ORDER BY msg_id) AS left FROM spindle_q.clf;
 DELETE FROM spindle_q.clf WHERE msg_id = :b + 1;
+BEGIN;
+SELECT string_agg((msg_id - :b)::text, ' ' ORDER BY msg_id) AS got
+  FROM spindle.dequeue('clf', 2);
+SELECT pg_current_xact_id()::text AS entry_xid \gset
+COMMIT;
+-- a VACUUM that does not freeze it keeps relfrozenxid at the entry's xid
+SELECT pg_current_xact_id() IS NOT NULL AS burnt;
+SELECT pg_current_xact_id() IS NOT NULL AS burnt;
+SET vacuum_freeze_min_age = 1000;
+SELECT format('VACUUM pg_spindle.c%s', 'spindle_q.clf'::regclass::oid) AS vac \gset
+:vac;
+RESET vacuum_freeze_min_age;
+SELECT c.relfrozenxid::text = :'entry_xid' AS held_at_entry
+  FROM pg_class c
+ WHERE c.oid = ('pg_spindle.c' || 'spindle_q.clf'::regclass::oid)::regclass;
+SELECT first - :b AS first, len,
+       due = timestamptz '2000-01-01 00:00:00.000002+00' AS frozen
+  FROM spindle._run_scan('spindle_q.clf', 2, 0, 1000000);
 SELECT string_agg((msg_id - :b)::text, ' ' ORDER BY msg_id) AS got
   FROM spindle.dequeue('clf', 10);
 SELECT spindle.drop_queue('clf');

@@ -761,8 +761,9 @@ live_unpurged(const SpindleConsumed *log, int nlog, int64 id,
 				*latest = x;
 			return false;
 		case SPINDLE_ENTRY_RUNNING:
+			x = XidFromFullTransactionId(e->fxid);
 			if (!*prepared_work)
-				*prepared_work = xid_is_prepared(XidFromFullTransactionId(e->fxid));
+				*prepared_work = xid_is_prepared(x);
 			return true;
 		default:
 			return true;

@@ -20,10 +20,10 @@
  *
  * Aborted entries hide nothing; frozen ones (xid FrozenTransactionId,
  * written by VACUUM for entries committed before its freeze limit) hide
- * from every snapshot that hides anything.  Only queue tables (those with a consumer
- * relation) have a consume log; whether a facade has one is kept in a
- * backend-local hash, emptied by any relcache invalidation, so other
- * spindle tables pay one hash probe per scan or fetch.
+ * from every snapshot that hides anything.  Only queue tables (those with
+ * a consumer relation) have a consume log; whether a facade has one is
+ * kept in a backend-local hash, emptied by any relcache invalidation, so
+ * other spindle tables pay one hash probe per scan or fetch.
  *
  * Coherence.  Nothing is cached beyond one reader.  An MVCC scan decides,
  * when it begins (its snapshot taken), whether the log exists at all (one
