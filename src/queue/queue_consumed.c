@@ -12,7 +12,8 @@
  * costs one tree descent whatever it takes, and nothing when the queue
  * has no log (one metapage look) -- and resolves each entry's xid once:
  *
- *	committed (or FROZEN)		the event is consumed for good: gone
+ *	committed (or FROZEN), or	the event is consumed for good: gone
+ *	  below the log's floor
  *	running, or this backend's	pending on that xid, as an event a running
  *								transaction deletes
  *	aborted						nothing: the event is examined as if the
@@ -131,6 +132,7 @@ spindle_consumed_begin(SpindleConsumeView *v, Relation facade,
 	int			i;
 
 	memset(v, 0, sizeof(*v));
+	v->floor = PG_INT64_MIN;
 	v->write = write && spindle_consume_log;
 	if (n == 0)
 		return;
@@ -176,6 +178,8 @@ spindle_consumed_begin(SpindleConsumeView *v, Relation facade,
 		i = j + 1;
 	}
 	pfree(sorted);
+	/* after the entries: see spindle_consume_log_floor */
+	v->floor = spindle_consume_log_floor(v->crel);
 	/* one clog look per xid: an entry's neighbours mostly share it */
 	for (i = 0; i < v->nentries; i++)
 	{
@@ -203,6 +207,8 @@ spindle_consumed_verdict(SpindleConsumeView *v, int64 id, TransactionId *xid)
 	int			lo = 0,
 				hi = v->nentries;
 
+	if (v->crel != NULL && id < v->floor)
+		return SPINDLE_LOG_GONE;	/* folded into the floor */
 	while (lo < hi)
 	{
 		int			mid = (lo + hi) / 2;

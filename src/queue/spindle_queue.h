@@ -336,6 +336,7 @@ typedef struct SpindleConsumeView
 	bool		locked;			/* the log's writer lock is held */
 	SpindleConsumed *entries;	/* over the candidates, in id order */
 	int		   *verdicts;		/* SPINDLE_LOG_* of each entry */
+	int64		floor;			/* the log's floor: ids below are gone */
 	int			nentries;
 	int			room;
 } SpindleConsumeView;

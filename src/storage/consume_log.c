@@ -40,12 +40,14 @@
  */
 #include "postgres.h"
 
+#include "access/generic_xlog.h"
 #include "access/relation.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
+#include "utils/rel.h"
 
 #include "storage/spindle_storage.h"
 
@@ -81,6 +83,48 @@ spindle_consume_log_exists(Relation crel)
 {
 	return spindle_tree_meta_block(crel, SPINDLE_TREE_CONSUME_LOG) !=
 		InvalidBlockNumber;
+}
+
+/*
+ * The consume log's floor (the metapage's consumed_floor): every id below
+ * it is consumed for everyone (settle folded committed entries into it).
+ * Readers read it after the entries they read, so that an entry settle
+ * removed after raising the floor is seen either way.  A share lock of
+ * the metapage, for a moment.
+ */
+int64
+spindle_consume_log_floor(Relation crel)
+{
+	Buffer		buf;
+	int64		floor;
+
+	if (RelationGetNumberOfBlocks(crel) == 0)
+		return PG_INT64_MIN;
+	buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_SHARE);
+	floor = SpindleCrelGetMeta(BufferGetPage(buf))->consumed_floor;
+	UnlockReleaseBuffer(buf);
+	return floor;
+}
+
+/* Raise the floor to floor (GenericXLog, a delta of the metapage). */
+static void
+raise_floor(Relation crel, int64 floor)
+{
+	Buffer		buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
+	GenericXLogState *state;
+	Page		page;
+	SpindleCrelMeta *meta = SpindleCrelGetMeta(BufferGetPage(buf));
+
+	if (meta->consumed_floor >= floor)
+	{
+		UnlockReleaseBuffer(buf);
+		return;
+	}
+	state = GenericXLogStart(crel);
+	page = GenericXLogRegisterBuffer(state, buf, 0);
+	SpindleCrelGetMeta(page)->consumed_floor = floor;
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(buf);
 }
 
 /* The entry covering msg_id id, into *e; false if none. */
@@ -260,22 +304,27 @@ spindle_consume_log_add_run(Relation crel, int64 first, int64 len,
  * The entries of queue table facade's consume log over the ids [lo, hi),
  * in id order, for counts that read a spindle's pages (the drop rule,
  * counter builds): NULL (*n = 0) if the table is no queue table or has
- * no log.  Opens the consumer relation AccessShareLock, kept to the end
+ * no log; *floor the log's floor, read after them (PG_INT64_MIN: none).  Opens the consumer relation AccessShareLock, kept to the end
  * of the transaction.
  */
 SpindleConsumed *
-spindle_consume_log_over(Oid facade, int64 lo, int64 hi, int *n)
+spindle_consume_log_over(Oid facade, int64 lo, int64 hi, int *n,
+						 int64 *floor)
 {
 	Oid			croid = spindle_consumer_rel_oid(facade);
 	Relation	crel;
 	SpindleConsumed *e = NULL;
 
 	*n = 0;
+	*floor = PG_INT64_MIN;
 	if (!OidIsValid(croid) ||
 		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
 		return NULL;
 	if (spindle_consume_log_exists(crel))
+	{
 		e = spindle_consume_log_read(crel, lo, hi, n);
+		*floor = spindle_consume_log_floor(crel);
+	}
 	relation_close(crel, NoLock);
 	return e;
 }
@@ -372,6 +421,48 @@ entry_aborted(const SpindleConsumed *e)
 }
 
 /*
+ * Fold into the floor the entries contiguous from it (or from below, the
+ * first id of the oldest spindle, if higher) whose xid is frozen or
+ * committed before the horizon: consumed for every snapshot.  Up to max
+ * entries.  The floor is raised first, then the entries below it are
+ * removed (readers read entries, then the floor).  The caller holds the
+ * writer lock.  Returns the ids removed.
+ */
+static int64
+fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max)
+{
+	TransactionId horizon = GetOldestNonRemovableTransactionId(crel);
+	int64		floor = spindle_consume_log_floor(crel);
+	int64		f = Max(floor, below);
+	int64		start = f;
+	SpindleRun	r;
+	SpindleConsumed e;
+	int32		rc;
+
+	for (int i = 0; i < max; i++)
+	{
+		TransactionId xid;
+
+		if (!spindle_tree_next(t, f, &r) || r.first > f ||
+			!entry_from_run(&r, &e))
+			break;
+		xid = XidFromFullTransactionId(e.fxid);
+		if (xid != FrozenTransactionId &&
+			!(TransactionIdIsNormal(xid) &&
+			  TransactionIdPrecedes(xid, horizon) &&
+			  TransactionIdDidCommit(xid)))
+			break;
+		f = e.first + e.len;
+	}
+	if (f <= start)
+		return 0;
+	raise_floor(crel, f);
+	if (!spindle_tree_next(t, PG_INT64_MIN, &r) || r.first >= f)
+		return 0;
+	return spindle_tree_cut(t, r.first, f, &rc);
+}
+
+/*
  * Settle the consume log of queue table facade (the worker, each round):
  * remove what no reader needs any more.  (1) Every id below `below`, the
  * first msg_id of the table's oldest spindle: those events went with
@@ -405,6 +496,7 @@ spindle_consume_log_settle(Oid facade, int64 below, int max)
 	log_tree(crel, true, &t);
 	if (spindle_tree_next(&t, PG_INT64_MIN, &r) && r.first < below)
 		removed += spindle_tree_cut(&t, r.first, below, &rc);
+	removed += fold_into_floor(crel, &t, below, max);
 	cursor = cursor_of(facade);
 	for (int i = 0; i < max; i++)
 	{

@@ -737,12 +737,13 @@ xid_is_prepared(TransactionId xid)
 
 /*
  * An event live on its page: what the consume log's entries log[0..nlog)
- * say of msg_id id.  Consumed by a committed entry it is purged (and its
+ * and its floor say of msg_id id.  Below the floor, or consumed by a
+ * committed entry, it is purged (and its
  * xid may be the newest "deleter" some snapshot still sees); by a running
  * one it is not purged yet.  True if unpurged.
  */
 static bool
-live_unpurged(const SpindleConsumed *log, int nlog, int64 id,
+live_unpurged(const SpindleConsumed *log, int nlog, int64 floor, int64 id,
 			  TransactionId oldest_xmin, TransactionId *latest,
 			  bool *prepared_work)
 {
@@ -750,6 +751,8 @@ live_unpurged(const SpindleConsumed *log, int nlog, int64 id,
 		spindle_consume_log_find(log, nlog, id) : NULL;
 	TransactionId x;
 
+	if (id < floor)
+		return false;			/* folded into the floor */
 	switch (spindle_consume_log_state(e, oldest_xmin))
 	{
 		case SPINDLE_ENTRY_DEAD:
@@ -786,9 +789,10 @@ count_unpurged(Oid facade, const SpindleEntry *sp, Relation seg,
 	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
 	TransactionId checked_xid = InvalidTransactionId;
 	int			nlog;
+	int64		floor;
 	SpindleConsumed *log = spindle_consume_log_over(facade, sp->first_no,
 													sp->first_no + sp->vcount,
-													&nlog);
+													&nlog, &floor);
 
 	*unpurged = 0;
 	*latest = InvalidTransactionId;
@@ -833,7 +837,7 @@ count_unpurged(Oid facade, const SpindleEntry *sp, Relation seg,
 				case HEAPTUPLE_DEAD:
 					break;
 				case HEAPTUPLE_LIVE:
-					if (live_unpurged(log, nlog, sp->first_no +
+					if (live_unpurged(log, nlog, floor, sp->first_no +
 									  spindle_event_k(tuple.t_data, tuple.t_len),
 									  oldest_xmin, latest, prepared_work))
 						(*unpurged)++;

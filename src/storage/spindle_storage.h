@@ -811,8 +811,10 @@ extern void spindle_consume_log_lock(Relation crel);
 extern void spindle_consume_log_unlock(Relation crel);
 extern void spindle_consume_log_add(Relation crel, int64 id,
 									FullTransactionId fxid, CommandId cid);
+extern int64 spindle_consume_log_floor(Relation crel);
 extern SpindleConsumed *spindle_consume_log_over(Oid facade, int64 lo,
-												 int64 hi, int *n);
+												 int64 hi, int *n,
+												 int64 *floor);
 extern const SpindleConsumed *spindle_consume_log_find(const SpindleConsumed *e,
 													   int n, int64 id);
 #define SPINDLE_ENTRY_NONE		0

@@ -19,8 +19,10 @@
  *	SnapshotAny, others	nothing hidden
  *
  * Aborted entries hide nothing; frozen ones (xid FrozenTransactionId,
- * written by VACUUM for entries committed before its freeze limit) hide
- * from every snapshot that hides anything.  Only queue tables (those with
+ * written by VACUUM for entries committed before its freeze limit) and
+ * ids below the log's floor (settle folded their entries into it) hide
+ * from every snapshot that hides anything.  The floor is read after the
+ * entries (when a spindle is entered, or after a probe found none).  Only queue tables (those with
  * a consumer relation) have a consume log; whether a facade has one is
  * kept in a backend-local hash, emptied by any relcache invalidation, so
  * other spindle tables pay one hash probe per scan or fetch.
@@ -199,6 +201,7 @@ spindle_hide_begin(SpindleHide *h, Relation facade, Snapshot snapshot,
 	Oid			croid;
 
 	memset(h, 0, sizeof(*h));
+	h->floor = PG_INT64_MIN;
 	h->snapshot = snapshot;
 	h->cxt = CurrentMemoryContext;
 	if (!snapshot_hides(snapshot))
@@ -292,6 +295,8 @@ hide_enter(SpindleHide *h, SpindleEntry *sp)
 		}
 	if (e != NULL)
 		pfree(e);
+	/* after the entries: see spindle_consume_log_floor */
+	h->floor = spindle_consume_log_floor(h->crel);
 	h->spindle_no = sp->spindle_no;
 	MemoryContextSwitchTo(old);
 }
@@ -353,10 +358,10 @@ spindle_hide_event(SpindleHide *h, SpindleEntry *sp, int64 k)
 	{
 		if (h->spindle_no != sp->spindle_no)
 			hide_enter(h, sp);
-		return in_ranges(h, id);
+		return id < h->floor || in_ranges(h, id);
 	}
 	if (!spindle_consume_log_probe(h->crel, id, &e))
-		return false;
+		return id < spindle_consume_log_floor(h->crel);
 	switch (entry_verdict(&e, h->snapshot))
 	{
 		case SPINDLE_HIDE_YES:
@@ -423,7 +428,17 @@ spindle_hidden_dml_check(Relation facade, SpindleEntry *sp, int64 k,
 		TransactionId xid;
 
 		if (!spindle_consume_log_probe(crel, sp->first_no + k, &e))
+		{
+			/* below the floor: consumed before every snapshot */
+			if (sp->first_no + k < spindle_consume_log_floor(crel))
+			{
+				tmfd->ctid = *vtid;
+				tmfd->xmax = FrozenTransactionId;
+				tmfd->cmax = InvalidCommandId;
+				result = TM_Deleted;
+			}
 			break;
+		}
 		xid = XidFromFullTransactionId(e.fxid);
 		if (xid == FrozenTransactionId)
 		{

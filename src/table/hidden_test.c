@@ -77,6 +77,8 @@ consume_one(Relation facade, Relation crel, Relation seg, SpindleEntry *sp,
 				r = TM_Ok;
 		}
 	}
+	if (r == TM_Ok && id < spindle_consume_log_floor(crel))
+		r = TM_BeingModified;	/* consumed for good */
 	if (r == TM_Ok && spindle_consume_log_probe(crel, id, &e))
 	{
 		TransactionId xid = XidFromFullTransactionId(e.fxid);

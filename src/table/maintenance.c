@@ -78,18 +78,26 @@ PG_FUNCTION_INFO_V1(spindle_drop_spindles);
 
 /*
  * Count an event live on its page, msg_id id, into *c with what the
- * consume log (entries log[0..nlog)) says of it: consumed by an entry
+ * consume log (entries log[0..nlog), floor) says of it: below the floor,
+ * or consumed by an entry
  * committed before the horizon, it is purged and dead (its xid a standby
  * conflict horizon, as a deleter's); committed after it, purged; by a
  * running one, busy; else live.
  */
 static void
-count_live(SpindleCounts *c, const SpindleConsumed *log, int nlog, int64 id,
-		   TransactionId oldest_xmin)
+count_live(SpindleCounts *c, const SpindleConsumed *log, int nlog,
+		   int64 floor, int64 id, TransactionId oldest_xmin)
 {
 	const SpindleConsumed *e = nlog > 0 ?
 		spindle_consume_log_find(log, nlog, id) : NULL;
 
+	if (id < floor)
+	{
+		/* folded into the floor: consumed before every snapshot */
+		c->purged++;
+		c->dead++;
+		return;
+	}
 	switch (spindle_consume_log_state(e, oldest_xmin))
 	{
 		case SPINDLE_ENTRY_DEAD:
@@ -144,6 +152,7 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
 	BlockNumber blk;
 	SpindleConsumed *log;
 	int			nlog;
+	int64		floor;
 
 	/*
 	 * Computed afresh, as VACUUM does: GlobalVisTestFor()'s horizons are
@@ -159,7 +168,7 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
 	/* read after the horizon: an entry it finds dead stays dead */
 	log = spindle_consume_log_over(RelationGetRelid(facade), sp->first_no,
 								   sp->first_no + sp->vcount,
-								   &nlog);
+								   &nlog, &floor);
 	for (blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -206,7 +215,7 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
 					c->purged++;
 					break;
 				case HEAPTUPLE_LIVE:
-					count_live(c, log, nlog, sp->first_no +
+					count_live(c, log, nlog, floor, sp->first_no +
 							   spindle_event_k(tuple.t_data, tuple.t_len),
 							   oldest_xmin);
 					break;

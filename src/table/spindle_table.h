@@ -286,6 +286,7 @@ typedef struct SpindleHide
 	int			nranges;
 	int64	   *ranges;			/* hidden [start, end) msg_ids, sorted */
 	int			hint;			/* where the last search ended */
+	int64		floor;			/* the log's floor when ranges were read */
 	MemoryContext cxt;			/* where ranges live */
 } SpindleHide;
 

@@ -9,7 +9,8 @@
 # events not consumed, on the primary and on a standby; the worker drops
 # the consumed spindles; a crash in the middle of an open dequeue
 # transaction loses and doubles nothing; settle removes the entries over
-# dropped spindles and those of aborted transactions.
+# dropped spindles and those of aborted transactions, and folds committed
+# entries contiguous from the floor into it.
 use strict;
 use warnings;
 
@@ -146,6 +147,26 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM spindle_q.wal_on'), '0',
 $node->wait_for_catchup($standby);
 is($standby->safe_psql('postgres', 'SELECT count(*) FROM spindle_q.wal_on'), '0',
 	'the standby agrees');
+
+# settle folds the committed entries over the open spindle into the
+# floor: the log empties, and nothing comes back, on the primary (also
+# after a restart, whose head walk reads the log) or on the standby
+ok( $node->poll_query_until('postgres', q{
+SELECT count(*) FROM spindle._run_scan('spindle_q.wal_on', 2, 0, 1000000000000)}, '0'),
+	'settle: the entries over the open spindle are folded into the floor');
+$node->restart;
+is( $node->safe_psql('postgres', q{
+SELECT count(*) FROM spindle_q.wal_on;
+SELECT count(*) FROM spindle.dequeue('wal_on', 1000);
+SELECT count(*) FROM spindle_q.wal_on WHERE msg_id > 0}),
+	"0\n0\n0", 'after the fold and a restart: nothing comes back');
+$node->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', 'SELECT count(*) FROM spindle_q.wal_on'), '0',
+	'the standby agrees after the fold');
+is( $node->safe_psql('postgres', q{
+SELECT events - purged_events FROM spindle.spindles
+ WHERE relation = 'spindle_q.wal_on'::regclass AND events > 0}),
+	'0', 'the counts from disk see the folded events as purged');
 
 $standby->stop;
 $node->stop;
