@@ -132,3 +132,16 @@ SELECT first - :b AS first, len,
 SELECT string_agg((msg_id - :b)::text, ' ' ORDER BY msg_id) AS got
   FROM spindle.dequeue('clf', 10);
 SELECT spindle.drop_queue('clf');
+
+-- ===================== TTL purges only what no consumer took ==============
+SET spindle.consume_log = on;
+SELECT spindle.create_queue('clt', 4);
+SELECT count(*) FROM (SELECT spindle.enqueue('clt', jsonb_build_object('n', g))
+  FROM generate_series(1, 4) g) e;
+SELECT count(*) AS got FROM spindle.dequeue('clt', 2);
+SELECT pg_sleep(2.2);
+SELECT spindle.purge_expired('spindle_q.clt', '1 second') AS purged;
+SELECT count(*) FROM spindle_q.clt;
+SELECT events, purged_events FROM spindle.spindles
+ WHERE relation = 'spindle_q.clt'::regclass AND events > 0;
+SELECT spindle.drop_queue('clt');
