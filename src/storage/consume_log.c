@@ -25,16 +25,22 @@
  * any reader of the tree, one buffer lock at a time.  The writer holds the
  * relation RowExclusiveLock and the tree's writer lock (LockPage of block
  * number SPINDLE_TREE_CONSUME_LOG, ExclusiveLock: spindle_consume_log_
- * lock) for its whole call; it may hold a share lock of the event's page
- * while it writes (the lock protocol with DML, see hidden.c).
+ * lock) for its whole call; it may hold a share (consumers: exclusive)
+ * lock of the event's page while it writes (the lock protocol with DML,
+ * see hidden.c).  Settle takes the writer lock without waiting, VACUUM's
+ * freeze waits for it; the floor is the metapage's consumed_floor, read
+ * under its share lock, raised under its exclusive lock (GenericXLog).
  *
  * Invariants: entries never overlap (the tree's); an entry only merges
  * with the one before it when their xid and command id are equal, so an
  * entry's (xid, cid) holds for every id it covers.  An entry's xid is
  * normal and resolvable in clog (VACUUM keeps the consumer relation's
  * relfrozenxid at or below it: spindle_consume_log_freeze), or
- * FrozenTransactionId (committed for everyone).  Settle (the worker)
- * removes entries below the oldest spindle and those of aborted xids.
+ * FrozenTransactionId (committed for everyone).  Every id below the
+ * floor is consumed for everyone; the floor only rises, and only over ids
+ * whose events are gone or whose entries committed before the horizon.
+ * Settle (the worker) removes entries below the oldest spindle, folds
+ * committed ones into the floor and removes those of aborted xids.
  *
  *-------------------------------------------------------------------------
  */
@@ -304,8 +310,9 @@ spindle_consume_log_add_run(Relation crel, int64 first, int64 len,
  * The entries of queue table facade's consume log over the ids [lo, hi),
  * in id order, for counts that read a spindle's pages (the drop rule,
  * counter builds): NULL (*n = 0) if the table is no queue table or has
- * no log; *floor the log's floor, read after them (PG_INT64_MIN: none).  Opens the consumer relation AccessShareLock, kept to the end
- * of the transaction.
+ * no log; *floor the log's floor, read after them (PG_INT64_MIN: none).
+ * Opens the consumer relation AccessShareLock, kept to the end of the
+ * transaction.
  */
 SpindleConsumed *
 spindle_consume_log_over(Oid facade, int64 lo, int64 hi, int *n,

@@ -22,10 +22,11 @@
  * written by VACUUM for entries committed before its freeze limit) and
  * ids below the log's floor (settle folded their entries into it) hide
  * from every snapshot that hides anything.  The floor is read after the
- * entries (when a spindle is entered, or after a probe found none).  Only queue tables (those with
- * a consumer relation) have a consume log; whether a facade has one is
- * kept in a backend-local hash, emptied by any relcache invalidation, so
- * other spindle tables pay one hash probe per scan or fetch.
+ * entries (when a spindle is entered, or after a probe found none).
+ * Only queue tables (those with a consumer relation) have a consume log;
+ * whether a facade has one is kept in a backend-local hash, emptied by
+ * any relcache invalidation, so other spindle tables pay one hash probe
+ * per scan or fetch.
  *
  * Coherence.  Nothing is cached beyond one reader.  An MVCC scan decides,
  * when it begins (its snapshot taken), whether the log exists at all (one
