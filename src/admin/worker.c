@@ -435,6 +435,13 @@ step_retire(Relation rel, int64 *dropped, int64 *freed)
  */
 #define SETTLE_ENTRIES_PER_ROUND 1024
 
+/* settle's standby conflict, on one of the table's spindle pages */
+static void
+settle_conflict(void *arg, TransactionId latest)
+{
+	spindle_log_consumed_conflict((Relation) arg, latest);
+}
+
 static void
 step_settle(Relation rel, int64 *dropped, int64 *freed)
 {
@@ -448,7 +455,8 @@ step_settle(Relation rel, int64 *dropped, int64 *freed)
 	spindle_directory_release(dir);
 	if (below > PG_INT64_MIN)
 		(void) spindle_consume_log_settle(RelationGetRelid(rel), below,
-										  SETTLE_ENTRIES_PER_ROUND);
+										  SETTLE_ENTRIES_PER_ROUND,
+										  settle_conflict, rel);
 }
 
 /*

@@ -431,12 +431,16 @@ entry_aborted(const SpindleConsumed *e)
  * Fold into the floor the entries contiguous from it (or from below, the
  * first id of the oldest spindle, if higher) whose xid is frozen or
  * committed before the horizon: consumed for every snapshot.  Up to max
- * entries.  The floor is raised first, then the entries below it are
- * removed (readers read entries, then the floor).  The caller holds the
+ * entries.  conflict (if not NULL) is called first with the newest xid
+ * folded, so that hot standbys cancel the snapshots that might not see it
+ * committed (a core record, as a drop's); then the floor is raised, then
+ * the entries below it are removed (readers read entries, then the
+ * floor).  The caller holds the
  * writer lock.  Returns the ids removed.
  */
 static int64
-fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max)
+fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
+				SpindleFoldConflictFn conflict, void *arg)
 {
 	TransactionId horizon = GetOldestNonRemovableTransactionId(crel);
 	int64		floor = spindle_consume_log_floor(crel);
@@ -445,6 +449,7 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max)
 	SpindleRun	r;
 	SpindleConsumed e;
 	int32		rc;
+	TransactionId latest = InvalidTransactionId;
 
 	for (int i = 0; i < max; i++)
 	{
@@ -459,10 +464,17 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max)
 			  TransactionIdPrecedes(xid, horizon) &&
 			  TransactionIdDidCommit(xid)))
 			break;
+		if (TransactionIdIsNormal(xid) &&
+			(!TransactionIdIsValid(latest) ||
+			 TransactionIdFollows(xid, latest)))
+			latest = xid;
 		f = e.first + e.len;
 	}
 	if (f <= start)
 		return 0;
+	/* standby snapshots that may not see latest committed go first */
+	if (conflict != NULL)
+		conflict(arg, latest);
 	raise_floor(crel, f);
 	if (!spindle_tree_next(t, PG_INT64_MIN, &r) || r.first >= f)
 		return 0;
@@ -480,7 +492,8 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max)
  * relation RowExclusiveLock.  Returns the ids removed.
  */
 int64
-spindle_consume_log_settle(Oid facade, int64 below, int max)
+spindle_consume_log_settle(Oid facade, int64 below, int max,
+						   SpindleFoldConflictFn conflict, void *arg)
 {
 	Oid			croid = spindle_consumer_rel_oid(facade);
 	Relation	crel;
@@ -503,7 +516,7 @@ spindle_consume_log_settle(Oid facade, int64 below, int max)
 	log_tree(crel, true, &t);
 	if (spindle_tree_next(&t, PG_INT64_MIN, &r) && r.first < below)
 		removed += spindle_tree_cut(&t, r.first, below, &rc);
-	removed += fold_into_floor(crel, &t, below, max);
+	removed += fold_into_floor(crel, &t, below, max, conflict, arg);
 	cursor = cursor_of(facade);
 	for (int i = 0; i < max; i++)
 	{

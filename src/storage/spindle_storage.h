@@ -823,7 +823,10 @@ extern const SpindleConsumed *spindle_consume_log_find(const SpindleConsumed *e,
 #define SPINDLE_ENTRY_RUNNING	3
 extern int	spindle_consume_log_state(const SpindleConsumed *e,
 									  TransactionId oldest_xmin);
-extern int64 spindle_consume_log_settle(Oid facade, int64 below, int max);
+typedef void (*SpindleFoldConflictFn) (void *arg, TransactionId latest);
+extern int64 spindle_consume_log_settle(Oid facade, int64 below, int max,
+										SpindleFoldConflictFn conflict,
+										void *arg);
 extern TransactionId spindle_consume_log_freeze(Relation crel,
 												TransactionId freeze_limit);
 extern void spindle_consume_log_add_run(Relation crel, int64 first,

@@ -327,15 +327,30 @@ count_cached(Relation facade, const SpindleEntry *sp, Relation seg,
  * spindle (wal_level replica or above, a WAL-logged spindle); the page is
  * otherwise unchanged.
  */
+static bool log_conflict_on(Relation seg, TransactionId latest_removed);
+
 static void
 spindle_log_drop_conflict(Relation seg, TransactionId latest_removed)
 {
-	BlockNumber nblocks;
-	BlockNumber blk;
-
 	if (!TransactionIdIsValid(latest_removed) ||
 		!RelationNeedsWAL(seg) || !XLogStandbyInfoActive())
 		return;
+	/* a tuple was counted, so some page is initialised: cannot fail */
+	if (!log_conflict_on(seg, latest_removed))
+		elog(ERROR, "spindle \"%s\" has no initialised page",
+			 RelationGetRelationName(seg));
+}
+
+/*
+ * The record of spindle_log_drop_conflict on the first initialised page
+ * of seg; false if it has none.  The caller has checked that standbys
+ * need it.
+ */
+static bool
+log_conflict_on(Relation seg, TransactionId latest_removed)
+{
+	BlockNumber nblocks;
+	BlockNumber blk;
 
 	nblocks = RelationGetNumberOfBlocks(seg);
 	for (blk = 0; blk < nblocks; blk++)
@@ -368,12 +383,43 @@ spindle_log_drop_conflict(Relation seg, TransactionId latest_removed)
 		END_CRIT_SECTION();
 
 		UnlockReleaseBuffer(buf);
-		return;
+		return true;
 	}
+	return false;
+}
 
-	/* a tuple was counted, so some page is initialised: cannot happen */
-	elog(ERROR, "spindle \"%s\" has no initialised page",
-		 RelationGetRelationName(seg));
+/*
+ * Make hot standbys cancel the snapshots that could still see events the
+ * consume log's settle is about to fold into its floor (consume_log.c,
+ * fold_into_floor): latest is the newest xid folded.  The drop's record
+ * (spindle_log_drop_conflict), on the first initialised page of one of
+ * the table's spindles, written before the floor is raised.  Takes
+ * AccessShareLock on the spindles it opens.
+ */
+void
+spindle_log_consumed_conflict(Relation facade, TransactionId latest)
+{
+	SpindleDirectory *dir;
+	bool		logged = false;
+
+	if (!TransactionIdIsNormal(latest) || !XLogStandbyInfoActive() ||
+		!RelationNeedsWAL(facade))
+		return;
+	dir = spindle_directory_acquire_current(facade);
+	for (int i = 0; i < dir->nspindles && !logged; i++)
+	{
+		Relation	seg = spindle_open_segment(facade, &dir->spindles[i],
+											   AccessShareLock);
+
+		if (seg == NULL)
+			continue;
+		logged = log_conflict_on(seg, latest);
+		relation_close(seg, NoLock);
+	}
+	spindle_directory_release(dir);
+	if (!logged)
+		elog(ERROR, "queue table \"%s\" has no spindle page to log a conflict on",
+			 RelationGetRelationName(facade));
 }
 
 /*

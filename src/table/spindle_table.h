@@ -238,6 +238,8 @@ extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
 extern bool spindle_request_spindle_at(Relation facade, int64 first_no);
+extern void spindle_log_consumed_conflict(Relation facade,
+										  TransactionId latest);
 extern void spindle_count_segment(Relation facade, const SpindleEntry *sp,
 								  Relation segrel, SpindleCounts *counts);
 

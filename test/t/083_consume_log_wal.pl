@@ -168,6 +168,38 @@ SELECT events - purged_events FROM spindle.spindles
  WHERE relation = 'spindle_q.wal_on'::regclass AND events > 0}),
 	'0', 'the counts from disk see the folded events as purged');
 
+# a standby snapshot that may not see a consumer committed is cancelled
+# by the fold's conflict rather than see the events go from under it
+$standby->append_conf('postgresql.conf', q{
+hot_standby_feedback = off
+max_standby_streaming_delay = 500ms
+});
+$standby->reload;
+$node->safe_psql('postgres', q{
+SELECT spindle.create_queue('sc');
+SELECT count(*) FROM spindle.enqueue_batch('sc',
+    ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 10) g));
+});
+$node->wait_for_catchup($standby);
+my $held = $standby->background_psql('postgres', on_error_stop => 0);
+my $log_offset = -s $standby->logfile;
+$held->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+is($held->query_safe('SELECT count(*) FROM spindle_q.sc'), '10',
+	'a standby snapshot sees the ten events');
+$node->safe_psql('postgres', q{SELECT count(*) FROM spindle.dequeue('sc', 10)});
+ok( $node->poll_query_until('postgres', q{
+SELECT count(*) FROM spindle._run_scan('spindle_q.sc', 2, 0, 1000000000000)}, '0'),
+	'settle folds the dequeue into the floor');
+$node->wait_for_catchup($standby);
+# the conflict may end the session (FATAL): psql goes away with it
+my $seen = eval { $held->query('SELECT count(*) FROM spindle_q.sc') };
+$seen //= 'no answer';
+ok( $seen eq '10'
+	  || $standby->log_contains(qr/conflict with recovery/, $log_offset),
+	'the held standby snapshot still sees the ten events, or is cancelled')
+  or diag("saw '$seen'");
+eval { $held->quit; };
+
 $standby->stop;
 $node->stop;
 done_testing();
