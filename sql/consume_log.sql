@@ -1,5 +1,5 @@
 -- consume_log: events a consume log entry (tree 2 of the queue's consumer
--- relation; docs/design.md, "Consume log: reader side (built)") consumed
+-- relation; docs/design.md, "Consume log (built)") consumed
 -- are hidden from every reader of the queue table, under MVCC: sequential,
 -- index, index-only, bitmap and TID scans, count(*), ANALYZE, unique
 -- index builds, DML.  Entries are written by the test-only

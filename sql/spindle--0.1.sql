@@ -208,7 +208,7 @@ CREATE FUNCTION spindle._run_verify(queue regclass, sub int,
     AS 'MODULE_PATHNAME', 'spindle_run_verify' LANGUAGE C STRICT VOLATILE;
 CREATE FUNCTION spindle._run_drop(queue regclass, sub int) RETURNS int
     AS 'MODULE_PATHNAME', 'spindle_run_drop' LANGUAGE C STRICT VOLATILE;
--- Test only (superusers; docs/design.md, "Consume log: reader side
+-- Test only (superusers; docs/design.md, "Consume log
 -- (built)"): the current transaction consumes events first .. first+len-1
 -- of a queue table by consume log entries, in the current command.
 CREATE FUNCTION spindle._consume_log_write(queue regclass, first bigint,

@@ -180,6 +180,7 @@ _PG_init(void)
 	spindle_crel_define_gucs();
 	/* before the prefix is reserved: it defines spindle.max_payload_size */
 	spindle_queue_catalog_init();
+	spindle_queue_consumed_init();
 	spindle_queue_api_init();
 	MarkGUCPrefixReserved("spindle");
 

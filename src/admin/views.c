@@ -130,7 +130,7 @@ load_catalog(Oid relid, int *nrows)
 
 	spindle_spi_begin(&spi);
 	n = spindle_spi_exec("SELECT relation, spindle_no, segment, capacity, vbase, vcount,"
-						 " created_at, filled_at FROM spindle.spindle_catalog"
+						 " created_at, filled_at, first_no FROM spindle.spindle_catalog"
 						 " WHERE dropped_at IS NULL AND relation OPERATOR(pg_catalog.<>) 0"
 						 " AND ($1 OPERATOR(pg_catalog.=) 0 OR relation OPERATOR(pg_catalog.=) $1)"
 						 " ORDER BY relation, spindle_no",
@@ -153,6 +153,8 @@ load_catalog(Oid relid, int *nrows)
 		r->sp.filled_at = DatumGetTimestampTz(SPI_getbinval(tup, td, 8, &isnull));
 		if (isnull)
 			r->sp.filled_at = 0;
+		/* counts from disk map events to msg_ids (the consume log) */
+		r->sp.first_no = DatumGetInt64(SPI_getbinval(tup, td, 9, &isnull));
 	}
 	spindle_spi_end(&spi);
 	*nrows = (int) n;

@@ -146,6 +146,7 @@ typedef struct Backoff
 #define STEP_DROP	1
 #define STEP_READY	2
 #define STEP_RETIRE	3
+#define STEP_SETTLE	4
 
 static HTAB *backoff = NULL;
 
@@ -427,6 +428,37 @@ step_retire(Relation rel, int64 *dropped, int64 *freed)
 }
 
 /*
+ * In a transaction of its own, after the drops: settle the queue's consume
+ * log -- the entries over dropped spindles and those of aborted
+ * transactions go (consume_log.c), a bounded number looked at per round.
+ */
+#define SETTLE_ENTRIES_PER_ROUND 1024
+
+/* settle's standby conflict, on one of the table's spindle pages */
+static void
+settle_conflict(void *arg, TransactionId latest)
+{
+	spindle_log_consumed_conflict((Relation) arg, latest);
+}
+
+static void
+step_settle(Relation rel, int64 *dropped, int64 *freed)
+{
+	SpindleDirectory *dir = spindle_directory_acquire_current(rel);
+	int64		below = PG_INT64_MIN;
+
+	/* the lowest event number still in a spindle */
+	for (int i = 0; i < dir->nspindles; i++)
+		if (i == 0 || dir->spindles[i].first_no < below)
+			below = dir->spindles[i].first_no;
+	spindle_directory_release(dir);
+	if (below > PG_INT64_MIN)
+		(void) spindle_consume_log_settle(RelationGetRelid(rel), below,
+										  SETTLE_ENTRIES_PER_ROUND,
+										  settle_conflict, rel);
+}
+
+/*
  * In a transaction of its own: a drop holds its spindles' ACCESS EXCLUSIVE
  * locks to commit, and a creator holding the creation lock may be waiting
  * for one of them.
@@ -657,6 +689,7 @@ worker_round(MemoryContext roundcxt)
 		if (dropped > table_before)
 			(void) run_step(relid, STEP_RETIRE, step_retire, &dropped, &freed);
 		(void) run_step(relid, STEP_READY, step_ready, &dropped, &freed);
+		(void) run_step(relid, STEP_SETTLE, step_settle, &dropped, &freed);
 	}
 	/* the spindles DROP TABLE and TRUNCATE detached from their tables */
 	spindle_worker_drop_detached(&dropped, &freed);

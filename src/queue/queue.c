@@ -15,17 +15,21 @@
  *	- deliverable (inserted by a committed transaction -- in REPEATABLE
  *	  READ or SERIALIZABLE, one the caller's snapshot sees --, not
  *	  deleted, not locked, due): dequeue purges it -- xmax = the caller's
- *	  transaction, one WAL record per page (rangepurge.c) -- and returns
- *	  it; read() leases it instead: its claim, marked to_lease, becomes a
+ *	  transaction, one WAL record per page (rangepurge.c), or with
+ *	  spindle.consume_log on an entry of the queue's consume log per run
+ *	  of ids (queue_consumed.c), the page untouched -- and returns it;
+ *	  read() leases it instead: its claim, marked to_lease, becomes a
  *	  lease parked on disk (queue_parked.c) when the read() returns, so
  *	  that a read() that fails first leases nothing (the abort returns the
  *	  claim like any other), and a statement that fails after it hands
  *	  the lease back (undo_leases, saved on disk by save_handed_back);
  *	  an event read max_reads times is purged by either and moved to the
  *	  dead-letter queue;
- *	- inserted, deleted or locked by a running transaction: PENDING on it;
+ *	- inserted, deleted, locked or consumed (a consume log entry) by a
+ *	  running transaction: PENDING on it;
  *	- not due: DELAYED until its visible_at;
- *	- purged by a committed transaction, aborted, or never an event: gone.
+ *	- purged or consumed by a committed transaction, aborted, or never an
+ *	  event: gone.
  *
  * and records what it found in place of its claim.  Where its events are
  * comes from the event cache (cache.c) when it has them, else from the
@@ -41,8 +45,10 @@
  * newer events, and so does the death of the backend (the abort runs) or a
  * crash (the state is rebuilt from disk, where the purge was undone).
  *
- * Locks: the queue table in RowExclusiveLock (dequeue, read, ack) or
- * AccessShareLock (set_visibility); each spindle touched in
+ * Locks: the consume log's writer lock for each examination, taken
+ * before any buffer lock when the setting is on or the queue has a log
+ * (see queue_consumed.c); the queue table in RowExclusiveLock (dequeue,
+ * read, ack) or AccessShareLock (set_visibility); each spindle touched in
  * RowExclusiveLock, kept to the end of the transaction.  A long poll
  * releases, before it sleeps (it holds no claim then and purged nothing),
  * every lock the call took -- the table's and those its attempts took
@@ -1591,15 +1597,55 @@ running_member(MultiXactId multi)
 }
 
 /*
+ * What the consume log says of one event (queue_consumed.c), and whether
+ * its page's hint bits are to be left alone: with spindle.consume_log on,
+ * a consumer that would be the first to dirty a page since the last
+ * checkpoint does not set them, as with wal_log_hints or checksums that
+ * would write the page's image -- the cost the log saves.
+ */
+typedef struct LogVerdict
+{
+	int			verdict;		/* SPINDLE_LOG_* */
+	TransactionId xid;			/* SPINDLE_LOG_PENDING: on it */
+	bool		nohint;
+} LogVerdict;
+
+/*
+ * The inserter's part of classify, without hint bits, for an event with no
+ * xmax: EV_DELIVER if it committed, EV_PENDING (*xid) if it runs, else
+ * EV_GONE.  As heap's tests: in progress before committed.
+ */
+static EvOutcome
+inserter_outcome(HeapTupleHeader t, TransactionId *xid)
+{
+	TransactionId xmin;
+
+	if (HeapTupleHeaderXminCommitted(t))
+		return EV_DELIVER;		/* frozen too */
+	if (HeapTupleHeaderXminInvalid(t))
+		return EV_GONE;
+	xmin = HeapTupleHeaderGetRawXmin(t);
+	if (TransactionIdIsCurrentTransactionId(xmin) ||
+		TransactionIdIsInProgress(xmin))
+	{
+		*xid = xmin;
+		return EV_PENDING;
+	}
+	return TransactionIdDidCommit(xmin) ? EV_DELIVER : EV_GONE;
+}
+
+/*
  * What the event at ptid of seg (buffer buf, locked) is for a consumer at
  * time now; sets *xid for EV_PENDING and *due for EV_DELAYED.  With
  * snapshot (transaction-snapshot isolation), an event its inserter
  * committed after the snapshot was taken is EV_UNSEEN: left for others.
+ * An event live on its page that a committed entry of the consume log
+ * covers is EV_GONE; a running one's, EV_PENDING on it (log).
  */
 static EvOutcome
 classify(Relation seg, Buffer buf, ItemPointer ptid, int64 k, TupleDesc td,
-		 TimestampTz now, Snapshot snapshot, TransactionId *xid,
-		 TimestampTz *due)
+		 TimestampTz now, Snapshot snapshot, const LogVerdict *log,
+		 TransactionId *xid, TimestampTz *due)
 {
 	Page		page = BufferGetPage(buf);
 	OffsetNumber off = ItemPointerGetOffsetNumber(ptid);
@@ -1621,19 +1667,35 @@ classify(Relation seg, Buffer buf, ItemPointer ptid, int64 k, TupleDesc td,
 	if (spindle_event_k(tup.t_data, tup.t_len) != (int32) k)
 		return EV_GONE;			/* not the event the map promised */
 
-	switch (HeapTupleSatisfiesVacuumHorizon(&tup, buf, &dead_after))
+	if (log->nohint && (tup.t_data->t_infomask & HEAP_XMAX_INVALID))
 	{
-		case HEAPTUPLE_DEAD:
-		case HEAPTUPLE_RECENTLY_DEAD:
-			return EV_GONE;
-		case HEAPTUPLE_INSERT_IN_PROGRESS:
-			*xid = HeapTupleHeaderGetRawXmin(tup.t_data);
-			return EV_PENDING;
-		case HEAPTUPLE_DELETE_IN_PROGRESS:
-			*xid = HeapTupleHeaderGetUpdateXid(tup.t_data);
-			return EV_PENDING;
-		case HEAPTUPLE_LIVE:
-			break;
+		EvOutcome	o = inserter_outcome(tup.t_data, xid);
+
+		if (o != EV_DELIVER)
+			return o;
+	}
+	else
+		switch (HeapTupleSatisfiesVacuumHorizon(&tup, buf, &dead_after))
+		{
+			case HEAPTUPLE_DEAD:
+			case HEAPTUPLE_RECENTLY_DEAD:
+				return EV_GONE;
+			case HEAPTUPLE_INSERT_IN_PROGRESS:
+				*xid = HeapTupleHeaderGetRawXmin(tup.t_data);
+				return EV_PENDING;
+			case HEAPTUPLE_DELETE_IN_PROGRESS:
+				*xid = HeapTupleHeaderGetUpdateXid(tup.t_data);
+				return EV_PENDING;
+			case HEAPTUPLE_LIVE:
+				break;
+		}
+	/* live on its page: the consume log may have taken it */
+	if (log->verdict == SPINDLE_LOG_GONE)
+		return EV_GONE;
+	if (log->verdict == SPINDLE_LOG_PENDING)
+	{
+		*xid = log->xid;
+		return EV_PENDING;
 	}
 	/* live: a row lock held by a running transaction keeps it for now */
 	if (!(tup.t_data->t_infomask & HEAP_XMAX_INVALID))
@@ -1844,8 +1906,11 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 }
 
 /*
- * Examine located candidates page by page under an exclusive page lock;
- * with purge, purge the deliverable ones (one WAL record per page), or
+ * Examine located candidates page by page under an exclusive page lock,
+ * with what the consume log says of them (read once, before any page is
+ * locked: queue_consumed.c); with purge, consume the deliverable ones --
+ * an entry of the log per run of ids with spindle.consume_log on, else
+ * xmax, one WAL record per page --, or
  * with dead_only only those marked dead, and keep a copy of each
  * deliverable one.  snapshot: see classify.  Candidates must be sorted by
  * location.
@@ -1857,7 +1922,14 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 	TupleDesc	td = RelationGetDescr(facade);
 	CommandId	cid = purge ? GetCurrentCommandId(true) : InvalidCommandId;
 	int			i = 0;
+	SpindleConsumeView v;
+	int64	   *ids = palloc(sizeof(int64) * Max(n, 1));
+	int			nids = 0;
 
+	for (i = 0; i < n && c[i].located; i++)
+		ids[nids++] = c[i].msg_id;
+	spindle_consumed_begin(&v, facade, ids, nids, purge);
+	i = 0;
 	while (i < n && c[i].located)
 	{
 		SpindleEntry *sp = spindle_find_spindle(dir, c[i].spindle_no);
@@ -1865,9 +1937,11 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 		BlockNumber blk = ItemPointerGetBlockNumber(&c[i].ptid);
 		Buffer		buf;
 		OffsetNumber offsets[MaxHeapTuplesPerPage];
+		ItemPointerData ptids[MaxHeapTuplesPerPage];
 		int			noff = 0;
 		int			j;
 		int			first = i;
+		LogVerdict	log;
 
 		if (seg == NULL)
 		{
@@ -1877,17 +1951,27 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 		}
 		buf = ReadBuffer(seg, blk);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		log.nohint = spindle_consume_log && XLogHintBitIsNeeded() &&
+			PageGetLSN(BufferGetPage(buf)) <= GetRedoRecPtr();
 		for (; i < n && c[i].located && c[i].segment == c[first].segment &&
 			 ItemPointerGetBlockNumber(&c[i].ptid) == blk; i++)
 		{
+			log.verdict = spindle_consumed_verdict(&v, c[i].msg_id, &log.xid);
 			c[i].outcome = classify(seg, buf, &c[i].ptid,
-									c[i].k, td, now,
-									snapshot, &c[i].xid, &c[i].due);
+									c[i].k, td, now, snapshot, &log,
+									&c[i].xid, &c[i].due);
 			if (c[i].outcome == EV_DELIVER && purge &&
 				(!dead_only || c[i].dead))
+			{
+				ids[noff] = c[i].msg_id;
+				ptids[noff] = c[i].ptid;
 				offsets[noff++] = ItemPointerGetOffsetNumber(&c[i].ptid);
+			}
 		}
-		if (noff > 0)
+		/* consumed: an entry of the log, or xmax on the events */
+		if (noff > 0 && v.write)
+			spindle_consumed_write(&v, seg, ids, ptids, noff, cid);
+		else if (noff > 0)
 			spindle_purge_on_page(seg, buf, offsets, noff, cid);
 		for (j = first; j < i; j++)
 		{
@@ -1923,6 +2007,8 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 			spindle_note_touched(RelationGetRelid(facade), c[first].spindle_no);
 		relation_close(seg, NoLock);
 	}
+	spindle_consumed_end(&v);
+	pfree(ids);
 }
 
 /* ---------- recording what was found ---------- */

@@ -303,6 +303,37 @@ typedef bool (*spindle_queue_count_fn) (Oid relid, int64 *counted,
 										TimestampTz *leases_until);
 extern PGDLLIMPORT spindle_queue_count_fn spindle_queue_count_hook;
 
+/* ---- queue_consumed.c: consumers and the consume log ---- */
+
+extern PGDLLIMPORT bool spindle_consume_log;	/* spindle.consume_log */
+
+#define SPINDLE_LOG_NONE	0	/* no live entry: the event decides */
+#define SPINDLE_LOG_GONE	1	/* consumed by a committed entry */
+#define SPINDLE_LOG_PENDING 2	/* consumed by a running transaction */
+
+/* What one examine() knows of the log (queue_consumed.c). */
+typedef struct SpindleConsumeView
+{
+	Relation	crel;			/* NULL: the log plays no part */
+	bool		write;			/* entries are written, not xmax */
+	bool		locked;			/* the log's writer lock is held */
+	SpindleConsumed *entries;	/* over the candidates, in id order */
+	int		   *verdicts;		/* SPINDLE_LOG_* of each entry */
+	int64		floor;			/* the log's floor: ids below are gone */
+	int			nentries;
+	int			room;
+} SpindleConsumeView;
+
+extern void spindle_queue_consumed_init(void);
+extern void spindle_consumed_begin(SpindleConsumeView *v, Relation facade,
+								   const int64 *ids, int n, bool write);
+extern int	spindle_consumed_verdict(SpindleConsumeView *v, int64 id,
+									 TransactionId *xid);
+extern void spindle_consumed_write(SpindleConsumeView *v, Relation seg,
+								   int64 *ids, ItemPointer ptids, int n,
+								   CommandId cid);
+extern void spindle_consumed_end(SpindleConsumeView *v);
+
 /* ---- queue.c: consuming ---- */
 
 extern void spindle_queue_note_insert(Relation rel);

@@ -4,8 +4,10 @@
  *	  The consume log of a queue: which msg_ids a transaction consumed,
  *	  kept outside the event pages, in tree 2 of the queue's consumer
  *	  relation (SPINDLE_TREE_CONSUME_LOG; consumer_tree.c; docs/design.md,
- *	  "Consumer state that scales with what stays", "Consume log: reader
- *	  side (built)").
+ *	  "Consumer state that scales with what stays", "Consume log
+ *	  (built)").  Writers: consumers with spindle.consume_log on
+ *	  (queue_consumed.c) and the test-only hidden_test.c; settle (the
+ *	  worker) and freeze (VACUUM of the consumer relation) are here.
  *
  * An entry is a run of the tree, kind SPINDLE_RUN_CONSUMED, for the ids
  * [first, first + len) that one (sub)transaction consumed in one command.
@@ -23,20 +25,35 @@
  * any reader of the tree, one buffer lock at a time.  The writer holds the
  * relation RowExclusiveLock and the tree's writer lock (LockPage of block
  * number SPINDLE_TREE_CONSUME_LOG, ExclusiveLock: spindle_consume_log_
- * lock) for its whole call; it may hold a share lock of the event's page
- * while it writes (the lock protocol with DML, see hidden.c).
+ * lock) for its whole call; it may hold a share (consumers: exclusive)
+ * lock of the event's page while it writes (the lock protocol with DML,
+ * see hidden.c).  Settle takes the writer lock without waiting, VACUUM's
+ * freeze waits for it; the floor is the metapage's consumed_floor, read
+ * under its share lock, raised under its exclusive lock (GenericXLog).
  *
  * Invariants: entries never overlap (the tree's); an entry only merges
  * with the one before it when their xid and command id are equal, so an
- * entry's (xid, cid) holds for every id it covers.
+ * entry's (xid, cid) holds for every id it covers.  An entry's xid is
+ * normal and resolvable in clog (VACUUM keeps the consumer relation's
+ * relfrozenxid at or below it: spindle_consume_log_freeze), or
+ * FrozenTransactionId (committed for everyone).  Every id below the
+ * floor is consumed for everyone; the floor only rises, and only over ids
+ * whose events are gone or whose entries committed before the horizon.
+ * Settle (the worker) removes entries below the oldest spindle, folds
+ * committed ones into the floor and removes those of aborted xids.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/generic_xlog.h"
+#include "access/relation.h"
 #include "access/transam.h"
+#include "access/xact.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "utils/rel.h"
 
 #include "storage/spindle_storage.h"
 
@@ -72,6 +89,48 @@ spindle_consume_log_exists(Relation crel)
 {
 	return spindle_tree_meta_block(crel, SPINDLE_TREE_CONSUME_LOG) !=
 		InvalidBlockNumber;
+}
+
+/*
+ * The consume log's floor (the metapage's consumed_floor): every id below
+ * it is consumed for everyone (settle folded committed entries into it).
+ * Readers read it after the entries they read, so that an entry settle
+ * removed after raising the floor is seen either way.  A share lock of
+ * the metapage, for a moment.
+ */
+int64
+spindle_consume_log_floor(Relation crel)
+{
+	Buffer		buf;
+	int64		floor;
+
+	if (RelationGetNumberOfBlocks(crel) == 0)
+		return PG_INT64_MIN;
+	buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_SHARE);
+	floor = SpindleCrelGetMeta(BufferGetPage(buf))->consumed_floor;
+	UnlockReleaseBuffer(buf);
+	return floor;
+}
+
+/* Raise the floor to floor (GenericXLog, a delta of the metapage). */
+static void
+raise_floor(Relation crel, int64 floor)
+{
+	Buffer		buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
+	GenericXLogState *state;
+	Page		page;
+	SpindleCrelMeta *meta = SpindleCrelGetMeta(BufferGetPage(buf));
+
+	if (meta->consumed_floor >= floor)
+	{
+		UnlockReleaseBuffer(buf);
+		return;
+	}
+	state = GenericXLogStart(crel);
+	page = GenericXLogRegisterBuffer(state, buf, 0);
+	SpindleCrelGetMeta(page)->consumed_floor = floor;
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(buf);
 }
 
 /* The entry covering msg_id id, into *e; false if none. */
@@ -220,4 +279,326 @@ spindle_consume_log_add(Relation crel, int64 id, FullTransactionId fxid,
 			return;
 	}
 	spindle_tree_upsert(&t, &r);
+}
+
+/*
+ * Record that (fxid, cid) consumed the ids [first, first + len): one
+ * entry, merged into the entry ending at first when that has the same xid
+ * and command id (a dequeue's pages, written one after the other, make
+ * one entry).  The caller holds the writer lock and has checked that no
+ * live entry covers any of the ids (aborted ones are replaced).  One
+ * STRAGGLE record while the entry stays within a leaf.
+ */
+void
+spindle_consume_log_add_run(Relation crel, int64 first, int64 len,
+							FullTransactionId fxid, CommandId cid)
+{
+	SpindleTree t;
+	SpindleRun	r;
+	SpindleConsumed prev;
+
+	Assert(len > 0 && len <= PG_UINT32_MAX);
+	log_tree(crel, true, &t);
+	memset(&r, 0, sizeof(r));
+	r.first = first;
+	r.len = (uint32) len;
+	r.kind = SPINDLE_RUN_CONSUMED;
+	r.due = (TimestampTz) U64FromFullTransactionId(fxid);
+	r.awaited = (uint32) cid;
+	if (first > PG_INT64_MIN &&
+		spindle_consume_log_probe(crel, first - 1, &prev) &&
+		prev.first + prev.len == first &&
+		prev.len + len <= PG_UINT32_MAX &&
+		FullTransactionIdEquals(prev.fxid, fxid) && prev.cid == cid)
+	{
+		r.first = prev.first;
+		r.len = (uint32) (prev.len + len);
+	}
+	spindle_tree_upsert(&t, &r);
+}
+
+/*
+ * The entries of queue table facade's consume log over the ids [lo, hi),
+ * in id order, for counts that read a spindle's pages (the drop rule,
+ * counter builds): NULL (*n = 0) if the table is no queue table or has
+ * no log; *floor the log's floor, read after them (PG_INT64_MIN: none).
+ * Opens the consumer relation AccessShareLock, kept to the end of the
+ * transaction.
+ */
+SpindleConsumed *
+spindle_consume_log_over(Oid facade, int64 lo, int64 hi, int *n,
+						 int64 *floor)
+{
+	Oid			croid = spindle_consumer_rel_oid(facade);
+	Relation	crel;
+	SpindleConsumed *e = NULL;
+
+	*n = 0;
+	*floor = PG_INT64_MIN;
+	if (!OidIsValid(croid) ||
+		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
+		return NULL;
+	if (spindle_consume_log_exists(crel))
+	{
+		e = spindle_consume_log_read(crel, lo, hi, n);
+		*floor = spindle_consume_log_floor(crel);
+	}
+	relation_close(crel, NoLock);
+	return e;
+}
+
+/* The entry of e[0..n) (in id order) covering id, or NULL. */
+const SpindleConsumed *
+spindle_consume_log_find(const SpindleConsumed *e, int n, int64 id)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (id < e[mid].first)
+			hi = mid;
+		else if (id >= e[mid].first + e[mid].len)
+			lo = mid + 1;
+		else
+			return &e[mid];
+	}
+	return NULL;
+}
+
+/*
+ * What entry e (or none: NULL) means for a count against horizon
+ * oldest_xmin: SPINDLE_ENTRY_NONE (no live entry: the page decides),
+ * _DEAD (committed before the horizon, or frozen: consumed for everyone),
+ * _RECENT (committed, some snapshot may still see the event), _RUNNING.
+ */
+int
+spindle_consume_log_state(const SpindleConsumed *e, TransactionId oldest_xmin)
+{
+	TransactionId xid;
+
+	if (e == NULL)
+		return SPINDLE_ENTRY_NONE;
+	xid = XidFromFullTransactionId(e->fxid);
+	if (xid == FrozenTransactionId)
+		return SPINDLE_ENTRY_DEAD;
+	if (!TransactionIdIsNormal(xid))
+		return SPINDLE_ENTRY_NONE;
+	if (TransactionIdIsCurrentTransactionId(xid) ||
+		TransactionIdIsInProgress(xid))
+		return SPINDLE_ENTRY_RUNNING;
+	if (!TransactionIdDidCommit(xid))
+		return SPINDLE_ENTRY_NONE;
+	return TransactionIdPrecedes(xid, oldest_xmin) ?
+		SPINDLE_ENTRY_DEAD : SPINDLE_ENTRY_RECENT;
+}
+
+/* ----------------------------------------------------------------
+ * Settle and freeze
+ * ----------------------------------------------------------------
+ */
+
+/* where the last settle of a queue in this backend stopped */
+#define SETTLE_CURSORS 16
+static struct
+{
+	Oid			facade;
+	int64		next;
+}			settle_cursor[SETTLE_CURSORS];
+
+static int64 *
+cursor_of(Oid facade)
+{
+	int			i;
+	int			free_slot = -1;
+
+	for (i = 0; i < SETTLE_CURSORS; i++)
+	{
+		if (settle_cursor[i].facade == facade)
+			return &settle_cursor[i].next;
+		if (free_slot < 0 && !OidIsValid(settle_cursor[i].facade))
+			free_slot = i;
+	}
+	i = free_slot >= 0 ? free_slot : (int) (facade % SETTLE_CURSORS);
+	settle_cursor[i].facade = facade;
+	settle_cursor[i].next = PG_INT64_MIN;
+	return &settle_cursor[i].next;
+}
+
+/* Did the entry's transaction abort (or never commit before a crash)? */
+static bool
+entry_aborted(const SpindleConsumed *e)
+{
+	TransactionId xid = XidFromFullTransactionId(e->fxid);
+
+	return TransactionIdIsNormal(xid) &&
+		!TransactionIdIsCurrentTransactionId(xid) &&
+		!TransactionIdIsInProgress(xid) && !TransactionIdDidCommit(xid);
+}
+
+/*
+ * Fold into the floor the entries contiguous from it (or from below, the
+ * first id of the oldest spindle, if higher) whose xid is frozen or
+ * committed before the horizon: consumed for every snapshot.  Up to max
+ * entries.  conflict (if not NULL) is called first with the newest xid
+ * folded, so that hot standbys cancel the snapshots that might not see it
+ * committed (a core record, as a drop's); then the floor is raised, then
+ * the entries below it are removed (readers read entries, then the
+ * floor).  The caller holds the
+ * writer lock.  Returns the ids removed.
+ */
+static int64
+fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
+				SpindleFoldConflictFn conflict, void *arg)
+{
+	TransactionId horizon = GetOldestNonRemovableTransactionId(crel);
+	int64		floor = spindle_consume_log_floor(crel);
+	int64		f = Max(floor, below);
+	int64		start = f;
+	SpindleRun	r;
+	SpindleConsumed e;
+	int32		rc;
+	TransactionId latest = InvalidTransactionId;
+
+	for (int i = 0; i < max; i++)
+	{
+		TransactionId xid;
+
+		if (!spindle_tree_next(t, f, &r) || r.first > f ||
+			!entry_from_run(&r, &e))
+			break;
+		xid = XidFromFullTransactionId(e.fxid);
+		if (xid != FrozenTransactionId &&
+			!(TransactionIdIsNormal(xid) &&
+			  TransactionIdPrecedes(xid, horizon) &&
+			  TransactionIdDidCommit(xid)))
+			break;
+		if (TransactionIdIsNormal(xid) &&
+			(!TransactionIdIsValid(latest) ||
+			 TransactionIdFollows(xid, latest)))
+			latest = xid;
+		f = e.first + e.len;
+	}
+	if (f <= start)
+		return 0;
+	/* standby snapshots that may not see latest committed go first */
+	if (conflict != NULL)
+		conflict(arg, latest);
+	raise_floor(crel, f);
+	if (!spindle_tree_next(t, PG_INT64_MIN, &r) || r.first >= f)
+		return 0;
+	return spindle_tree_cut(t, r.first, f, &rc);
+}
+
+/*
+ * Settle the consume log of queue table facade (the worker, each round):
+ * remove what no reader needs any more.  (1) Every id below `below`, the
+ * first msg_id of the table's oldest spindle: those events went with
+ * their spindles, which were dropped only when every event was dead to
+ * everyone.  (2) Entries of aborted transactions, looking at up to max
+ * entries from where this backend's last call stopped.  Takes the writer
+ * lock without waiting (if busy: nothing this round) and the consumer
+ * relation RowExclusiveLock.  Returns the ids removed.
+ */
+int64
+spindle_consume_log_settle(Oid facade, int64 below, int max,
+						   SpindleFoldConflictFn conflict, void *arg)
+{
+	Oid			croid = spindle_consumer_rel_oid(facade);
+	Relation	crel;
+	SpindleTree t;
+	SpindleRun	r;
+	SpindleConsumed e;
+	int64		removed = 0;
+	int64	   *cursor;
+	int32		rc;
+
+	if (!OidIsValid(croid) ||
+		(crel = try_relation_open(croid, RowExclusiveLock)) == NULL)
+		return 0;
+	if (!spindle_consume_log_exists(crel) ||
+		!ConditionalLockPage(crel, SPINDLE_TREE_CONSUME_LOG, ExclusiveLock))
+	{
+		relation_close(crel, NoLock);
+		return 0;
+	}
+	log_tree(crel, true, &t);
+	if (spindle_tree_next(&t, PG_INT64_MIN, &r) && r.first < below)
+		removed += spindle_tree_cut(&t, r.first, below, &rc);
+	removed += fold_into_floor(crel, &t, below, max, conflict, arg);
+	cursor = cursor_of(facade);
+	for (int i = 0; i < max; i++)
+	{
+		if (!spindle_tree_next(&t, Max(*cursor, below), &r))
+		{
+			*cursor = PG_INT64_MIN;
+			break;
+		}
+		*cursor = spindle_run_end(&r);
+		if (entry_from_run(&r, &e) && entry_aborted(&e))
+			removed += spindle_tree_cut(&t, e.first, e.first + e.len, &rc);
+	}
+	spindle_consume_log_unlock(crel);
+	relation_close(crel, NoLock);
+	return removed;
+}
+
+/*
+ * VACUUM of a consumer relation: the entries' xids must stay resolvable
+ * in clog while the entries exist.  Entries committed before
+ * freeze_limit (which precedes every snapshot's xmin) become FROZEN
+ * (xid FrozenTransactionId: committed for everyone); aborted ones go.
+ * Returns the oldest xid an entry still holds (InvalidTransactionId if
+ * none), below which relfrozenxid must not move.  Takes the writer lock
+ * and reads the whole log: VACUUM's cost is the log's size.
+ */
+TransactionId
+spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
+{
+	SpindleTree t;
+	SpindleConsumed *e;
+	int			n;
+	TransactionId oldest = InvalidTransactionId;
+	int32		rc;
+
+	if (!spindle_consume_log_exists(crel))
+		return InvalidTransactionId;
+	spindle_consume_log_lock(crel);
+	log_tree(crel, true, &t);
+	e = spindle_consume_log_read(crel, PG_INT64_MIN, PG_INT64_MAX, &n);
+	for (int i = 0; i < n; i++)
+	{
+		TransactionId xid = XidFromFullTransactionId(e[i].fxid);
+
+		if (!TransactionIdIsNormal(xid))
+			continue;
+		if (entry_aborted(&e[i]))
+		{
+			(void) spindle_tree_cut(&t, e[i].first, e[i].first + e[i].len,
+									&rc);
+			continue;
+		}
+		if (TransactionIdPrecedes(xid, freeze_limit) &&
+			TransactionIdDidCommit(xid))
+		{
+			SpindleRun	r;
+
+			memset(&r, 0, sizeof(r));
+			r.first = e[i].first;
+			r.len = (uint32) e[i].len;
+			r.kind = SPINDLE_RUN_CONSUMED;
+			r.due = (TimestampTz) U64FromFullTransactionId(
+				FullTransactionIdFromEpochAndXid(0, FrozenTransactionId));
+			spindle_tree_upsert(&t, &r);
+			continue;
+		}
+		if (!TransactionIdIsValid(oldest) || TransactionIdPrecedes(xid, oldest))
+			oldest = xid;
+	}
+	if (e != NULL)
+		pfree(e);
+	spindle_consume_log_unlock(crel);
+	return oldest;
 }

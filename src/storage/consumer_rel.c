@@ -470,10 +470,10 @@ meta_relation_copy_for_cluster(Relation OldTable, Relation NewTable,
 
 /*
  * VACUUM (manual, autovacuum, anti-wraparound) of a consumer relation.
- * Step 2 of the design stores no xid that a settle would have to fold, so
- * there is nothing to settle or freeze yet: the statistics are updated
- * and relfrozenxid moves to the vacuum's OldestXmin.  The caller holds
- * ShareUpdateExclusiveLock.
+ * The consume log's entries are frozen (committed before the freeze
+ * limit) or removed (aborted), and relfrozenxid moves to the vacuum's
+ * OldestXmin or to the oldest xid an entry still holds, if older
+ * (consume_log.c).  The caller holds ShareUpdateExclusiveLock.
  */
 static void
 meta_relation_vacuum(Relation rel, struct VacuumParams *params,
@@ -483,6 +483,7 @@ meta_relation_vacuum(Relation rel, struct VacuumParams *params,
 	MultiXactId oldest_mxact;
 	TransactionId freeze_limit;
 	MultiXactId multi_cutoff;
+	TransactionId oldest_entry;
 	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
 
 	(void) vacuum_set_xid_limits(rel,
@@ -492,6 +493,11 @@ meta_relation_vacuum(Relation rel, struct VacuumParams *params,
 								 params->multixact_freeze_table_age,
 								 &oldest_xmin, &oldest_mxact,
 								 &freeze_limit, &multi_cutoff);
+	/* the consume log's entries keep their xids' clog */
+	oldest_entry = spindle_consume_log_freeze(rel, freeze_limit);
+	if (TransactionIdIsNormal(oldest_entry) &&
+		TransactionIdPrecedes(oldest_entry, oldest_xmin))
+		oldest_xmin = oldest_entry;
 	vac_update_relstats(rel, nblocks, 0, 0, false, oldest_xmin,
 						InvalidMultiXactId, NULL, NULL, false);
 	pgstat_report_vacuum(RelationGetRelid(rel), rel->rd_rel->relisshared,

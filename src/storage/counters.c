@@ -9,6 +9,7 @@
  * a known-full spindle handed out its whole capacity.  Its purged events
  * are the slots whose event was deleted by a committed transaction (DELETE,
  * UPDATE's old version, a TTL purge, a range purge by dequeue or ack) or
+ * consumed by a committed entry of the queue's consume log, or
  * whose insert aborted (ROLLBACK, ROLLBACK TO SAVEPOINT, an error, a
  * speculative insert that lost, a reservation never placed) or that an
  * insert keeping supplied numbers skipped (slots.c): exactly what
@@ -735,19 +736,63 @@ xid_is_prepared(TransactionId xid)
 }
 
 /*
- * Count spindle seg from disk: events not purged (live, or whose inserter
- * or deleter is running) and the newest deleter of an event some snapshot
- * may still see.
+ * An event live on its page: what the consume log's entries log[0..nlog)
+ * and its floor say of msg_id id.  Below the floor, or consumed by a
+ * committed entry, it is purged (and its
+ * xid may be the newest "deleter" some snapshot still sees); by a running
+ * one it is not purged yet.  True if unpurged.
+ */
+static bool
+live_unpurged(const SpindleConsumed *log, int nlog, int64 floor, int64 id,
+			  TransactionId oldest_xmin, TransactionId *latest,
+			  bool *prepared_work)
+{
+	const SpindleConsumed *e = nlog > 0 ?
+		spindle_consume_log_find(log, nlog, id) : NULL;
+	TransactionId x;
+
+	if (id < floor)
+		return false;			/* folded into the floor */
+	switch (spindle_consume_log_state(e, oldest_xmin))
+	{
+		case SPINDLE_ENTRY_DEAD:
+			return false;
+		case SPINDLE_ENTRY_RECENT:
+			x = XidFromFullTransactionId(e->fxid);
+			if (!TransactionIdIsValid(*latest) ||
+				TransactionIdFollows(x, *latest))
+				*latest = x;
+			return false;
+		case SPINDLE_ENTRY_RUNNING:
+			x = XidFromFullTransactionId(e->fxid);
+			if (!*prepared_work)
+				*prepared_work = xid_is_prepared(x);
+			return true;
+		default:
+			return true;
+	}
+}
+
+/*
+ * Count spindle sp (seg) of facade from disk: events not purged (live and
+ * not consumed by a committed entry of the consume log, or whose inserter,
+ * deleter or consumer is running) and the newest deleter or consumer of
+ * an event some snapshot may still see.
  */
 static void
-count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest,
-			   bool *prepared_work)
+count_unpurged(Oid facade, const SpindleEntry *sp, Relation seg,
+			   int64 *unpurged, TransactionId *latest, bool *prepared_work)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(seg);
 	BlockNumber blk;
 	TransactionId oldest_xmin = GetOldestNonRemovableTransactionId(seg);
 	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
 	TransactionId checked_xid = InvalidTransactionId;
+	int			nlog;
+	int64		floor;
+	SpindleConsumed *log = spindle_consume_log_over(facade, sp->first_no,
+													sp->first_no + sp->vcount,
+													&nlog, &floor);
 
 	*unpurged = 0;
 	*latest = InvalidTransactionId;
@@ -792,7 +837,10 @@ count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest,
 				case HEAPTUPLE_DEAD:
 					break;
 				case HEAPTUPLE_LIVE:
-					(*unpurged)++;
+					if (live_unpurged(log, nlog, floor, sp->first_no +
+									  spindle_event_k(tuple.t_data, tuple.t_len),
+									  oldest_xmin, latest, prepared_work))
+						(*unpurged)++;
 					break;
 				case HEAPTUPLE_INSERT_IN_PROGRESS:
 				case HEAPTUPLE_DELETE_IN_PROGRESS:
@@ -815,6 +863,8 @@ count_unpurged(Relation seg, int64 *unpurged, TransactionId *latest,
 		UnlockReleaseBuffer(buf);
 	}
 	FreeAccessStrategy(strategy);
+	if (log != NULL)
+		pfree(log);
 }
 
 /*
@@ -890,7 +940,7 @@ spindle_counters_build(Oid facade, const SpindleEntry *sp,
 	}
 	else
 		appended = -1;			/* the slot counters know it */
-	count_unpurged(seg, &unpurged, &latest, &prepared_work);
+	count_unpurged(facade, sp, seg, &unpurged, &latest, &prepared_work);
 	total = appended;
 	if (total < 0)
 	{
@@ -974,7 +1024,7 @@ spindle_counters_count_now(Oid facade, const SpindleEntry *sp)
 	seg = try_relation_open(sp->segment, AccessShareLock);
 	if (seg == NULL)
 		return 0;
-	count_unpurged(seg, &unpurged, &latest, &prepared_work);
+	count_unpurged(facade, sp, seg, &unpurged, &latest, &prepared_work);
 	relation_close(seg, AccessShareLock);
 	elog(DEBUG1, "spindle: counted the events of spindle %lld of relation %u from disk without a counter: %lld not purged",
 		 (long long) sp->spindle_no, facade, (long long) unpurged);

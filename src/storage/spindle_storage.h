@@ -774,7 +774,7 @@ extern void spindle_crel_desc(StringInfo buf, struct XLogReaderState *record);
 extern const char *spindle_crel_identify(uint8 info);
 extern bool spindle_crel_mask(char *pagedata, BlockNumber blkno);
 
-/* consume_log.c: tree 2, the consume log (reader side; test writer) */
+/* consume_log.c: tree 2, the consume log (readers; the writers' entries) */
 extern bool spindle_consume_log_exists(Relation crel);
 extern bool spindle_consume_log_probe(Relation crel, int64 id,
 									  SpindleConsumed *e);
@@ -784,6 +784,27 @@ extern void spindle_consume_log_lock(Relation crel);
 extern void spindle_consume_log_unlock(Relation crel);
 extern void spindle_consume_log_add(Relation crel, int64 id,
 									FullTransactionId fxid, CommandId cid);
+extern int64 spindle_consume_log_floor(Relation crel);
+extern SpindleConsumed *spindle_consume_log_over(Oid facade, int64 lo,
+												 int64 hi, int *n,
+												 int64 *floor);
+extern const SpindleConsumed *spindle_consume_log_find(const SpindleConsumed *e,
+													   int n, int64 id);
+#define SPINDLE_ENTRY_NONE		0
+#define SPINDLE_ENTRY_DEAD		1
+#define SPINDLE_ENTRY_RECENT	2
+#define SPINDLE_ENTRY_RUNNING	3
+extern int	spindle_consume_log_state(const SpindleConsumed *e,
+									  TransactionId oldest_xmin);
+typedef void (*SpindleFoldConflictFn) (void *arg, TransactionId latest);
+extern int64 spindle_consume_log_settle(Oid facade, int64 below, int max,
+										SpindleFoldConflictFn conflict,
+										void *arg);
+extern TransactionId spindle_consume_log_freeze(Relation crel,
+												TransactionId freeze_limit);
+extern void spindle_consume_log_add_run(Relation crel, int64 first,
+										int64 len, FullTransactionId fxid,
+										CommandId cid);
 
 /* consumer_test.c: the test-only spindle._run_*() functions and GUCs */
 extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */

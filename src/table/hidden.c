@@ -4,7 +4,7 @@
  *	  Events hidden by the consume log: the one rule every reader of a
  *	  queue table applies after heap's own test on the event's header
  *	  (docs/design.md, "Consumer state that scales with what stays",
- *	  sections 4 and 9, "Consume log: reader side (built)").
+ *	  sections 4 and 9, "Consume log (built)").
  *
  * An event with msg_id m (= first_no + k in its spindle) that heap finds
  * visible is hidden iff an entry of the consume log (consume_log.c)
@@ -18,10 +18,15 @@
  *	SnapshotSelf		committed or own (also ANALYZE, index builds)
  *	SnapshotAny, others	nothing hidden
  *
- * Aborted entries hide nothing.  Only queue tables (those with a consumer
- * relation) have a consume log; whether a facade has one is kept in a
- * backend-local hash, emptied by any relcache invalidation, so other
- * spindle tables pay one hash probe per scan or fetch.
+ * Aborted entries hide nothing; frozen ones (xid FrozenTransactionId,
+ * written by VACUUM for entries committed before its freeze limit) and
+ * ids below the log's floor (settle folded their entries into it) hide
+ * from every snapshot that hides anything.  The floor is read after the
+ * entries (when a spindle is entered, or after a probe found none).
+ * Only queue tables (those with a consumer relation) have a consume log;
+ * whether a facade has one is kept in a backend-local hash, emptied by
+ * any relcache invalidation, so other spindle tables pay one hash probe
+ * per scan or fetch.
  *
  * Coherence.  Nothing is cached beyond one reader.  An MVCC scan decides,
  * when it begins (its snapshot taken), whether the log exists at all (one
@@ -139,6 +144,9 @@ entry_verdict(const SpindleConsumed *e, Snapshot snapshot)
 {
 	TransactionId xid = XidFromFullTransactionId(e->fxid);
 
+	/* frozen (VACUUM): committed before every snapshot */
+	if (xid == FrozenTransactionId)
+		return SPINDLE_HIDE_YES;
 	if (!TransactionIdIsNormal(xid))
 		return SPINDLE_HIDE_NO;
 	switch (snapshot->snapshot_type)
@@ -194,6 +202,7 @@ spindle_hide_begin(SpindleHide *h, Relation facade, Snapshot snapshot,
 	Oid			croid;
 
 	memset(h, 0, sizeof(*h));
+	h->floor = PG_INT64_MIN;
 	h->snapshot = snapshot;
 	h->cxt = CurrentMemoryContext;
 	if (!snapshot_hides(snapshot))
@@ -287,6 +296,8 @@ hide_enter(SpindleHide *h, SpindleEntry *sp)
 		}
 	if (e != NULL)
 		pfree(e);
+	/* after the entries: see spindle_consume_log_floor */
+	h->floor = spindle_consume_log_floor(h->crel);
 	h->spindle_no = sp->spindle_no;
 	MemoryContextSwitchTo(old);
 }
@@ -348,10 +359,10 @@ spindle_hide_event(SpindleHide *h, SpindleEntry *sp, int64 k)
 	{
 		if (h->spindle_no != sp->spindle_no)
 			hide_enter(h, sp);
-		return in_ranges(h, id);
+		return id < h->floor || in_ranges(h, id);
 	}
 	if (!spindle_consume_log_probe(h->crel, id, &e))
-		return false;
+		return id < spindle_consume_log_floor(h->crel);
 	switch (entry_verdict(&e, h->snapshot))
 	{
 		case SPINDLE_HIDE_YES:
@@ -418,8 +429,26 @@ spindle_hidden_dml_check(Relation facade, SpindleEntry *sp, int64 k,
 		TransactionId xid;
 
 		if (!spindle_consume_log_probe(crel, sp->first_no + k, &e))
+		{
+			/* below the floor: consumed before every snapshot */
+			if (sp->first_no + k < spindle_consume_log_floor(crel))
+			{
+				tmfd->ctid = *vtid;
+				tmfd->xmax = FrozenTransactionId;
+				tmfd->cmax = InvalidCommandId;
+				result = TM_Deleted;
+			}
 			break;
+		}
 		xid = XidFromFullTransactionId(e.fxid);
+		if (xid == FrozenTransactionId)
+		{
+			tmfd->ctid = *vtid;
+			tmfd->xmax = xid;
+			tmfd->cmax = InvalidCommandId;
+			result = TM_Deleted;
+			break;
+		}
 		if (!TransactionIdIsNormal(xid))
 			break;
 		tmfd->ctid = *vtid;

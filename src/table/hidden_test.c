@@ -3,9 +3,9 @@
  * hidden_test.c
  *	  Test only: spindle._consume_log_write(queue, first, len), a writer of
  *	  consume log entries (consume_log.c) for the current transaction, so
- *	  that the readers' rule (hidden.c) can be tested before dequeue and ack
- *	  write entries themselves (docs/design.md, "Consume log: reader side
- *	  (built)").
+ *	  that the readers' rule (hidden.c) can be tested apart from dequeue and
+ *	  ack, which write entries themselves with spindle.consume_log on
+ *	  (queue_consumed.c; docs/design.md, "Consume log (built)").
  *
  * Locks.  Superusers only.  The queue table RowExclusiveLock (as DML: an
  * index build's ShareLock keeps it out), each spindle it touches
@@ -77,6 +77,8 @@ consume_one(Relation facade, Relation crel, Relation seg, SpindleEntry *sp,
 				r = TM_Ok;
 		}
 	}
+	if (r == TM_Ok && id < spindle_consume_log_floor(crel))
+		r = TM_BeingModified;	/* consumed for good */
 	if (r == TM_Ok && spindle_consume_log_probe(crel, id, &e))
 	{
 		TransactionId xid = XidFromFullTransactionId(e.fxid);

@@ -77,12 +77,61 @@
 PG_FUNCTION_INFO_V1(spindle_drop_spindles);
 
 /*
+ * Count an event live on its page, msg_id id, into *c with what the
+ * consume log (entries log[0..nlog), floor) says of it: below the floor,
+ * or consumed by an entry
+ * committed before the horizon, it is purged and dead (its xid a standby
+ * conflict horizon, as a deleter's); committed after it, purged; by a
+ * running one, busy; else live.
+ */
+static void
+count_live(SpindleCounts *c, const SpindleConsumed *log, int nlog,
+		   int64 floor, int64 id, TransactionId oldest_xmin)
+{
+	const SpindleConsumed *e = nlog > 0 ?
+		spindle_consume_log_find(log, nlog, id) : NULL;
+
+	if (id < floor)
+	{
+		/* folded into the floor: consumed before every snapshot */
+		c->purged++;
+		c->dead++;
+		return;
+	}
+	switch (spindle_consume_log_state(e, oldest_xmin))
+	{
+		case SPINDLE_ENTRY_DEAD:
+			{
+				TransactionId xid = XidFromFullTransactionId(e->fxid);
+
+				c->purged++;
+				c->dead++;
+				if (TransactionIdIsNormal(xid) &&
+					(!TransactionIdIsValid(c->latest_removed) ||
+					 TransactionIdFollows(xid, c->latest_removed)))
+					c->latest_removed = xid;
+			}
+			break;
+		case SPINDLE_ENTRY_RECENT:
+			c->purged++;
+			break;
+		case SPINDLE_ENTRY_RUNNING:
+			c->busy++;
+			break;
+		default:
+			c->live++;
+			break;
+	}
+}
+
+/*
  * Count a spindle's slots into *c: events = line pointers ever used;
  * purged = those whose event is deleted by a committed transaction or
  * whose insert aborted; dead = purged ones no snapshot can still see;
  * live = events inserted by a committed transaction and not deleted (or
- * deleted by one that aborted); busy = events whose inserter or deleter is
- * still running.  Reads every page under a share lock; the caller holds a
+ * deleted by one that aborted) nor consumed by a committed entry of the
+ * queue's consume log; busy = events whose inserter, deleter or consumer
+ * is still running.  Reads every page under a share lock; the caller holds a
  * lock on the relation.
  *
  * latest_removed is set to the latest xid whose removal a hot standby
@@ -96,10 +145,14 @@ PG_FUNCTION_INFO_V1(spindle_drop_spindles);
  * the events' xids cover them too.
  */
 void
-spindle_count_segment(Relation segrel, SpindleCounts *c)
+spindle_count_segment(Relation facade, const SpindleEntry *sp,
+					  Relation segrel, SpindleCounts *c)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(segrel);
 	BlockNumber blk;
+	SpindleConsumed *log;
+	int			nlog;
+	int64		floor;
 
 	/*
 	 * Computed afresh, as VACUUM does: GlobalVisTestFor()'s horizons are
@@ -112,6 +165,10 @@ spindle_count_segment(Relation segrel, SpindleCounts *c)
 
 	memset(c, 0, sizeof(SpindleCounts));
 	c->latest_removed = InvalidTransactionId;
+	/* read after the horizon: an entry it finds dead stays dead */
+	log = spindle_consume_log_over(RelationGetRelid(facade), sp->first_no,
+								   sp->first_no + sp->vcount,
+								   &nlog, &floor);
 	for (blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -158,7 +215,9 @@ spindle_count_segment(Relation segrel, SpindleCounts *c)
 					c->purged++;
 					break;
 				case HEAPTUPLE_LIVE:
-					c->live++;
+					count_live(c, log, nlog, floor, sp->first_no +
+							   spindle_event_k(tuple.t_data, tuple.t_len),
+							   oldest_xmin);
 					break;
 				case HEAPTUPLE_INSERT_IN_PROGRESS:
 					c->inserting++;
@@ -172,6 +231,8 @@ spindle_count_segment(Relation segrel, SpindleCounts *c)
 		UnlockReleaseBuffer(buf);
 	}
 	FreeAccessStrategy(strategy);
+	if (log != NULL)
+		pfree(log);
 }
 
 /*
@@ -201,7 +262,8 @@ typedef struct CountCacheEntry
 static HTAB *count_cache = NULL;
 
 static void
-count_cached(Relation seg, SpindleCounts *c)
+count_cached(Relation facade, const SpindleEntry *sp, Relation seg,
+			 SpindleCounts *c)
 {
 	PgStat_StatTabEntry *st = pgstat_fetch_stat_tabentry(RelationGetRelid(seg));
 	PgStat_Counter deleted = st ? st->tuples_deleted : -1;
@@ -230,7 +292,7 @@ count_cached(Relation seg, SpindleCounts *c)
 		*c = e->counts;
 		return;
 	}
-	spindle_count_segment(seg, c);
+	spindle_count_segment(facade, sp, seg, c);
 	e->deleted = deleted;
 	e->horizon = horizon;
 	e->counted_at = now;
@@ -265,15 +327,30 @@ count_cached(Relation seg, SpindleCounts *c)
  * spindle (wal_level replica or above, a WAL-logged spindle); the page is
  * otherwise unchanged.
  */
+static bool log_conflict_on(Relation seg, TransactionId latest_removed);
+
 static void
 spindle_log_drop_conflict(Relation seg, TransactionId latest_removed)
 {
-	BlockNumber nblocks;
-	BlockNumber blk;
-
 	if (!TransactionIdIsValid(latest_removed) ||
 		!RelationNeedsWAL(seg) || !XLogStandbyInfoActive())
 		return;
+	/* a tuple was counted, so some page is initialised: cannot fail */
+	if (!log_conflict_on(seg, latest_removed))
+		elog(ERROR, "spindle \"%s\" has no initialised page",
+			 RelationGetRelationName(seg));
+}
+
+/*
+ * The record of spindle_log_drop_conflict on the first initialised page
+ * of seg; false if it has none.  The caller has checked that standbys
+ * need it.
+ */
+static bool
+log_conflict_on(Relation seg, TransactionId latest_removed)
+{
+	BlockNumber nblocks;
+	BlockNumber blk;
 
 	nblocks = RelationGetNumberOfBlocks(seg);
 	for (blk = 0; blk < nblocks; blk++)
@@ -306,12 +383,43 @@ spindle_log_drop_conflict(Relation seg, TransactionId latest_removed)
 		END_CRIT_SECTION();
 
 		UnlockReleaseBuffer(buf);
-		return;
+		return true;
 	}
+	return false;
+}
 
-	/* a tuple was counted, so some page is initialised: cannot happen */
-	elog(ERROR, "spindle \"%s\" has no initialised page",
-		 RelationGetRelationName(seg));
+/*
+ * Make hot standbys cancel the snapshots that could still see events the
+ * consume log's settle is about to fold into its floor (consume_log.c,
+ * fold_into_floor): latest is the newest xid folded.  The drop's record
+ * (spindle_log_drop_conflict), on the first initialised page of one of
+ * the table's spindles, written before the floor is raised.  Takes
+ * AccessShareLock on the spindles it opens.
+ */
+void
+spindle_log_consumed_conflict(Relation facade, TransactionId latest)
+{
+	SpindleDirectory *dir;
+	bool		logged = false;
+
+	if (!TransactionIdIsNormal(latest) || !XLogStandbyInfoActive() ||
+		!RelationNeedsWAL(facade))
+		return;
+	dir = spindle_directory_acquire_current(facade);
+	for (int i = 0; i < dir->nspindles && !logged; i++)
+	{
+		Relation	seg = spindle_open_segment(facade, &dir->spindles[i],
+											   AccessShareLock);
+
+		if (seg == NULL)
+			continue;
+		logged = log_conflict_on(seg, latest);
+		relation_close(seg, NoLock);
+	}
+	spindle_directory_release(dir);
+	if (!logged)
+		elog(ERROR, "queue table \"%s\" has no spindle page to log a conflict on",
+			 RelationGetRelationName(facade));
 }
 
 /*
@@ -527,7 +635,7 @@ drop_if_dead(Relation facade, SpindleEntry *sp, Relation seg)
 		relation_close(seg, AccessShareLock);
 		return -1;
 	}
-	spindle_count_segment(seg, &c);
+	spindle_count_segment(facade, sp, seg, &c);
 	if (c.dead < c.events ||
 		!cover_drop_conflict(seg, c.latest_removed, false))
 	{
@@ -602,9 +710,9 @@ collect_droppable(Relation facade, SpindleDirectory *dir, SettledPass *pass,
 			break;
 		}
 		if (use_cache)
-			count_cached(seg, &c);
+			count_cached(facade, sp, seg, &c);
 		else
-			spindle_count_segment(seg, &c);
+			spindle_count_segment(facade, sp, seg, &c);
 		if (c.dead < c.events || spindle_locked_by_others(sp->segment))
 		{
 			/* only a delete can make it droppable now: pass it over */

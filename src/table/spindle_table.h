@@ -239,7 +239,10 @@ extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
 extern bool spindle_request_spindle_at(Relation facade, int64 first_no);
-extern void spindle_count_segment(Relation segrel, SpindleCounts *counts);
+extern void spindle_log_consumed_conflict(Relation facade,
+										  TransactionId latest);
+extern void spindle_count_segment(Relation facade, const SpindleEntry *sp,
+								  Relation segrel, SpindleCounts *counts);
 
 /* ---- detach.c: detached spindles ---- */
 
@@ -286,6 +289,7 @@ typedef struct SpindleHide
 	int			nranges;
 	int64	   *ranges;			/* hidden [start, end) msg_ids, sorted */
 	int			hint;			/* where the last search ended */
+	int64		floor;			/* the log's floor when ranges were read */
 	MemoryContext cxt;			/* where ranges live */
 } SpindleHide;
 

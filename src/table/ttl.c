@@ -30,6 +30,15 @@
  * ttl_held hook): a queue's leased events are purged when their lease
  * ends, not while a consumer works on them.
  *
+ * TTL purges by xmax also with spindle.consume_log on.  On a queue table
+ * it skips events its consume log (read once per spindle, after the held
+ * items) says a consumer took -- committed or below the floor: gone;
+ * running: left for the next round --, and does not count as its own an
+ * event a consumer's entry took just before TTL's heap_delete (one range
+ * read of the log per page it deleted on).  Should that consumer abort,
+ * the event stays deleted by TTL and counted by nobody (the counters are
+ * then short of it until rebuilt from disk).
+ *
  * A table that a foreign key references is refused (ERROR, as TRUNCATE):
  * a purge fires no triggers, so it would not check those keys.
  *
@@ -264,7 +273,62 @@ typedef struct TtlDue
 	int64		first_no;		/* the spindle's event k is first_no + k */
 	int64	   *held;			/* sorted [start, end) pairs */
 	int			nheld;
+	/* per spindle: the queue's consume log (none: NULL, floor MIN) */
+	Oid			facade;
+	SpindleConsumed *log;
+	int			nlog;
+	int64		log_floor;
 } TtlDue;
+
+/*
+ * What the consume log says of event number no: SPINDLE_ENTRY_NONE (no
+ * live entry: TTL decides), _RUNNING, or consumed for good (_DEAD).  A
+ * consumed event is no TTL's to purge: its consumer counted it.
+ */
+static int
+ttl_log_state(const SpindleConsumed *log, int nlog, int64 floor, int64 no)
+{
+	int			st;
+
+	if (no < floor)
+		return SPINDLE_ENTRY_DEAD;
+	if (nlog == 0)
+		return SPINDLE_ENTRY_NONE;
+	st = spindle_consume_log_state(spindle_consume_log_find(log, nlog, no),
+								   InvalidTransactionId);
+	return st == SPINDLE_ENTRY_RECENT ? SPINDLE_ENTRY_DEAD : st;
+}
+
+/*
+ * After TTL deleted events nos[0..n) of a queue table: how many a
+ * consumer's entry took first (written under the page's lock before TTL's
+ * heap_delete, which then found no xmax).  Those stay deleted (hidden
+ * either way) but are counted by their consumer, not by TTL.  One range
+ * read of the log.
+ */
+static int
+ttl_consumed_meanwhile(const TtlDue *due, int64 *nos, int n)
+{
+	int64		lo = nos[0],
+				hi = nos[0];
+	int64		floor;
+	int			nlog;
+	int			taken = 0;
+	SpindleConsumed *log;
+
+	for (int i = 1; i < n; i++)
+	{
+		lo = Min(lo, nos[i]);
+		hi = Max(hi, nos[i]);
+	}
+	log = spindle_consume_log_over(due->facade, lo, hi + 1, &nlog, &floor);
+	for (int i = 0; i < n; i++)
+		if (ttl_log_state(log, nlog, floor, nos[i]) != SPINDLE_ENTRY_NONE)
+			taken++;
+	if (log != NULL)
+		pfree(log);
+	return taken;
+}
 
 /* Is event number no in one of due's held ranges? */
 static bool
@@ -301,6 +365,8 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 		   bool *complete)
 {
 	OffsetNumber offsets[MaxHeapTuplesPerPage];
+	int64		nos[MaxHeapTuplesPerPage];
+	int			ndeleted = 0;
 	int			n = 0;
 	int			i;
 	int64		purged = 0;
@@ -346,8 +412,23 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 			*complete = false;	/* leased: purged when the lease ends */
 			continue;
 		}
+		switch (ttl_log_state(due->log, due->nlog, due->log_floor,
+							  due->first_no +
+							  spindle_event_k(tuple.t_data, tuple.t_len)))
+		{
+			case SPINDLE_ENTRY_DEAD:
+				continue;		/* consumed */
+			case SPINDLE_ENTRY_RUNNING:
+				*complete = false;	/* consumed if that commits */
+				continue;
+			default:
+				break;
+		}
 		if (HeapTupleSatisfiesVisibility(&tuple, snapshot, buf))
+		{
+			nos[n] = due->first_no + spindle_event_k(tuple.t_data, tuple.t_len);
 			offsets[n++] = off;
+		}
 		else
 		{
 			HTSV_Result state = HeapTupleSatisfiesVacuum(&tuple, horizon, buf);
@@ -368,10 +449,13 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 		/* a consumer holding it locked keeps it: never wait for it */
 		if (heap_delete(seg, &tid, cid, InvalidSnapshot, false, &tmfd,
 						false) == TM_Ok)
-			purged++;
+			nos[ndeleted++] = nos[i];
 		else
 			*complete = false;
 	}
+	purged = ndeleted;
+	if (ndeleted > 0 && OidIsValid(due->facade))
+		purged -= ttl_consumed_meanwhile(due, nos, ndeleted);
 	return purged;
 }
 
@@ -510,11 +594,19 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 				whole = full && filled_at != 0 && filled_at <= cutoff;
 				due.first_no = sp->first_no;
 				due.nheld = 0;
+				/* the log after the held items: a claim ends in an entry */
+				due.facade = InvalidOid;
 				due.held = spindle_table_hooks.ttl_held ?
 					spindle_table_hooks.ttl_held(facade, sp->first_no,
 												 sp->first_no + spindle_effective_capacity(sp),
 												 &due.nheld) : NULL;
 
+				due.log = spindle_consume_log_over(RelationGetRelid(facade),
+												   sp->first_no,
+												   sp->first_no + sp->vcount,
+												   &due.nlog, &due.log_floor);
+				if (spindle_hidden_applies(facade))
+					due.facade = RelationGetRelid(facade);
 				nblocks = RelationGetNumberOfBlocks(seg);
 				/* once per spindle: computing it scans the proc array */
 				horizon = GetOldestNonRemovableTransactionId(seg);
@@ -534,6 +626,8 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 				relation_close(seg, NoLock);
 				if (due.held != NULL)
 					pfree(due.held);
+				if (due.log != NULL)
+					pfree(due.log);
 			}
 		}
 		PG_CATCH();

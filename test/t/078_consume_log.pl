@@ -1,5 +1,5 @@
 # The consume log's reader side through WAL and crashes (docs/design.md,
-# "Consume log: reader side (built)"): entries written by
+# "Consume log (built)"): entries written by
 # spindle._consume_log_write are tree 2 runs of the consumer relation, so a
 # streaming standby replays them (wal_consistency_checking 'all,spindle')
 # and hides the same events as the primary, by sequential and index scans
