@@ -39,7 +39,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-psql() { "${AS_PG[@]}" env PGHOST="$PGHOST" PGPORT="$PGPORT" PGOPTIONS="-c client_min_messages=warning" "$BIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+# (BENCH_PGOPTIONS: settings of one call's session, e.g. spindle.consume_log)
+psql() { "${AS_PG[@]}" env PGHOST="$PGHOST" PGPORT="$PGPORT" PGOPTIONS="-c client_min_messages=warning ${BENCH_PGOPTIONS:-}" "$BIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
 q() { psql -At -d "$PGDATABASE" -c "$*"; }
 # q_try SQL: like q, but an error is printed on stdout as "ERROR: ..." and
 # the status is that of psql

@@ -20,6 +20,9 @@
 #               spindle.drop_spindles(q) (the worker would do the same)
 #   read_ack    spindle.read(q, 100, '1 h') and, in the next transaction,
 #               spindle.ack(q, <the 100 ids>); cleanup as dequeue
+#   dequeue_log, read_ack_log   the same with spindle.consume_log = on in
+#               the consumer's session: consumers record what they take in
+#               the queue's consume log instead of purging event pages
 #   heap        a heap table (id bigserial primary key, enqueued_at, payload):
 #               DELETE ... WHERE id = ANY (ARRAY(SELECT id ... ORDER BY id
 #               LIMIT 100 FOR UPDATE SKIP LOCKED)) RETURNING *; autovacuum
@@ -66,7 +69,7 @@ source "$ROOT/bench/lib.sh"
 ((N % 100 == 0)) || fail "BENCH_EVENTS must be a multiple of 100"
 
 cluster_start
-SYSTEMS="dequeue read_ack heap"
+SYSTEMS="dequeue read_ack dequeue_log read_ack_log heap"
 if [[ -f $("$PG_CONFIG" --sharedir)/extension/pgq.control ]]; then
     q "CREATE EXTENSION pgq" >/dev/null
     SYSTEMS="$SYSTEMS pgq"
@@ -77,7 +80,7 @@ header "BENCH_EVENTS = $N, $ROUNDS rounds, data checksums $(q "SHOW data_checksu
 
 fill() {        # fill SYSTEM: a fresh queue of N events
     case $1 in
-    dequeue | read_ack)
+    dequeue | read_ack | dequeue_log | read_ack_log)
         q "SELECT spindle.drop_queue('$1', true)" >/dev/null
         q "SELECT spindle.create_queue('$1')" >/dev/null
         q "SELECT count(*) FROM spindle.enqueue_batch('$1', array_fill('$PAYLOAD'::jsonb, ARRAY[$N]))" >/dev/null ;;
@@ -96,11 +99,16 @@ fill() {        # fill SYSTEM: a fresh queue of N events
 }
 drain() {       # drain SYSTEM: consume everything; prints the events taken
     local body
+    local opts=""
     case $1 in
-    dequeue) body="SELECT count(*) INTO n FROM spindle.dequeue('dequeue', 100);" ;;
-    read_ack) body="SELECT count(*), array_agg(msg_id) INTO n, ids FROM spindle.read('read_ack', 100, '1 h');
+    *_log) opts="-c spindle.consume_log=on" ;;
+    esac
+    case $1 in
+    dequeue | dequeue_log) body="SELECT count(*) INTO n FROM spindle.dequeue('$1', 100);" ;;
+    read_ack | read_ack_log)
+        body="SELECT count(*), array_agg(msg_id) INTO n, ids FROM spindle.read('$1', 100, '1 h');
                     COMMIT;
-                    IF n > 0 THEN PERFORM count(*) FROM spindle.ack('read_ack', ids); END IF;" ;;
+                    IF n > 0 THEN PERFORM count(*) FROM spindle.ack('$1', ids); END IF;" ;;
     heap) body="WITH d AS (DELETE FROM hq WHERE id = ANY (ARRAY(SELECT id FROM hq ORDER BY id LIMIT 100
                                                        FOR UPDATE SKIP LOCKED))
                            RETURNING id, enqueued_at, payload)
@@ -110,13 +118,14 @@ drain() {       # drain SYSTEM: consume everything; prints the events taken
                ELSE SELECT count(*) INTO n FROM pgq.get_batch_events(bid);
                     PERFORM pgq.finish_batch(bid); END IF;" ;;
     esac
-    q "DO \$\$ DECLARE n bigint; ids bigint[]; bid bigint; total bigint := 0; BEGIN
+    BENCH_PGOPTIONS="$opts" q "DO \$\$ DECLARE n bigint; ids bigint[]; bid bigint; total bigint := 0; BEGIN
          LOOP $body COMMIT; total := total + n; EXIT WHEN n = 0; END LOOP;
          RAISE WARNING 'taken %', total; END \$\$" 2>&1 | sed -n 's/.*taken \([0-9]*\).*/\1/p'
 }
 cleanup_sys() {
     case $1 in
-    dequeue | read_ack) q "SELECT spindle.drop_spindles('spindle_q.$1')" >/dev/null ;;
+    dequeue | read_ack | dequeue_log | read_ack_log)
+        q "SELECT spindle.drop_spindles('spindle_q.$1')" >/dev/null ;;
     heap) q "VACUUM hq" ;;
     pgq) # what pgqd runs: maint_operations(), whose "vacuum" rows name tables
          # to VACUUM (a statement of its own)
