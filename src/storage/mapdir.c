@@ -466,7 +466,8 @@ read_tag(Relation facade, BlockNumber blk, int *used)
 /*
  * The parent of the page tagged (level, key): the directory page one level
  * up, exclusively locked, and the slot that names the page in *slot; or
- * meta itself (the caller's, exclusively locked) for the root, *slot -1.
+ * meta itself (the caller's, exclusively locked) for the root, *slot -1;
+ * InvalidBuffer if the directory has no such place (a corrupt tag).
  */
 static Buffer
 parent_of(Relation facade, Buffer meta, int level, uint32 key, int *slot)
@@ -480,7 +481,11 @@ parent_of(Relation facade, Buffer meta, int level, uint32 key, int *slot)
 		return meta;
 	while (l > level)
 	{
-		Buffer		buf = ReadBuffer(facade, blk);
+		Buffer		buf;
+
+		if (blk == 0)
+			break;
+		buf = ReadBuffer(facade, blk);
 
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 		check_dir_page(facade, BufferGetPage(buf), blk, l, key);
@@ -491,8 +496,33 @@ parent_of(Relation facade, Buffer meta, int level, uint32 key, int *slot)
 		UnlockReleaseBuffer(buf);
 		l--;
 	}
-	elog(ERROR, "spindle: slot map directory walk went wrong");
-	return InvalidBuffer;		/* keep compiler quiet */
+	return InvalidBuffer;
+}
+
+/*
+ * Does the parent's slot (or the root) name blk?  A page whose tag says it
+ * is named where it is not (corruption: spindle.verify reports it) is
+ * neither freed nor moved; a warning says so, and VACUUM goes on.
+ */
+static bool
+check_named(Relation facade, Buffer parent, int slot, BlockNumber blk)
+{
+	if (BufferIsValid(parent))
+	{
+		Page		page = BufferGetPage(parent);
+		BlockNumber named = slot < 0 ? spindle_meta_map_root(page)->root :
+			DirSlots(page)[slot];
+
+		if (named == blk)
+			return true;
+	}
+	ereport(WARNING,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("spindle table \"%s\": slot map page at block %u is not in the map's directory",
+					RelationGetRelationName(facade), blk),
+			 errdetail("The page is neither freed nor moved."),
+			 errhint("Run spindle.verify() on the table.")));
+	return false;
 }
 
 /* Point the parent's slot (or the root) at blk, on its registered copy. */
@@ -542,6 +572,8 @@ free_if_empty(Relation facade, Buffer meta, BlockNumber blk, SpindleMapTag tag)
 	page = BufferGetPage(buf);
 	empty = tag.kind == SPINDLE_MAP_PAGE ? spindle_map_used(page) == 0 :
 		dir_empty(page);
+	if (empty && !check_named(facade, parent, slot, blk))
+		empty = false;
 	if (empty)
 	{
 		state = GenericXLogStart(facade);
@@ -551,16 +583,17 @@ free_if_empty(Relation facade, Buffer meta, BlockNumber blk, SpindleMapTag tag)
 		GenericXLogFinish(state);
 	}
 	UnlockReleaseBuffer(buf);
-	if (parent != meta)
+	if (BufferIsValid(parent) && parent != meta)
 		UnlockReleaseBuffer(parent);
 	return empty;
 }
 
 /*
  * Move the page in block from (tagged tag) to block to (free): the copy,
- * the parent's slot and the old block freed in one record.
+ * the parent's slot and the old block freed in one record.  False if the
+ * page is not where the directory says (nothing done).
  */
-static void
+static bool
 move_page(Relation facade, Buffer meta, BlockNumber from, BlockNumber to,
 		  SpindleMapTag tag)
 {
@@ -573,6 +606,14 @@ move_page(Relation facade, Buffer meta, BlockNumber from, BlockNumber to,
 
 	LockBuffer(src, BUFFER_LOCK_EXCLUSIVE);
 	LockBuffer(dst, BUFFER_LOCK_EXCLUSIVE);
+	if (!check_named(facade, parent, slot, from))
+	{
+		UnlockReleaseBuffer(dst);
+		UnlockReleaseBuffer(src);
+		if (BufferIsValid(parent) && parent != meta)
+			UnlockReleaseBuffer(parent);
+		return false;
+	}
 	state = GenericXLogStart(facade);
 	set_parent(GenericXLogRegisterBuffer(state, parent, 0), slot, to);
 	spage = GenericXLogRegisterBuffer(state, src, 0);
@@ -582,8 +623,9 @@ move_page(Relation facade, Buffer meta, BlockNumber from, BlockNumber to,
 	GenericXLogFinish(state);
 	UnlockReleaseBuffer(dst);
 	UnlockReleaseBuffer(src);
-	if (parent != meta)
+	if (BufferIsValid(parent) && parent != meta)
 		UnlockReleaseBuffer(parent);
+	return true;
 }
 
 /* Has anyone queued behind our lock?  Looked at every so many steps. */
@@ -647,9 +689,9 @@ move_down(Relation facade, Buffer meta, BlockNumber nblocks, int *steps)
 		while (lo < hi - 1 &&
 			   read_tag(facade, lo, NULL).kind != SPINDLE_MAP_FREE)
 			lo++;
-		if (hi <= 1 || lo >= hi - 1 || waiters(facade, steps))
+		if (hi <= 1 || lo >= hi - 1 || waiters(facade, steps) ||
+			!move_page(facade, meta, hi - 1, lo, tag))
 			return hi;
-		move_page(facade, meta, hi - 1, lo, tag);
 		hi--;
 		lo++;
 	}
@@ -726,4 +768,140 @@ bool
 spindle_mapdir_block_free(Page page)
 {
 	return page_tag(page) == NULL;
+}
+
+/* ----------------------------------------------------------------
+ * Checking the directory (spindle.verify)
+ * ----------------------------------------------------------------
+ */
+
+typedef struct DirCheck
+{
+	Relation	facade;
+	BlockNumber nscanned;		/* blocks when the tags were listed */
+	bool	   *tagged;			/* tagged map or directory then */
+	BlockNumber nblocks;		/* size of named[] */
+	bool	   *named;			/* named by the directory */
+	spindle_mapdir_report report;
+	void	   *arg;
+} DirCheck;
+
+/* Is blk in the fork?  (Made since the last look: grow named[].) */
+static bool
+check_in_fork(DirCheck *c, BlockNumber blk)
+{
+	BlockNumber n;
+
+	if (blk < c->nblocks)
+		return true;
+	n = fork_nblocks(c->facade);
+	if (blk >= n)
+		return false;
+	c->named = repalloc(c->named, sizeof(bool) * n);
+	memset(c->named + c->nblocks, 0, sizeof(bool) * (n - c->nblocks));
+	c->nblocks = n;
+	return true;
+}
+
+/* Check the page named at blk (expected: level, key) and its subtree. */
+static void
+check_subtree(DirCheck *c, BlockNumber blk, int level, uint32 key)
+{
+	Buffer		buf;
+	SpindleMapTag *tag;
+	BlockNumber *children = NULL;
+	int			i;
+
+	CHECK_FOR_INTERRUPTS();
+	if (blk == 0 || !check_in_fork(c, blk) || c->named[blk])
+	{
+		c->report(c->arg, psprintf("slot map directory: block %u is named %s",
+								   blk, blk == 0 ? "(the metapage)" :
+								   blk >= c->nblocks ? "past the end of the fork" :
+								   "twice"));
+		return;
+	}
+	c->named[blk] = true;
+	buf = ReadBuffer(c->facade, blk);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	tag = page_tag(BufferGetPage(buf));
+	if (tag == NULL || tag->level != level || tag->key != key ||
+		tag->kind != (level == 0 ? SPINDLE_MAP_PAGE : SPINDLE_MAP_DIR))
+		c->report(c->arg, psprintf("slot map directory: block %u is named for level %d, key %u, but is %s",
+								   blk, level, key,
+								   tag == NULL ? "free" :
+								   psprintf("tagged kind %u, level %u, key %u",
+											tag->kind, tag->level, tag->key)));
+	else if (level > 0)
+	{
+		children = palloc(sizeof(BlockNumber) * DIR_FANOUT);
+		memcpy(children, DirSlots(BufferGetPage(buf)),
+			   sizeof(BlockNumber) * DIR_FANOUT);
+	}
+	UnlockReleaseBuffer(buf);
+	if (children == NULL)
+		return;
+	for (i = 0; i < (int) DIR_FANOUT; i++)
+		if (children[i] != 0)
+			check_subtree(c, children[i], level - 1,
+						  key + (uint32) (i * dir_span(level - 1)));
+	pfree(children);
+}
+
+/*
+ * Check the directory of the facade's map: every block it names exists,
+ * once, with the tag its place says; every page tagged map or directory is
+ * named.  Problems go to report.  The caller holds AccessShareLock on the
+ * facade: pages may be made meanwhile (never freed nor moved: that takes
+ * AccessExclusiveLock), and a page is tagged in the same record that names
+ * it, so the tagged pages are listed first and the tree walked after.
+ */
+void
+spindle_mapdir_check(Relation facade, spindle_mapdir_report report, void *arg)
+{
+	DirCheck	c;
+	Buffer		meta;
+	SpindleMapRoot root;
+	BlockNumber blk;
+
+	c.facade = facade;
+	c.report = report;
+	c.arg = arg;
+	c.nscanned = fork_nblocks(facade);
+	c.tagged = palloc0(sizeof(bool) * Max(c.nscanned, 1));
+	for (blk = 1; blk < c.nscanned; blk++)
+		c.tagged[blk] = read_tag(facade, blk, NULL).kind != SPINDLE_MAP_FREE;
+	c.nblocks = c.nscanned;
+	c.named = palloc0(sizeof(bool) * Max(c.nblocks, 1));
+
+	meta = spindle_meta_read(facade, BUFFER_LOCK_SHARE);
+	root = *spindle_meta_map_root(BufferGetPage(meta));
+	UnlockReleaseBuffer(meta);
+	if (root.root != 0)
+		check_subtree(&c, root.root, (int) root.height, 0);
+	for (blk = 1; blk < c.nscanned; blk++)
+		if (c.tagged[blk] && !c.named[blk])
+			report(arg, psprintf("slot map directory: block %u is a map or directory page the directory does not name",
+								 blk));
+	pfree(c.named);
+	pfree(c.tagged);
+}
+
+/*
+ * For the tests of verify (spindle._verify_corrupt 'map_orphan'): a new
+ * block tagged as the map page of vslot's vp, which the directory does not
+ * name.  Lookups never see it; verify reports it.
+ */
+void
+spindle_mapdir_test_orphan(Relation facade, int64 vslot)
+{
+	Buffer		buf = new_block(facade);
+	GenericXLogState *state = GenericXLogStart(facade);
+
+	spindle_mapdir_init_page(GenericXLogRegisterBuffer(state, buf,
+													   GENERIC_XLOG_FULL_IMAGE),
+							 SPINDLE_MAP_PAGE, 0,
+							 (uint32) (vslot / SPINDLE_MAP_ENTRIES_PER_PAGE));
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(buf);
 }

@@ -287,6 +287,10 @@ extern Buffer spindle_mapdir_buffer(Relation facade, uint32 vp, int mode,
 									bool create);
 extern BlockNumber spindle_mapdir_compact(Relation facade);
 extern bool spindle_mapdir_block_free(Page page);
+typedef void (*spindle_mapdir_report) (void *arg, const char *msg);
+extern void spindle_mapdir_check(Relation facade,
+								 spindle_mapdir_report report, void *arg);
+extern void spindle_mapdir_test_orphan(Relation facade, int64 vslot);
 
 extern void spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork,
 									  bool wal, const SpindleNumbers *next);
