@@ -46,16 +46,22 @@
  * page or map page is held meanwhile.  Compaction holds AccessExclusiveLock
  * on the facade (taken only if free at once) and the metapage exclusively.
  *
+ * Test only: spindle.test_map_compact_crash PANICs right after the first
+ * free or move record of a compaction, once per server (085).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/generic_xlog.h"
+#include "access/xlog.h"
 #include "catalog/storage.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/fd.h"
 #include "storage/lmgr.h"
 #include "storage/smgr.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -72,6 +78,58 @@
 StaticAssertDecl((uint64) DIR_FANOUT * DIR_FANOUT * DIR_FANOUT *
 				 SPINDLE_MAP_ENTRIES_PER_PAGE >= (uint64) SPINDLE_VSLOTS,
 				 "three directory levels must cover every slot");
+
+/* spindle.test_map_compact_crash (test only): PANIC after a first record */
+enum
+{
+	COMPACT_CRASH_OFF,
+	COMPACT_CRASH_AFTER_FREE,
+	COMPACT_CRASH_AFTER_MOVE
+};
+
+static int	test_compact_crash = COMPACT_CRASH_OFF;
+
+static const struct config_enum_entry compact_crash_options[] = {
+	{"off", COMPACT_CRASH_OFF, false},
+	{"after_free", COMPACT_CRASH_AFTER_FREE, false},
+	{"after_move", COMPACT_CRASH_AFTER_MOVE, false},
+	{NULL, 0, false}
+};
+
+/* Define the test-only GUC (from _PG_init). */
+void
+spindle_mapdir_define_gucs(void)
+{
+	DefineCustomEnumVariable("spindle.test_map_compact_crash",
+							 "Test only: PANIC after the slot map compaction's first free or move record.",
+							 NULL,
+							 &test_compact_crash,
+							 COMPACT_CRASH_OFF,
+							 compact_crash_options,
+							 PGC_SIGHUP, GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+}
+
+/*
+ * The crash point: the record just written is flushed, then PANIC.  Once
+ * per server: a file in the data directory says it happened (the test
+ * removes it), so recovery's next compaction does not crash again.
+ */
+static void
+maybe_crash(int after)
+{
+	const char *done = "spindle_test_map_compact_crash.done";
+	FILE	   *f;
+
+	if (test_compact_crash != after || access(done, F_OK) == 0)
+		return;
+	f = AllocateFile(done, "w");
+	if (f != NULL)
+		FreeFile(f);
+	XLogFlush(GetXLogInsertRecPtr());
+	elog(PANIC, "spindle.test_map_compact_crash: stopping after a slot map %s record",
+		 after == COMPACT_CRASH_AFTER_FREE ? "free" : "move");
+}
 
 /* Map pages checked or moved between two looks for lock waiters. */
 #define COMPACT_CHECK_EVERY 32
@@ -581,6 +639,7 @@ free_if_empty(Relation facade, Buffer meta, BlockNumber blk, SpindleMapTag tag)
 		spindle_mapdir_init_page(GenericXLogRegisterBuffer(state, buf, 0),
 								 SPINDLE_MAP_FREE, 0, 0);
 		GenericXLogFinish(state);
+		maybe_crash(COMPACT_CRASH_AFTER_FREE);
 	}
 	UnlockReleaseBuffer(buf);
 	if (BufferIsValid(parent) && parent != meta)
@@ -621,6 +680,7 @@ move_page(Relation facade, Buffer meta, BlockNumber from, BlockNumber to,
 		   spage, BLCKSZ);
 	spindle_mapdir_init_page(spage, SPINDLE_MAP_FREE, 0, 0);
 	GenericXLogFinish(state);
+	maybe_crash(COMPACT_CRASH_AFTER_MOVE);
 	UnlockReleaseBuffer(dst);
 	UnlockReleaseBuffer(src);
 	if (BufferIsValid(parent) && parent != meta)

@@ -291,6 +291,7 @@ typedef void (*spindle_mapdir_report) (void *arg, const char *msg);
 extern void spindle_mapdir_check(Relation facade,
 								 spindle_mapdir_report report, void *arg);
 extern void spindle_mapdir_test_orphan(Relation facade, int64 vslot);
+extern void spindle_mapdir_define_gucs(void);
 
 extern void spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork,
 									  bool wal, const SpindleNumbers *next);
