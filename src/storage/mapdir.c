@@ -46,8 +46,11 @@
  * page or map page is held meanwhile.  Compaction holds AccessExclusiveLock
  * on the facade (taken only if free at once) and the metapage exclusively.
  *
- * Test only: spindle.test_map_compact_crash PANICs right after the first
- * free or move record of a compaction, once per server (085).
+ * spindle_mapdir_check (for spindle.verify) checks invariant (1);
+ * compaction frees or moves a page only if its parent names it, and leaves
+ * one that is not named with a warning.  Test only:
+ * spindle.test_map_compact_crash PANICs right after the first free or move
+ * record of a compaction, once per server (085).
  *
  *-------------------------------------------------------------------------
  */
