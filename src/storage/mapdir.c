@@ -761,14 +761,26 @@ move_down(Relation facade, Buffer meta, BlockNumber nblocks, int *steps)
 }
 
 /*
- * Could compaction give anything back: is some block free or an empty map
- * page?  A look without the lock (share-locking each page), so that the
- * lock is asked for only when there is work.
+ * Idle pages (free blocks and map pages without entries) that make a
+ * compaction worth its lock when the last block is busy, and the share of
+ * the fork they must be.
+ */
+#define COMPACT_MIN_IDLE	16
+#define COMPACT_MIN_SHARE	4	/* at least 1/4 of the fork */
+
+/*
+ * Is compaction worth AccessExclusiveLock: is the last block idle (a
+ * truncation at least, as when only the tail went back), or are enough
+ * pages idle elsewhere?  In a steady queue the pages of a retired range
+ * are soon written again by the spindles that reuse it (ranges are taken
+ * lowest first), so a few idle pages are left for them rather than freed
+ * and made again.  A look without the lock, share-locking each page.
  */
 static bool
 worth_compacting(Relation facade, BlockNumber nblocks)
 {
 	BlockNumber blk;
+	BlockNumber idle = 0;
 
 	for (blk = 1; blk < nblocks; blk++)
 	{
@@ -777,9 +789,14 @@ worth_compacting(Relation facade, BlockNumber nblocks)
 
 		if (tag.kind == SPINDLE_MAP_FREE ||
 			(tag.kind == SPINDLE_MAP_PAGE && used == 0))
-			return true;
+		{
+			if (blk == nblocks - 1)
+				return true;
+			idle++;
+		}
 	}
-	return false;
+	return idle >= COMPACT_MIN_IDLE &&
+		idle >= (nblocks - 1) / COMPACT_MIN_SHARE;
 }
 
 /*
