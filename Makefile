@@ -5,6 +5,7 @@ OBJS = \
 	src/storage/segment_am.o \
 	src/storage/layout.o \
 	src/storage/slotmap.o \
+	src/storage/mapdir.o \
 	src/storage/eventinsert.o \
 	src/storage/slots.o \
 	src/storage/tombstones.o \

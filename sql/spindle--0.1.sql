@@ -358,7 +358,7 @@ CREATE FUNCTION spindle.verify(rel regclass)
     RETURNS SETOF text
     AS 'MODULE_PATHNAME', 'spindle_verify' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION spindle.verify(regclass) IS
-    'check every invariant of a spindle table (directory, slot map, capacity, slot reuse, append order, index entries, queue state); one row per problem, none when healthy; needs SELECT on the table';
+    'check every invariant of a spindle table (directory, slot map and its directory, capacity, slot reuse, append order, index entries, queue state); one row per problem, none when healthy; needs SELECT on the table';
 
 -- Test-only: break a spindle table on purpose so that the tests can see
 -- verify() find it (superuser only).
@@ -367,7 +367,7 @@ CREATE FUNCTION spindle._verify_corrupt(rel regclass, what text,
     RETURNS void
     AS 'MODULE_PATHNAME', 'spindle_verify_corrupt' LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) IS
-    'internal, for tests: corrupt a spindle table (map_clear, map_set, set_k, index_entry, queue_item); superuser only';
+    'internal, for tests: corrupt a spindle table (map_clear, map_set, map_orphan, set_k, index_entry, queue_item); superuser only';
 REVOKE ALL ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) FROM PUBLIC;
 -- ===================== Monitoring: spindle.queues =====================
 -- One row per queue whose table the caller may SELECT from; figures from

@@ -169,6 +169,15 @@ SELECT spindle._verify_corrupt('c2', 'set_k',
     (SELECT vbase + 7 FROM spindle.spindle_catalog WHERE relation = 'c2'::regclass AND spindle_no = 1),
     1);
 DROP TABLE c2;
+-- a map page the slot map's directory does not name (mapdir.c): reported,
+-- and the map's compaction refuses to free or move it
+CREATE TABLE c_orphan (id int) USING spindle WITH (events_per_spindle = 10);
+INSERT INTO c_orphan SELECT generate_series(1, 5);
+SELECT spindle._verify_corrupt('c_orphan', 'map_orphan', 0);
+SELECT * FROM verify_masked('c_orphan');
+VACUUM c_orphan;
+SELECT count(*) FROM c_orphan;
+DROP TABLE c_orphan;
 -- an insert cut off between placing its tuple and writing its map entry
 -- (a backend killed there, 035) leaves an aborted event with no entry: no
 -- event, nothing to report (it was reported as an empty map entry)

@@ -178,6 +178,7 @@ _PG_init(void)
 		spindle_rangepurge_register();
 	}
 	spindle_crel_define_gucs();
+	spindle_mapdir_define_gucs();
 	/* before the prefix is reserved: it defines spindle.max_payload_size */
 	spindle_queue_catalog_init();
 	spindle_queue_consumed_init();

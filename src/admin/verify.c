@@ -21,7 +21,9 @@
  *	slot reuse	no two events of a spindle carry the same slot number k.
  *	slot map	every event's map entry points back at it, and every map
  *				entry of a spindle's range points at a line pointer of the
- *				spindle that holds its event (or was pruned: LP_DEAD).
+ *				spindle that holds its event (or was pruned: LP_DEAD); the
+ *				map's directory names each of its pages once, with the tag
+ *				the page carries, and no other (spindle_mapdir_check).
  *	append order no spindle after one that is not full has events (ready
  *				spindles have none); without a slot counter, a spindle
  *				with events after it is full (see still_unfilled).
@@ -1224,6 +1226,13 @@ check_queue(VerifyState *vs)
 	pfree(items);
 }
 
+/* A problem of the slot map's directory (spindle_mapdir_check). */
+static void
+report_map(void *arg, const char *msg)
+{
+	vreport((VerifyState *) arg, "%s", msg);
+}
+
 /* ----------------------------------------------------------------
  * spindle.verify(rel regclass) RETURNS SETOF text
  * ----------------------------------------------------------------
@@ -1282,6 +1291,7 @@ spindle_verify(PG_FUNCTION_ARGS)
 	flush_held(&vs);
 	spindle_directory_release(dir);
 	check_overlaps(&vs);
+	spindle_mapdir_check(vs.facade, report_map, &vs);
 
 	for (i = 0; i < vs.nrows; i++)
 	{
@@ -1449,6 +1459,11 @@ spindle_verify_corrupt(PG_FUNCTION_ARGS)
 		LWLockRelease(spindle_queue_lock(qs));
 		if (item == NULL)
 			elog(ERROR, "no free item");
+	}
+	else if (strcmp(what, "map_orphan") == 0)
+	{
+		/* a map page of vslot's vp that the directory does not name */
+		spindle_mapdir_test_orphan(facade, vslot);
 	}
 	else
 		ereport(ERROR,

@@ -29,7 +29,8 @@
  * when it needs one: its first change after a checkpoint's redo pointer, as
  * for any registered page.  Otherwise the record names it by the facade's
  * relfilenode number (same tablespace and database as the spindle; else it
- * is registered too) and the slot, and redo reads it by that name.  This is
+ * is registered too), its block and the entry's index, and redo reads it
+ * by that name.  This is
  * safe because every map page's first change after a redo pointer carries
  * its image, in this record or in an XLOG_FPI record written right after it
  * under the same buffer lock (when a checkpoint began between the check and
@@ -76,8 +77,9 @@
  * Block 0's data (block 0 is the heap page; registered with
  * REGBUF_KEEP_DATA, so the data is there with a page image too):
  *
- *	uint32	slot's low 29 bits | XLSI_* flags
- *	uint32	slot >> 29				(with XLSI_WIDE_SLOT: a slot past 2^29)
+ *	uint32	the entry's index in its map page (11 bits) | the map page's
+ *			block's low 18 bits << 11 (0 with XLSI_MAP_REGISTERED) | flags
+ *	uint32	block >> 18				(with XLSI_WIDE_BLOCK: a block past 2^18)
  *	Oid		the facade's relNode	(without XLSI_MAP_REGISTERED)
  *	uint16	offnum
  *	uint16	t_infomask2
@@ -89,17 +91,19 @@
  * No main data.  XLOG_SPINDLE_INSERT_INIT instead of XLOG_SPINDLE_INSERT
  * as XLOG_HEAP_INIT_PAGE in heap's.
  */
-#define XLSI_SLOT_BITS			29
-#define XLSI_SLOT_MASK			0x1FFFFFFF
+#define XLSI_INDEX_BITS			11
+#define XLSI_INDEX_MASK			0x7FF
+#define XLSI_BLOCK_BITS			18
+#define XLSI_BLOCK_MASK			0x3FFFF
 #define XLSI_ALL_VISIBLE_CLEARED 0x80000000
 #define XLSI_MAP_REGISTERED		0x40000000	/* block 1 is the map page */
-#define XLSI_WIDE_SLOT			0x20000000	/* the slot's high bits follow */
+#define XLSI_WIDE_BLOCK			0x20000000	/* the block's high bits follow */
 
-StaticAssertDecl(SPINDLE_VSLOTS <= (((int64) 1) << (XLSI_SLOT_BITS + 32)),
-				 "slots must fit in 29 + 32 bits");
+StaticAssertDecl(SPINDLE_MAP_ENTRIES_PER_PAGE <= XLSI_INDEX_MASK + 1,
+				 "a map page's entry index must fit in 11 bits");
 
 #define SizeOfInsertHeader(head) \
-	(sizeof(uint32) + (((head) & XLSI_WIDE_SLOT) ? sizeof(uint32) : 0) + \
+	(sizeof(uint32) + (((head) & XLSI_WIDE_BLOCK) ? sizeof(uint32) : 0) + \
 	 (((head) & XLSI_MAP_REGISTERED) ? 0 : sizeof(Oid)) + 3 * sizeof(uint16))
 
 /* t_hoff of a tuple without nulls, as heap_form_tuple makes it */
@@ -158,7 +162,8 @@ insert_and_log(Relation facade, Relation seg, Buffer buffer, Buffer vmbuffer,
 	XLogRecPtr	map_lsn = PageGetLSN(mappage);
 	bool		register_map;
 	uint32		head;
-	uint32		high = (uint32) (vslot >> XLSI_SLOT_BITS);
+	BlockNumber mapblk = BufferGetBlockNumber(mapbuf);
+	uint32		high = 0;
 	uint16		hdr[3];
 	uint8		info = XLOG_SPINDLE_INSERT;
 	int			bufflags = REGBUF_STANDARD | REGBUF_KEEP_DATA;
@@ -176,9 +181,14 @@ insert_and_log(Relation facade, Relation seg, Buffer buffer, Buffer vmbuffer,
 	START_CRIT_SECTION();
 
 	RelationPutHeapTuple(seg, buffer, tup, false);
-	head = (uint32) (vslot & XLSI_SLOT_MASK);
-	if (high != 0)
-		head |= XLSI_WIDE_SLOT;
+	head = (uint32) spindle_slotmap_index(vslot);
+	if (!register_map)
+	{
+		head |= (mapblk & XLSI_BLOCK_MASK) << XLSI_INDEX_BITS;
+		high = mapblk >> XLSI_BLOCK_BITS;
+		if (high != 0)
+			head |= XLSI_WIDE_BLOCK;
+	}
 	if (PageIsAllVisible(page))
 	{
 		head |= XLSI_ALL_VISIBLE_CLEARED;
@@ -187,7 +197,8 @@ insert_and_log(Relation facade, Relation seg, Buffer buffer, Buffer vmbuffer,
 							vmbuffer, VISIBILITYMAP_VALID_BITS);
 	}
 	MarkBufferDirty(buffer);
-	spindle_slotmap_put_entry(mappage, vslot, &tup->t_self);
+	spindle_slotmap_put_index(mappage, spindle_slotmap_index(vslot),
+							  &tup->t_self);
 	MarkBufferDirty(mapbuf);
 
 	if (ItemPointerGetOffsetNumber(&tup->t_self) == FirstOffsetNumber &&
@@ -282,7 +293,8 @@ spindle_insert_event(Relation facade, Relation seg, HeapTuple tup,
 typedef struct InsertHead
 {
 	uint32		head;
-	int64		vslot;
+	int			mapidx;			/* the entry's index in its map page */
+	BlockNumber mapblk;			/* the map page, when not registered */
 	Oid			relnode;
 	uint16		offnum;
 	uint16		infomask2;
@@ -305,15 +317,18 @@ parse_head(XLogReaderState *record, InsertHead *h)
 	if (len < need)
 		return false;
 	data += sizeof(uint32);
-	h->vslot = h->head & XLSI_SLOT_MASK;
-	if (h->head & XLSI_WIDE_SLOT)
+	h->mapidx = (int) (h->head & XLSI_INDEX_MASK);
+	h->mapblk = (h->head >> XLSI_INDEX_BITS) & XLSI_BLOCK_MASK;
+	if (h->head & XLSI_WIDE_BLOCK)
 	{
 		uint32		high;
 
 		memcpy(&high, data, sizeof(uint32));
-		h->vslot |= ((int64) high) << XLSI_SLOT_BITS;
+		h->mapblk |= high << XLSI_BLOCK_BITS;
 		data += sizeof(uint32);
 	}
+	if (h->mapidx >= (int) SPINDLE_MAP_ENTRIES_PER_PAGE)
+		return false;
 	h->relnode = InvalidOid;
 	if (!(h->head & XLSI_MAP_REGISTERED))
 	{
@@ -362,12 +377,11 @@ redo_heap_tuple(XLogReaderState *record, Page page, const InsertHead *h,
 	return PageGetHeapFreeSpace(page);
 }
 
-/* The map half of the redo: vslot's entry becomes tid. */
+/* The map half of the redo: the slot's entry becomes tid. */
 static void
 redo_map_entry(XLogReaderState *record, const InsertHead *h,
 			   const RelFileNode *heapnode, ItemPointer tid)
 {
-	int64		vslot = h->vslot;
 	XLogRecPtr	lsn = record->EndRecPtr;
 	Buffer		buf;
 
@@ -375,7 +389,7 @@ redo_map_entry(XLogReaderState *record, const InsertHead *h,
 	{
 		if (XLogReadBufferForRedo(record, 1, &buf) == BLK_NEEDS_REDO)
 		{
-			spindle_slotmap_put_entry(BufferGetPage(buf), vslot, tid);
+			spindle_slotmap_put_index(BufferGetPage(buf), h->mapidx, tid);
 			PageSetLSN(BufferGetPage(buf), lsn);
 			MarkBufferDirty(buf);
 		}
@@ -391,14 +405,14 @@ redo_map_entry(XLogReaderState *record, const InsertHead *h,
 		 */
 		facade.relNode = h->relnode;
 		buf = XLogReadBufferExtended(facade, MAIN_FORKNUM,
-									 spindle_slotmap_block(vslot),
+									 h->mapblk,
 									 RBM_ZERO_ON_ERROR, InvalidBuffer);
 		if (!BufferIsValid(buf))
 			return;
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 		if (PageGetLSN(BufferGetPage(buf)) < lsn)
 		{
-			spindle_slotmap_put_entry(BufferGetPage(buf), vslot, tid);
+			spindle_slotmap_put_index(BufferGetPage(buf), h->mapidx, tid);
 			PageSetLSN(BufferGetPage(buf), lsn);
 			MarkBufferDirty(buf);
 		}
@@ -464,7 +478,10 @@ spindle_insert_redo(XLogReaderState *record)
 	redo_map_entry(record, &h, &target_node, &tid);
 }
 
-/* "slot 12 at (0,13)" (", map page registered", ", all-visible cleared") */
+/*
+ * "at (0,13), map entry 12 of block 1 of relfilenode 16384" (or ", map
+ * page registered"; ", all-visible cleared")
+ */
 void
 spindle_insert_desc(StringInfo buf, XLogReaderState *record)
 {
@@ -477,12 +494,13 @@ spindle_insert_desc(StringInfo buf, XLogReaderState *record)
 		return;
 	}
 	XLogRecGetBlockTag(record, 0, NULL, NULL, &blkno);
-	appendStringInfo(buf, "slot " INT64_FORMAT " at (%u,%u)", h.vslot,
-					 blkno, h.offnum);
+	appendStringInfo(buf, "at (%u,%u), map entry %d", blkno, h.offnum,
+					 h.mapidx);
 	if (h.head & XLSI_MAP_REGISTERED)
 		appendStringInfoString(buf, ", map page registered");
 	else
-		appendStringInfo(buf, ", map of relfilenode %u", h.relnode);
+		appendStringInfo(buf, " of block %u of relfilenode %u", h.mapblk,
+						 h.relnode);
 	if (h.head & XLSI_ALL_VISIBLE_CLEARED)
 		appendStringInfoString(buf, ", all-visible cleared");
 }

@@ -497,10 +497,12 @@ spindle_rmgr_identify(uint8 info)
 /*
  * Mask a page for wal_consistency_checking: a consumer relation's page as
  * consumer_xlog.c says, a spindle's heap page (purge records) as heap
- * does, a slot map page (map records) as a page of no tuples.  Map pages are made by PageInit(page, BLCKSZ, 0) and never get a
- * tuple, so pd_upper stays at BLCKSZ; a heap page with pd_upper there has
- * no tuple storage either, and heap_mask would only mask what this masks
- * (its entries must not be read as line pointers: they are not).
+ * does, a slot map page (map records) as a page of no tuples.  Map pages
+ * are made with an 8-byte special space (their tag, mapdir.c) and never
+ * get a tuple, so pd_upper stays at pd_special; a heap page with pd_upper
+ * there has no tuple storage either, and heap_mask would only mask what
+ * this masks (map entries must not be read as line pointers: they are
+ * not).
  */
 static void
 spindle_rmgr_mask(char *pagedata, BlockNumber blkno)
@@ -510,7 +512,7 @@ spindle_rmgr_mask(char *pagedata, BlockNumber blkno)
 	/* a page of a consumer relation (consumer_xlog.c) */
 	if (spindle_crel_mask(pagedata, blkno))
 		return;
-	if (PageIsNew(pagedata) || phdr->pd_upper < BLCKSZ)
+	if (PageIsNew(pagedata) || phdr->pd_upper < phdr->pd_special)
 	{
 		heap_mask(pagedata, blkno);
 		return;

@@ -28,8 +28,17 @@
  * (layout.c), which gives the physical-to-virtual direction for free.
  *
  * The slot map gives the other direction.  Block 0 of the facade's main
- * fork is a metapage; blocks 1.. hold one ItemPointerData per virtual slot:
- * the physical TID of its event in its spindle, a tombstone, or zeroes.
+ * fork is a metapage; the other blocks hold map pages, one ItemPointerData
+ * per virtual slot, 1 360 slots to a page (virtual map page vp = vslot /
+ * 1360): the physical TID of its event in its spindle, a tombstone, or
+ * zeroes.  Which block holds vp's page a directory says (mapdir.c: a radix
+ * tree rooted in the metapage, a per-backend cache checked by each page's
+ * tag), so pages are placed independently of the slots they cover: a vp
+ * without a page reads as all empty, a page is made on its first write, and
+ * the pages of ranges retired go back wherever they lie
+ * (spindle_slotmap_truncate: freed, the pages at the end moved down into
+ * the holes, the free tail truncated, under a conditional
+ * AccessExclusiveLock).
  * A tombstone (spindle_is_tombstone) marks a slot whose reservation never
  * placed its event (tombstones.c): used, but no event.  An entry is
  * written after heap has placed the tuple and before the inserting
@@ -38,15 +47,7 @@
  * entry pointing into the range has been removed and before the range can
  * be given to another spindle (maintenance.c), so a TID never comes to mean
  * a different event while any index still holds it.  pd_lower of a map
- * page covers every non-zero entry; entries past it are zero.  An all-zero
- * page is an empty map page, so the fork is extended straight to the map
- * page a write needs (a hole in the file, read as zeroes), never page by
- * page: the map of a range costs its own pages, wherever it lies, plus the
- * fork's apparent size up to it (allocation is lowest first, so the holes
- * stay small; spindle.test_vslot_base makes big ones on purpose).  A map
- * page past the end of the fork reads as all zeroes too, so the empty
- * pages at the end of the fork are given back after a backlog drains
- * (spindle_slotmap_truncate, under a conditional AccessExclusiveLock).
+ * page covers every non-zero entry; entries past it are zero.
  *
  * The metapage also lists the ranges of spindles whose creating
  * (sub)transaction is not yet known to have committed ("pending"): range
@@ -58,19 +59,20 @@
  * Setting entries -- once per insert, the hot path -- is WAL-logged with a
  * record of the spindle resource manager: a single event's entry in the
  * same record as its tuple (XLOG_SPINDLE_INSERT, eventinsert.c, which uses
- * the spindle_slotmap_pin/put_entry helpers here), others (and
+ * the spindle_slotmap_pin/put_index helpers here), others (and
  * tombstones) with XLOG_SPINDLE_MAP_SET (the map page, the first entry's
  * index and the new entries, 56 bytes for one event), written only where
  * RelationNeedsWAL says so (not for unlogged tables, nor under wal_level
  * = minimal for a table created in the same transaction, which is synced
  * at commit).
- * Shrinking the fork is XLOG_SMGR_TRUNCATE.  Everything else here
- * (new map pages, clearing, the metapage, copies) is rare and uses generic
- * WAL: it computes a delta of the whole page, which cost a quarter of an
- * enqueue's time when every set went that way.  Locks: map pages and the
- * metapage are changed under an exclusive buffer lock and read under a
- * share lock; extending the fork takes the relation extension lock;
- * shrinking it takes AccessExclusiveLock on the facade, without waiting.
+ * The directory's changes are generic WAL records (mapdir.c); shrinking
+ * the fork is XLOG_SMGR_TRUNCATE.  Everything else here (clearing, the
+ * metapage, copies) is rare and uses generic WAL: it computes a delta of
+ * the whole page, which cost a quarter of an enqueue's time when every set
+ * went that way.  Locks: map pages and the metapage are changed under an
+ * exclusive buffer lock and read under a share lock; making a page takes
+ * the metapage's lock and the relation extension lock (mapdir.c); giving
+ * pages back takes AccessExclusiveLock on the facade, without waiting.
  *
  *-------------------------------------------------------------------------
  */
@@ -95,7 +97,7 @@
 
 
 #define SPINDLE_META_MAGIC		0x53504E32	/* "SPN2" */
-#define SPINDLE_META_VERSION	4	/* 4: 64-bit pending ranges, event numbers */
+#define SPINDLE_META_VERSION	5	/* 5: the map's directory (mapdir.c) */
 
 typedef struct SpindleMetaPageData
 {
@@ -103,6 +105,7 @@ typedef struct SpindleMetaPageData
 	uint32		version;
 	uint32		npending;
 	uint32		unused;
+	SpindleMapRoot map;			/* where the map's directory starts */
 	int64		next_spindle_no;	/* never handed out twice, even on abort */
 	int64		next_event_no;	/* likewise: the next range of event numbers */
 	SpindlePending pending[SPINDLE_MAX_PENDING];
@@ -110,17 +113,16 @@ typedef struct SpindleMetaPageData
 
 #define MetaGet(page) ((SpindleMetaPageData *) PageGetContents(page))
 
-#define MAP_CONTENTS_OFFSET		MAXALIGN(SizeOfPageHeaderData)
-#define MAP_ENTRIES_PER_PAGE \
-	((BLCKSZ - MAP_CONTENTS_OFFSET) / sizeof(ItemPointerData))
-#define MAP_BLOCK(vslot)		((BlockNumber) (1 + (vslot) / MAP_ENTRIES_PER_PAGE))
+#define MAP_CONTENTS_OFFSET		SPINDLE_MAP_CONTENTS_OFFSET
+#define MAP_ENTRIES_PER_PAGE	SPINDLE_MAP_ENTRIES_PER_PAGE
+#define MAP_VP(vslot)			((uint32) ((vslot) / MAP_ENTRIES_PER_PAGE))
 #define MAP_INDEX(vslot)		((int) ((vslot) % MAP_ENTRIES_PER_PAGE))
 #define MapEntries(page)		((ItemPointerData *) ((char *) (page) + MAP_CONTENTS_OFFSET))
 
 StaticAssertDecl(MAXALIGN(SizeOfPageHeaderData) + sizeof(SpindleMetaPageData) <= BLCKSZ,
 				 "metapage must fit in one page");
-StaticAssertDecl(1 + ((SPINDLE_VSLOTS - 1) / MAP_ENTRIES_PER_PAGE) < MaxBlockNumber,
-				 "slot map must fit in a fork");
+StaticAssertDecl((SPINDLE_VSLOTS - 1) / MAP_ENTRIES_PER_PAGE < PG_UINT32_MAX,
+				 "virtual map page numbers must fit in 32 bits");
 
 /*
  * Blocks in the facade's main fork.  Not RelationGetNumberOfBlocks(): for a
@@ -130,28 +132,6 @@ static inline BlockNumber
 fork_nblocks(Relation facade)
 {
 	return smgrnblocks(RelationGetSmgr(facade), MAIN_FORKNUM);
-}
-
-/*
- * Does map block blk exist?  The size last seen is kept in the SMgrRelation
- * (smgr_cached_nblocks, which smgrnblocks, smgrextend and smgrtruncate keep
- * up to date in this backend), and the file is asked only for blocks past
- * it: a map lookup costs no system call.  The fork also shrinks
- * (spindle_slotmap_truncate): smgrtruncate sends a shared invalidation
- * that closes every other backend's SMgrRelation of the facade, so the
- * size they cached goes with it, and they process it when they lock the
- * facade, which they cannot do before the truncation is over (it holds
- * AccessExclusiveLock).
- */
-static bool
-map_block_exists(Relation facade, BlockNumber blk)
-{
-	SMgrRelation srel = RelationGetSmgr(facade);
-	BlockNumber known = srel->smgr_cached_nblocks[MAIN_FORKNUM];
-
-	if (known != InvalidBlockNumber && blk < known)
-		return true;
-	return blk < fork_nblocks(facade);
 }
 
 /*
@@ -167,14 +147,16 @@ spindle_slotmap_forget_size(Relation facade)
 }
 
 /* Number of entries in use on a map page (entries past it are zero). */
-static inline int
-map_used(Page page)
+int
+spindle_map_used(Page page)
 {
 	if (PageIsNew(page))
 		return 0;
 	return (((PageHeader) page)->pd_lower - MAP_CONTENTS_OFFSET) /
 		sizeof(ItemPointerData);
 }
+
+#define map_used(page)	spindle_map_used(page)
 
 static inline void
 map_set_used(Page page, int n)
@@ -214,8 +196,8 @@ spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork, bool wal,
 }
 
 /* Read and lock the metapage, checking that it is one. */
-static Buffer
-read_meta(Relation facade, int mode)
+Buffer
+spindle_meta_read(Relation facade, int mode)
 {
 	Buffer		buf = ReadBuffer(facade, 0);
 	SpindleMetaPageData *meta;
@@ -231,19 +213,23 @@ read_meta(Relation facade, int mode)
 	return buf;
 }
 
+#define read_meta(facade, mode)	spindle_meta_read(facade, mode)
+
+/* Where the map's directory starts, in the metapage `page`. */
+SpindleMapRoot *
+spindle_meta_map_root(Page page)
+{
+	return &MetaGet(page)->map;
+}
+
 /*
- * Make map block blk exist: extend the fork straight to it, leaving a hole
- * (zero pages, which are empty map pages) in between.  Takes the relation
- * extension lock.
- *
- * The new page stays all zero: map_put initialises it under the buffer
- * lock of its first writer, so no one can wipe entries another backend
- * wrote (a writer that sees the block, map_block_exists, takes no
- * extension lock).  Where the facade needs WAL, the extension is logged
- * first, as a full image of that zero page: replay (crash recovery, a
- * standby) extends the fork the same way -- PostgreSQL's redo writes the
- * pages up to it, so there the hole costs real zero pages -- and no
- * later record of the page can be replayed before it and wiped by it.
+ * Make block blk of a copy's new fork exist (spindle_slotmap_copy, under
+ * AccessExclusiveLock): extend the fork straight to it, leaving a hole of
+ * zero pages (free pages) in between.  Takes the relation extension lock.
+ * Where the facade needs WAL, the extension is logged first, as a full
+ * image of that zero page: replay (crash recovery, a standby) extends the
+ * fork the same way, and no later record of the page can be replayed
+ * before it and wiped by it.
  */
 static void
 map_extend_to(Relation facade, BlockNumber blk)
@@ -262,32 +248,11 @@ map_extend_to(Relation facade, BlockNumber blk)
 	UnlockRelationForExtension(facade, ExclusiveLock);
 }
 
-/*
- * The buffer of map block blk, pinned but not locked; InvalidBuffer if the
- * block does not exist and extend is false.  With extend, the fork is
- * first extended to blk (map_extend_to).
- */
-static Buffer
-map_pin(Relation facade, BlockNumber blk, bool extend)
+/* The map page of vslot, locked in mode; see spindle_mapdir_buffer. */
+static inline Buffer
+map_buffer(Relation facade, int64 vslot, int mode, bool create)
 {
-	if (!map_block_exists(facade, blk))
-	{
-		if (!extend)
-			return InvalidBuffer;
-		map_extend_to(facade, blk);
-	}
-	return ReadBuffer(facade, blk);
-}
-
-/* map_pin, then the buffer locked in the given mode. */
-static Buffer
-map_buffer(Relation facade, BlockNumber blk, int mode, bool extend)
-{
-	Buffer		buf = map_pin(facade, blk, extend);
-
-	if (BufferIsValid(buf))
-		LockBuffer(buf, mode);
-	return buf;
+	return spindle_mapdir_buffer(facade, MAP_VP(vslot), mode, create);
 }
 
 /*
@@ -304,7 +269,7 @@ spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid)
 	bool		found = false;
 
 	Assert(vslot >= 0 && vslot < SPINDLE_VSLOTS);
-	buf = map_buffer(facade, MAP_BLOCK(vslot), BUFFER_LOCK_SHARE, false);
+	buf = map_buffer(facade, vslot, BUFFER_LOCK_SHARE, false);
 	if (!BufferIsValid(buf))
 		return false;
 	page = BufferGetPage(buf);
@@ -333,15 +298,16 @@ spindle_slotmap_get_range(Relation facade, int64 first, int n,
 		int64		v = first + done;
 		int			idx = MAP_INDEX(v);
 		int			chunk = Min(n - done, (int) MAP_ENTRIES_PER_PAGE - idx);
-		Buffer		buf = map_buffer(facade, MAP_BLOCK(v), BUFFER_LOCK_SHARE,
-									 false);
+		Buffer		buf = map_buffer(facade, v, BUFFER_LOCK_SHARE, false);
 		int			i;
 
 		if (!BufferIsValid(buf))
 		{
-			for (i = done; i < n; i++)
-				ItemPointerSetInvalid(&ptids[i]);
-			return;
+			/* no page: every entry it would hold is empty */
+			for (i = 0; i < chunk; i++)
+				ItemPointerSetInvalid(&ptids[done + i]);
+			done += chunk;
+			continue;
 		}
 		for (i = 0; i < chunk; i++)
 		{
@@ -374,8 +340,8 @@ typedef struct xl_spindle_map_set
 static void
 map_put(Page page, int idx, int n, const ItemPointerData *entries)
 {
-	if (PageIsNew(page))
-		PageInit(page, BLCKSZ, 0);
+	if (PageIsNew(page))		/* only in redo, before the page's image */
+		spindle_mapdir_init_page(page, SPINDLE_MAP_PAGE, 0, 0);
 	memcpy(&MapEntries(page)[idx], entries, n * sizeof(ItemPointerData));
 	if (map_used(page) < idx + n)
 		map_set_used(page, idx + n);
@@ -425,8 +391,7 @@ spindle_slotmap_set(Relation facade, int64 first, int n, ItemPointer ptids)
 		int64		v = first + done;
 		int			idx = MAP_INDEX(v);
 		int			chunk = Min(n - done, (int) MAP_ENTRIES_PER_PAGE - idx);
-		Buffer		buf = map_buffer(facade, MAP_BLOCK(v),
-									 BUFFER_LOCK_EXCLUSIVE, true);
+		Buffer		buf = map_buffer(facade, v, BUFFER_LOCK_EXCLUSIVE, true);
 
 		map_write_locked(facade, buf, idx, chunk, &ptids[done]);
 		UnlockReleaseBuffer(buf);
@@ -455,8 +420,7 @@ spindle_slotmap_bury(Relation facade, int64 first, int64 n)
 		int64		v = first + done;
 		int			idx = MAP_INDEX(v);
 		int			chunk = (int) Min(n - done, (int64) MAP_ENTRIES_PER_PAGE - idx);
-		Buffer		buf = map_buffer(facade, MAP_BLOCK(v),
-									 BUFFER_LOCK_EXCLUSIVE, true);
+		Buffer		buf = map_buffer(facade, v, BUFFER_LOCK_EXCLUSIVE, true);
 		Page		page = BufferGetPage(buf);
 		int			used = map_used(page);
 		int			fresh = 0;
@@ -540,29 +504,36 @@ spindle_slotmap_desc_set(StringInfo buf, XLogReaderState *record)
 
 /*
  * For the insert record (eventinsert.c), which sets one entry in the same
- * record as the heap insert: the map page of vslot, pinned (extended if
+ * record as the heap insert: the map page of vslot, pinned (created if
  * needed) but not locked; the caller locks it exclusively after its heap
  * page (heap page, then map page: nobody locks them in the other order).
+ * Its tag was checked under a lock here, and it stays vslot's page while
+ * the caller holds its lock on the facade (mapdir.c, the cache rule).
  */
 Buffer
 spindle_slotmap_pin(Relation facade, int64 vslot)
 {
+	Buffer		buf;
+
 	Assert(vslot >= 0 && vslot < SPINDLE_VSLOTS);
-	return map_pin(facade, MAP_BLOCK(vslot), true);
+	buf = map_buffer(facade, vslot, BUFFER_LOCK_SHARE, true);
+	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+	return buf;
 }
 
-/* The map block that holds vslot's entry. */
-BlockNumber
-spindle_slotmap_block(int64 vslot)
+/* The index of vslot's entry within its map page. */
+int
+spindle_slotmap_index(int64 vslot)
 {
-	return MAP_BLOCK(vslot);
+	return MAP_INDEX(vslot);
 }
 
-/* Put vslot's entry into its map page (exclusively locked, or in redo). */
+/* Put entry idx of a map page (exclusively locked, or in redo). */
 void
-spindle_slotmap_put_entry(Page page, int64 vslot, ItemPointer ptid)
+spindle_slotmap_put_index(Page page, int idx, ItemPointer ptid)
 {
-	map_put(page, MAP_INDEX(vslot), 1, ptid);
+	Assert(idx >= 0 && idx < (int) MAP_ENTRIES_PER_PAGE);
+	map_put(page, idx, 1, ptid);
 }
 
 /*
@@ -579,13 +550,15 @@ spindle_slotmap_clear(Relation facade, int64 first, int64 n)
 		int64		v = first + done;
 		int			idx = MAP_INDEX(v);
 		int			chunk = (int) Min(n - done, (int64) MAP_ENTRIES_PER_PAGE - idx);
-		Buffer		buf = map_buffer(facade, MAP_BLOCK(v),
-									 BUFFER_LOCK_EXCLUSIVE, false);
+		Buffer		buf = map_buffer(facade, v, BUFFER_LOCK_EXCLUSIVE, false);
 		Page		page;
 		int			used;
 
 		if (!BufferIsValid(buf))
-			return;				/* nothing was ever written further on */
+		{
+			done += chunk;		/* no page: nothing to clear */
+			continue;
+		}
 		page = BufferGetPage(buf);
 		used = map_used(page);
 		if (idx < used)
@@ -611,30 +584,37 @@ spindle_slotmap_clear(Relation facade, int64 first, int64 n)
  * The index (relative to first) of the last non-empty slot among n slots
  * from first, or -1 if all are empty.  A tombstone is not empty: the slot
  * was handed out, and a counter rebuilt from disk must not hand it out
- * again.  Reads map pages from the end.
+ * again.  Reads map pages from the end, skipping the runs of virtual map
+ * pages the directory has no page for.
  */
 int64
 spindle_slotmap_last_used(Relation facade, int64 first, int64 n)
 {
-	BlockNumber nblocks = fork_nblocks(facade);
 	int64		last = first + n - 1;
 
 	while (last >= first)
 	{
-		BlockNumber blk = MAP_BLOCK(last);
-		int64		page_first = (int64) (blk - 1) * MAP_ENTRIES_PER_PAGE;
+		uint32		vp = MAP_VP(last);
+		int64		page_first = (int64) vp * MAP_ENTRIES_PER_PAGE;
+		uint32		unmapped_from = 0;
 		Buffer		buf;
 		Page		page;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
-		if (blk >= nblocks)
+		if (spindle_mapdir_lookup(facade, vp, &unmapped_from) ==
+			InvalidBlockNumber)
 		{
-			/* not there: nothing from page_first on was ever written */
-			last = page_first - 1;
+			/* no page for this vp nor those down to unmapped_from */
+			last = (int64) unmapped_from * MAP_ENTRIES_PER_PAGE - 1;
 			continue;
 		}
-		buf = map_buffer(facade, blk, BUFFER_LOCK_SHARE, false);
+		buf = map_buffer(facade, last, BUFFER_LOCK_SHARE, false);
+		if (!BufferIsValid(buf))
+		{
+			last = page_first - 1;	/* freed since: not under our lock */
+			continue;
+		}
 		page = BufferGetPage(buf);
 		for (i = Min(MAP_INDEX(last), map_used(page) - 1);
 			 i >= 0 && page_first + i >= first; i--)
@@ -651,91 +631,29 @@ spindle_slotmap_last_used(Relation facade, int64 first, int64 n)
 	return -1;
 }
 
-/* Does map block blk hold no entry?  (Share-locks it for the look.) */
-static bool
-map_page_empty(Relation facade, BlockNumber blk)
-{
-	Buffer		buf = ReadBuffer(facade, blk);
-	bool		empty;
-
-	LockBuffer(buf, BUFFER_LOCK_SHARE);
-	empty = map_used(BufferGetPage(buf)) == 0;
-	UnlockReleaseBuffer(buf);
-	return empty;
-}
-
-/* Map pages checked between two looks for lock waiters while trimming. */
-#define TRIM_CHECK_EVERY	32
-
 /*
- * Give back the map pages at the end of the facade's main fork that hold
- * no entry: after a large backlog has drained and its ranges are retired
- * (their entries zeroed, spindle_slotmap_clear), the fork would otherwise
- * keep the size of the largest backlog the table ever had.  Returns the
- * number of pages given back.
- *
- * As VACUUM truncates a heap: the fork is truncated under
- * AccessExclusiveLock on the facade, taken only if it can be at once (we
- * never wait for a producer or reader), the check given up as soon as
- * anybody queues behind it, and released as soon as the truncation is
- * done (who comes meanwhile waits milliseconds, as behind VACUUM's).  RelationTruncate WAL-logs it
- * (XLOG_SMGR_TRUNCATE, replayed by every standby and by crash recovery)
- * and drops the pages' buffers.  Under the lock no writer can set an
- * entry (writers hold RowExclusiveLock), so a page seen empty stays
- * empty; a page past the end reads as empty, and the next writer of a
- * slot it covered extends the fork again (map_buffer).  Only pages with
- * no entry go, so what any slot resolves to is unchanged, whatever
- * spindle owns it.  Other backends forget the size they cached when they
- * next lock the facade (see map_block_exists); a standby's startup
- * process holds the same lock (logged with the transaction's xid) until
- * the transaction's commit or abort is replayed.
- *
- * The caller holds at least AccessShareLock on the facade and no pin on
- * its pages, in a transaction that may take an xid.  Block 0 (the
- * metapage) always stays.
+ * Give back the map pages that hold no entry, wherever they lie in the
+ * facade's main fork (spindle_mapdir_compact: under a conditional
+ * AccessExclusiveLock, then the fork's free tail truncated): after a large
+ * backlog has drained and its ranges are retired (their entries zeroed,
+ * spindle_slotmap_clear), the fork would otherwise keep the size of the
+ * largest backlog the table ever had.  Returns the number of pages given
+ * back.  The caller holds at least AccessShareLock on the facade and no
+ * pin on its pages, in a transaction that may take an xid.
  */
 BlockNumber
 spindle_slotmap_truncate(Relation facade)
 {
-	BlockNumber nblocks = fork_nblocks(facade);
-	BlockNumber keep;
-
-	/* cheap look first, without the lock: is the last map page empty? */
-	if (nblocks <= 1 || !map_page_empty(facade, nblocks - 1))
-		return 0;
-	if (!ConditionalLockRelation(facade, AccessExclusiveLock))
-		return 0;
-
-	nblocks = fork_nblocks(facade);
-	keep = nblocks;
-	while (keep > 1)
-	{
-		CHECK_FOR_INTERRUPTS();
-		if ((nblocks - keep) % TRIM_CHECK_EVERY == TRIM_CHECK_EVERY - 1 &&
-			LockHasWaitersRelation(facade, AccessExclusiveLock))
-			break;				/* somebody waits: give back what we saw */
-		if (!map_page_empty(facade, keep - 1))
-			break;
-		keep--;
-	}
-	if (keep < nblocks)
-	{
-		RelationTruncate(facade, keep);
-		ereport(DEBUG1,
-				(errmsg_internal("spindle table \"%s\": slot map truncated from %u to %u pages",
-								 RelationGetRelationName(facade),
-								 nblocks, keep)));
-	}
-	UnlockRelation(facade, AccessExclusiveLock);
-	return nblocks - keep;
+	return spindle_mapdir_compact(facade);
 }
 
 /*
  * Copy the main fork (metapage and map) of one facade into another
  * facade's new storage: VACUUM FULL and CLUSTER give the facade new storage
- * but keep its spindles, so every TID must keep its meaning.  All-zero map
- * pages (empty ones, holes) are not copied: a missing block is an empty
- * page.  The caller holds AccessExclusiveLock on both.
+ * but keep its spindles, so every TID must keep its meaning.  Every page
+ * goes to the same block number (the directory names blocks); free pages
+ * are not copied, a hole reads as free.  The caller holds
+ * AccessExclusiveLock on both.
  */
 void
 spindle_slotmap_copy(Relation from, Relation to)
@@ -751,7 +669,7 @@ spindle_slotmap_copy(Relation from, Relation to)
 
 		CHECK_FOR_INTERRUPTS();
 		LockBuffer(src, BUFFER_LOCK_SHARE);
-		if (blk > 0 && map_used(BufferGetPage(src)) == 0)
+		if (blk > 0 && spindle_mapdir_block_free(BufferGetPage(src)))
 		{
 			UnlockReleaseBuffer(src);
 			continue;

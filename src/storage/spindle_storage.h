@@ -248,6 +248,51 @@ spindle_is_tombstone(ItemPointer p)
 		ItemPointerGetBlockNumberNoCheck(p) == InvalidBlockNumber;
 }
 
+/*
+ * Slot map pages (slotmap.c) and the directory that places them (mapdir.c):
+ * every page of the facade's main fork but the metapage ends with a tag.
+ */
+typedef struct SpindleMapTag
+{
+	uint32		key;			/* map page: its vp; directory: first vp */
+	uint16		kind;			/* SPINDLE_MAP_* */
+	uint16		level;			/* 0 for a map page */
+} SpindleMapTag;
+
+#define SPINDLE_MAP_FREE	0
+#define SPINDLE_MAP_PAGE	1
+#define SPINDLE_MAP_DIR		2
+
+#define SPINDLE_MAP_CONTENTS_OFFSET	MAXALIGN(SizeOfPageHeaderData)
+#define SPINDLE_MAP_ENTRIES_PER_PAGE \
+	((BLCKSZ - SPINDLE_MAP_CONTENTS_OFFSET - MAXALIGN(sizeof(SpindleMapTag))) \
+	 / sizeof(ItemPointerData))
+
+/* In the metapage: the directory's root block (0: none) and height. */
+typedef struct SpindleMapRoot
+{
+	uint32		root;
+	uint32		height;
+} SpindleMapRoot;
+
+extern Buffer spindle_meta_read(Relation facade, int mode);
+extern SpindleMapRoot *spindle_meta_map_root(Page metapage);
+extern int	spindle_map_used(Page page);
+
+extern void spindle_mapdir_init_page(Page page, uint16 kind, uint16 level,
+									 uint32 key);
+extern BlockNumber spindle_mapdir_lookup(Relation facade, uint32 vp,
+										 uint32 *unmapped_from);
+extern Buffer spindle_mapdir_buffer(Relation facade, uint32 vp, int mode,
+									bool create);
+extern BlockNumber spindle_mapdir_compact(Relation facade);
+extern bool spindle_mapdir_block_free(Page page);
+typedef void (*spindle_mapdir_report) (void *arg, const char *msg);
+extern void spindle_mapdir_check(Relation facade,
+								 spindle_mapdir_report report, void *arg);
+extern void spindle_mapdir_test_orphan(Relation facade, int64 vslot);
+extern void spindle_mapdir_define_gucs(void);
+
 extern void spindle_slotmap_init_fork(SMgrRelation srel, ForkNumber fork,
 									  bool wal, const SpindleNumbers *next);
 extern bool spindle_slotmap_get(Relation facade, int64 vslot, ItemPointer ptid);
@@ -268,8 +313,8 @@ extern void spindle_slotmap_copy(Relation from, Relation to);
 extern void spindle_slotmap_forget_size(Relation facade);
 extern BlockNumber spindle_slotmap_truncate(Relation facade);
 extern Buffer spindle_slotmap_pin(Relation facade, int64 vslot);
-extern BlockNumber spindle_slotmap_block(int64 vslot);
-extern void spindle_slotmap_put_entry(Page page, int64 vslot, ItemPointer ptid);
+extern int	spindle_slotmap_index(int64 vslot);
+extern void spindle_slotmap_put_index(Page page, int idx, ItemPointer ptid);
 
 extern int	spindle_pending_read(Relation facade, SpindlePending *out);
 extern bool spindle_pending_in_progress(const SpindlePending *p);

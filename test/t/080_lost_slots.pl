@@ -82,8 +82,9 @@ sub retry
 # SQL: does the first map page of table t<i> hold a tombstone on disk (an
 # entry of six 0xff bytes: InvalidBlockNumber, offset 0xffff)?  The caller
 # runs a checkpoint (a restartpoint on a standby) first.
+# (anywhere past the metapage: the map page's block is the directory's)
 my $tomb_sql = q{position('\\xffffffffffff'::bytea IN
-  substr(pg_read_binary_file(pg_relation_filepath('t' || i), 8192, 8192), 25)) > 0};
+  substr(pg_read_binary_file(pg_relation_filepath('t' || i)), 8193)) > 0};
 
 sub has_tombstone
 {
