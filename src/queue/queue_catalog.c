@@ -350,6 +350,24 @@ spindle_queue_lookup(const char *name, SpindleQueue *q, bool missing_ok)
 }
 
 /*
+ * spindle_queue_has_right, setting *missing (and returning false) instead
+ * of failing if the table is gone: a queue found by name with the latest
+ * snapshot can be dropped before its table's pg_class row is read.
+ */
+static bool
+has_right(Oid relid, Oid user, AclMode mode, bool *missing)
+{
+	if (pg_class_aclcheck_ext(relid, user, mode, missing) == ACLCHECK_OK)
+		return true;
+	if (*missing || mode != ACL_INSERT)
+		return false;
+	return pg_attribute_aclcheck_ext(relid, SPINDLE_QUEUE_ATT_PAYLOAD, user,
+									 ACL_INSERT, missing) == ACLCHECK_OK &&
+		pg_attribute_aclcheck_ext(relid, SPINDLE_QUEUE_ATT_VISIBLE_AT, user,
+								  ACL_INSERT, missing) == ACLCHECK_OK;
+}
+
+/*
  * Does user hold right mode (one bit) on queue table relid?  INSERT may
  * also be held on the two columns an enqueue writes, payload and
  * visible_at, which is all its INSERT needs.
@@ -357,13 +375,9 @@ spindle_queue_lookup(const char *name, SpindleQueue *q, bool missing_ok)
 bool
 spindle_queue_has_right(Oid relid, Oid user, AclMode mode)
 {
-	if (pg_class_aclcheck(relid, user, mode) == ACLCHECK_OK)
-		return true;
-	return mode == ACL_INSERT &&
-		pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_PAYLOAD, user,
-							  ACL_INSERT) == ACLCHECK_OK &&
-		pg_attribute_aclcheck(relid, SPINDLE_QUEUE_ATT_VISIBLE_AT, user,
-							  ACL_INSERT) == ACLCHECK_OK;
+	bool		missing = false;
+
+	return has_right(relid, user, mode, &missing);
 }
 
 /*
@@ -381,10 +395,17 @@ spindle_queue_check_rights(const SpindleQueue *q, AclMode modes)
 
 	for (m = 1; m != 0 && m <= modes; m <<= 1)
 	{
+		bool		gone = false;
+
 		if ((modes & m) == 0)
 			continue;
-		if (!spindle_queue_has_right(q->relid, user, m))
+		if (!has_right(q->relid, user, m, &gone))
 			missing |= m;
+		if (gone)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("queue \"%s\" does not exist", q->name),
+					 errdetail("It was dropped while it was being opened.")));
 	}
 	if (missing != 0)
 		ereport(ERROR,
