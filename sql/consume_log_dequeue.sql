@@ -126,6 +126,17 @@ RESET vacuum_freeze_min_age;
 SELECT c.relfrozenxid::text = :'entry_xid' AS held_at_entry
   FROM pg_class c
  WHERE c.oid = ('pg_spindle.c' || 'spindle_q.clf'::regclass::oid)::regclass;
+-- VACUUM FULL copies the relation and gives the copy relfrozenxid at its
+-- freeze limit: it freezes the entries committed before that limit first
+-- (review of the writer side, finding 3: the entry kept its xid, and
+-- relfrozenxid passed it)
+SET vacuum_freeze_min_age = 0;
+SELECT format('VACUUM FULL pg_spindle.c%s', 'spindle_q.clf'::regclass::oid) AS vac \gset
+:vac;
+RESET vacuum_freeze_min_age;
+SELECT first - :b AS first, len,
+       due = timestamptz '2000-01-01 00:00:00.000002+00' AS frozen_by_full
+  FROM spindle._run_scan('spindle_q.clf', 2, 0, 1000000);
 SELECT first - :b AS first, len,
        due = timestamptz '2000-01-01 00:00:00.000002+00' AS frozen
   FROM spindle._run_scan('spindle_q.clf', 2, 0, 1000000);

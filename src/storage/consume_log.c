@@ -284,8 +284,8 @@ spindle_consume_log_add(Relation crel, int64 id, FullTransactionId fxid,
 /*
  * Record that (fxid, cid) consumed the ids [first, first + len): one
  * entry, merged into the entry ending at first when that has the same xid
- * and command id (a dequeue's pages, written one after the other, make
- * one entry).  The caller holds the writer lock and has checked that no
+ * and command id and the merged entry stays within its leaf (a dequeue's
+ * pages, written one after the other, make one entry, or one per leaf).  The caller holds the writer lock and has checked that no
  * live entry covers any of the ids (aborted ones are replaced).  One
  * STRAGGLE record while the entry stays within a leaf.
  */
@@ -311,8 +311,18 @@ spindle_consume_log_add_run(Relation crel, int64 first, int64 len,
 		prev.len + len <= PG_UINT32_MAX &&
 		FullTransactionIdEquals(prev.fxid, fxid) && prev.cid == cid)
 	{
-		r.first = prev.first;
-		r.len = (uint32) (prev.len + len);
+		SpindleRun	merged = r;
+
+		/*
+		 * Within the leaf only, as in spindle_consume_log_add: across leaves
+		 * the upsert is a cut and then an insert, and a DELETE could take
+		 * one of the ids between the two (review of the writer side,
+		 * finding 2).
+		 */
+		merged.first = prev.first;
+		merged.len = (uint32) (prev.len + len);
+		if (spindle_tree_upsert_in_leaf(&t, &merged))
+			return;
 	}
 	spindle_tree_upsert(&t, &r);
 }
@@ -591,8 +601,12 @@ spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
 			r.kind = SPINDLE_RUN_CONSUMED;
 			r.due = (TimestampTz) U64FromFullTransactionId(
 				FullTransactionIdFromEpochAndXid(0, FrozenTransactionId));
-			spindle_tree_upsert(&t, &r);
-			continue;
+			/* in place: never cut and inserted again (review, finding 1) */
+			if (spindle_tree_replace_exact(&t, &r))
+				continue;
+			/* not found as read (cannot happen under the writer lock) */
+			elog(ERROR, "consume log entry at %lld changed under VACUUM",
+				 (long long) r.first);
 		}
 		if (!TransactionIdIsValid(oldest) || TransactionIdPrecedes(xid, oldest))
 			oldest = xid;

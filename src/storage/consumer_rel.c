@@ -458,6 +458,18 @@ meta_relation_copy_for_cluster(Relation OldTable, Relation NewTable,
 							   double *num_tuples, double *tups_vacuumed,
 							   double *tups_recently_dead)
 {
+	TransactionId oldest_entry;
+
+	/*
+	 * The copy gets relfrozenxid *xid_cutoff: freeze the consume log's
+	 * entries committed before it first, and keep it at or below the
+	 * oldest xid an entry still holds (review of the writer side, finding
+	 * 3: VACUUM FULL let clog go under an entry).
+	 */
+	oldest_entry = spindle_consume_log_freeze(OldTable, *xid_cutoff);
+	if (TransactionIdIsNormal(oldest_entry) &&
+		TransactionIdPrecedes(oldest_entry, *xid_cutoff))
+		*xid_cutoff = oldest_entry;
 	FlushRelationBuffers(OldTable);
 	RelationTruncate(NewTable, 0);
 	RelationCopyStorage(RelationGetSmgr(OldTable), RelationGetSmgr(NewTable),

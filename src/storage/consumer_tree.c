@@ -944,6 +944,45 @@ tree_upsert_one_leaf(SpindleTree *t, const SpindleRun *run)
  * (docs/design.md, section 4, "Step 2 as built").
  */
 /*
+ * Replace the run of tree t that has exactly run's ids [first, first + len)
+ * by run, in place, with one STRAGGLE record (a change of its other
+ * fields: the consume log's freeze).  False, with nothing written, if no
+ * run has exactly those ids.  Unlike an upsert it never cuts and inserts
+ * again, so no reader finds the ids in no run meanwhile.
+ */
+bool
+spindle_tree_replace_exact(SpindleTree *t, const SpindleRun *run)
+{
+	int64		low;
+	Buffer		buf = spindle_tree_descend(t, run->first, 0,
+										   BUFFER_LOCK_EXCLUSIVE, &low);
+	Page		page;
+	SpindleRun *items;
+	int			n;
+	int			i;
+	StringInfoData ops;
+	int			nops = 0;
+
+	if (!BufferIsValid(buf))
+		return false;
+	page = BufferGetPage(buf);
+	items = spindle_leaf_items(page);
+	n = spindle_cpage_nitems(page, sizeof(SpindleRun));
+	i = spindle_leaf_search_ge(page, run->first);
+	if (i >= n || items[i].first != run->first || items[i].len != run->len)
+	{
+		UnlockReleaseBuffer(buf);
+		return false;
+	}
+	initStringInfo(&ops);
+	straggle_add(&ops, &nops, XLSOP_REPLACE, i, run);
+	straggle_log(t, buf, &ops, nops);
+	UnlockReleaseBuffer(buf);
+	pfree(ops.data);
+	return true;
+}
+
+/*
  * Upsert run into tree t only if it can be done within one leaf, in one
  * STRAGGLE record (see spindle_tree_upsert); false, with nothing changed,
  * if it would span leaves.

@@ -721,6 +721,7 @@ extern Buffer spindle_tree_find_le(SpindleTree *t, int64 x, int mode,
 extern int	spindle_leaf_search_ge(Page page, int64 x);
 extern void spindle_tree_upsert(SpindleTree *t, const SpindleRun *run);
 extern bool spindle_tree_upsert_in_leaf(SpindleTree *t, const SpindleRun *run);
+extern bool spindle_tree_replace_exact(SpindleTree *t, const SpindleRun *run);
 extern int64 spindle_tree_cut(SpindleTree *t, int64 a, int64 b, int32 *maxrc);
 extern bool spindle_tree_lookup(SpindleTree *t, int64 x, SpindleRun *run);
 extern bool spindle_tree_next(SpindleTree *t, int64 x, SpindleRun *run);
