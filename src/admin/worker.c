@@ -550,10 +550,7 @@ run_step(Oid relid, int stepno, TableStep step, int64 *dropped, int64 *freed)
 	{
 		ErrorData  *edata;
 
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
+		edata = spindle_catch_and_abort(cxt);
 		ereport(LOG,
 				(errmsg("spindle worker: maintenance of table %s failed: %s",
 						relname, edata->message)));
@@ -608,10 +605,7 @@ bury_lost_slots(void)
 		{
 			ErrorData  *edata;
 
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			AbortCurrentTransaction();
+			edata = spindle_catch_and_abort(cxt);
 			ereport(LOG,
 					(errmsg("spindle worker: burying the lost slots of spindle %lld of table with OID %u failed: %s",
 							(long long) lost[i].spindle_no, lost[i].facade,

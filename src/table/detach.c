@@ -757,10 +757,7 @@ spindle_worker_drop_detached(int64 *dropped, int64 *freed)
 		{
 			ErrorData  *edata;
 
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			AbortCurrentTransaction();
+			edata = spindle_catch_and_abort(cxt);
 			ereport(LOG,
 					(errmsg("spindle worker: dropping detached spindles failed: %s",
 							edata->message)));

@@ -846,6 +846,34 @@ spindle_catalog_set_capacity_of_empty(Relation facade, int64 capacity)
 }
 
 /*
+ * Number the events of spindles from..nspindles-1 of dir (the facade's,
+ * acquired by the caller, released here) from next on, in order: their
+ * catalog rows' first_no, and an invalidation of each spindle and of the
+ * facade, so that cached directories read them again.
+ */
+static void
+write_first_nos(Relation facade, SpindleDirectory *dir, int from, int64 next)
+{
+	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
+	Datum		values[3];
+
+	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
+	for (int i = from; i < dir->nspindles; i++)
+	{
+		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
+		values[2] = Int64GetDatum(next);
+		catalog_write("UPDATE spindle.spindle_catalog SET first_no = $3"
+					  " WHERE relation OPERATOR(pg_catalog.=) $1"
+					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
+					  3, types, values);
+		next += dir->spindles[i].vcount;
+		CacheInvalidateRelcacheByRelid(dir->spindles[i].segment);
+	}
+	spindle_directory_release(dir);
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
+}
+
+/*
  * Move the spindles of the facade numbered above first_no, if none of
  * them was given an event yet (ready spindles), down to number their
  * events from first_no on, in order, for an insert that keeps first_no
@@ -862,8 +890,6 @@ bool
 spindle_catalog_renumber_tail(Relation facade, int64 first_no)
 {
 	SpindleDirectory *dir = spindle_directory_acquire_current(facade);
-	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
-	Datum		values[3];
 	int64		next = first_no;
 	int			t = dir->nspindles;
 	int			i;
@@ -880,21 +906,7 @@ spindle_catalog_renumber_tail(Relation facade, int64 first_no)
 		spindle_directory_release(dir);
 		return false;
 	}
-	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
-	for (i = t; i < dir->nspindles; i++)
-	{
-		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
-		values[2] = Int64GetDatum(next);
-		catalog_write("UPDATE spindle.spindle_catalog SET first_no = $3"
-					  " WHERE relation OPERATOR(pg_catalog.=) $1"
-					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
-					  3, types, values);
-		next += dir->spindles[i].vcount;
-		/* cached directories re-read its row */
-		CacheInvalidateRelcacheByRelid(dir->spindles[i].segment);
-	}
-	spindle_directory_release(dir);
-	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
+	write_first_nos(facade, dir, t, next);
 	CommandCounterIncrement();
 	return true;
 }
@@ -913,8 +925,6 @@ bool
 spindle_catalog_renumber_empty(Relation facade, int64 floor)
 {
 	SpindleDirectory *dir = spindle_directory_acquire_current(facade);
-	Oid			types[3] = {OIDOID, INT8OID, INT8OID};
-	Datum		values[3];
 	int64		total = 0;
 	int64		next;
 	int			i;
@@ -932,21 +942,7 @@ spindle_catalog_renumber_empty(Relation facade, int64 floor)
 		return false;
 	}
 	next = spindle_take_event_nos(facade, floor, total);
-	values[0] = ObjectIdGetDatum(RelationGetRelid(facade));
-	for (i = 0; i < dir->nspindles; i++)
-	{
-		values[1] = Int64GetDatum(dir->spindles[i].spindle_no);
-		values[2] = Int64GetDatum(next);
-		catalog_write("UPDATE spindle.spindle_catalog SET first_no = $3"
-					  " WHERE relation OPERATOR(pg_catalog.=) $1"
-					  "   AND spindle_no OPERATOR(pg_catalog.=) $2",
-					  3, types, values);
-		next += dir->spindles[i].vcount;
-		/* cached directories re-read its row */
-		CacheInvalidateRelcacheByRelid(dir->spindles[i].segment);
-	}
-	spindle_directory_release(dir);
-	CacheInvalidateRelcacheByRelid(RelationGetRelid(facade));
+	write_first_nos(facade, dir, 0, next);
 	return true;
 }
 

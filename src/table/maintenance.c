@@ -1336,3 +1336,22 @@ spindle_creator_main(Datum main_arg)
 	pgstat_report_activity(STATE_IDLE, NULL);
 	proc_exit(0);
 }
+
+/*
+ * In a PG_CATCH block of a maintenance step that runs in a transaction of
+ * its own (the worker's): the error being handled, copied into cxt (the
+ * caller's context before PG_TRY), the error state flushed and the
+ * transaction aborted.  The caller logs the copy and frees it.
+ */
+ErrorData *
+spindle_catch_and_abort(MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	return edata;
+}
+

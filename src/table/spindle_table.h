@@ -239,6 +239,7 @@ extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
 extern bool spindle_request_spindle_at(Relation facade, int64 first_no);
+extern ErrorData *spindle_catch_and_abort(MemoryContext cxt);
 extern void spindle_log_consumed_conflict(Relation facade,
 										  TransactionId latest);
 extern void spindle_count_segment(Relation facade, const SpindleEntry *sp,
