@@ -812,16 +812,32 @@ worth_compacting(Relation facade, BlockNumber nblocks)
  * record (invariant 1 in the header); the truncation is RelationTruncate's
  * XLOG_SMGR_TRUNCATE.  The caller holds at least AccessShareLock on the
  * facade and no pin on its pages, in a transaction that may take an xid.
+ * Without look_all (nothing was retired since the last call) only a fork
+ * whose last block is idle is looked at further: one page read, instead of
+ * every page of the map each worker round (review of the directory,
+ * finding 1).
  */
 BlockNumber
-spindle_mapdir_compact(Relation facade)
+spindle_mapdir_compact(Relation facade, bool look_all)
 {
 	BlockNumber nblocks = fork_nblocks(facade);
 	BlockNumber keep;
 	Buffer		meta;
 	int			steps = 0;
 
-	if (nblocks <= 1 || !worth_compacting(facade, nblocks))
+	if (nblocks <= 1)
+		return 0;
+	if (!look_all)
+	{
+		/* nothing retired since the last look: only an idle tail counts */
+		int			used;
+		SpindleMapTag tag = read_tag(facade, nblocks - 1, &used);
+
+		if (!(tag.kind == SPINDLE_MAP_FREE ||
+			  (tag.kind == SPINDLE_MAP_PAGE && used == 0)))
+			return 0;
+	}
+	if (!worth_compacting(facade, nblocks))
 		return 0;
 	if (!ConditionalLockRelation(facade, AccessExclusiveLock))
 		return 0;

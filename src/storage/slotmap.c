@@ -638,13 +638,15 @@ spindle_slotmap_last_used(Relation facade, int64 first, int64 n)
  * backlog has drained and its ranges are retired (their entries zeroed,
  * spindle_slotmap_clear), the fork would otherwise keep the size of the
  * largest backlog the table ever had.  Returns the number of pages given
- * back.  The caller holds at least AccessShareLock on the facade and no
- * pin on its pages, in a transaction that may take an xid.
+ * back.  look_all: ranges were retired since the last call (else only an
+ * idle last block is looked for).  The caller holds at least
+ * AccessShareLock on the facade and no pin on its pages, in a transaction
+ * that may take an xid.
  */
 BlockNumber
-spindle_slotmap_truncate(Relation facade)
+spindle_slotmap_truncate(Relation facade, bool look_all)
 {
-	return spindle_mapdir_compact(facade);
+	return spindle_mapdir_compact(facade, look_all);
 }
 
 /*

@@ -285,7 +285,7 @@ extern BlockNumber spindle_mapdir_lookup(Relation facade, uint32 vp,
 										 uint32 *unmapped_from);
 extern Buffer spindle_mapdir_buffer(Relation facade, uint32 vp, int mode,
 									bool create);
-extern BlockNumber spindle_mapdir_compact(Relation facade);
+extern BlockNumber spindle_mapdir_compact(Relation facade, bool look_all);
 extern bool spindle_mapdir_block_free(Page page);
 typedef void (*spindle_mapdir_report) (void *arg, const char *msg);
 extern void spindle_mapdir_check(Relation facade,
@@ -311,7 +311,7 @@ extern void spindle_slotmap_desc_set(StringInfo buf,
 extern int64 spindle_slotmap_last_used(Relation facade, int64 first, int64 n);
 extern void spindle_slotmap_copy(Relation from, Relation to);
 extern void spindle_slotmap_forget_size(Relation facade);
-extern BlockNumber spindle_slotmap_truncate(Relation facade);
+extern BlockNumber spindle_slotmap_truncate(Relation facade, bool look_all);
 extern Buffer spindle_slotmap_pin(Relation facade, int64 vslot);
 extern int	spindle_slotmap_index(int64 vslot);
 extern void spindle_slotmap_put_index(Page page, int idx, ItemPointer ptid);

@@ -1099,8 +1099,11 @@ spindle_cleanup_dropped(Relation facade, bool force)
 	}
 	spindle_catalog_forget_dropped(relid, dropped, ndropped);
 	spindle_pending_remove(facade, finished, nfinished);
-	/* the map pages now empty at the end of the fork go back */
-	(void) spindle_slotmap_truncate(facade);
+	/*
+	 * The map pages now empty go back: a look over the whole map only when
+	 * ranges were retired now (or VACUUM asks), else at an idle tail only
+	 */
+	(void) spindle_slotmap_truncate(facade, force || r.n > 0);
 	pfree(r.ranges);
 	pfree(finished);
 	pfree(rolled_back);

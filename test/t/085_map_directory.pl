@@ -197,6 +197,27 @@ is($standby->safe_psql('postgres', $map_sql),
 ok(!$standby->log_contains(qr/inconsistent page found/),
 	'wal_consistency_checking found nothing');
 
+# An idle backlog costs the worker one map page a round, not the whole
+# map: the look over every page is made only when ranges were retired
+# (review of the directory, finding 1: it read all of them every round).
+$primary->safe_psql('postgres', q{
+SELECT spindle.create_queue('idle', events_per_spindle => 100);
+SELECT count(*) FROM spindle.enqueue_batch('idle',
+    ARRAY(SELECT jsonb_build_object('n', g) FROM generate_series(1, 100000) g));
+});
+my $idle_blocks = $primary->safe_psql('postgres',
+	"SELECT pg_relation_size('spindle_q.idle') / 8192");
+my $idle_reads = q{SELECT coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0)
+  FROM pg_statio_all_tables WHERE relid = 'spindle_q.idle'::regclass};
+sleep(3 * $naptime_ms / 1000);
+my $reads0 = $primary->safe_psql('postgres', $idle_reads);
+sleep(5 * $naptime_ms / 1000);
+my $reads1 = $primary->safe_psql('postgres', $idle_reads);
+note "idle backlog: $idle_blocks map blocks, "
+  . ($reads1 - $reads0) . " facade buffer accesses in 5 naptimes";
+cmp_ok($reads1 - $reads0, '<', $idle_blocks,
+	'an idle backlog: the worker reads far less than its whole map each round');
+
 $standby->stop;
 $primary->stop;
 done_testing();
