@@ -279,6 +279,8 @@ dir_invalidate(Datum arg, Oid relid)
 	ListCell   *lc;
 
 	dir_invalidations++;
+	/* the consume log's cache of consumer relations (hidden.c) */
+	spindle_hidden_invalidate(relid);
 	if (dir_cache == NULL)
 		return;
 	if (!OidIsValid(relid))

@@ -66,7 +66,6 @@
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
 #include "utils/hsearch.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -84,9 +83,13 @@ typedef struct CrelCacheEntry
 
 static HTAB *crel_cache = NULL;
 
-/* Any relcache invalidation empties the cache: creations and drops too. */
-static void
-crel_cache_invalidate(Datum arg, Oid relid)
+/*
+ * Any relcache invalidation empties the cache: creations and drops too.
+ * Called from directory.c's relcache callback (PostgreSQL has room for
+ * only ten such callbacks in all, for every loaded library).
+ */
+void
+spindle_hidden_invalidate(Oid relid)
 {
 	HASH_SEQ_STATUS st;
 	CrelCacheEntry *e;
@@ -115,7 +118,6 @@ hidden_crel_oid(Relation facade)
 		ctl.hcxt = TopMemoryContext;
 		crel_cache = hash_create("spindle consume log relations", 64, &ctl,
 								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		CacheRegisterRelcacheCallback(crel_cache_invalidate, (Datum) 0);
 	}
 	e = hash_search(crel_cache, &relid, HASH_FIND, NULL);
 	if (e != NULL)

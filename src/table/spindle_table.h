@@ -301,6 +301,7 @@ extern void spindle_hide_end(SpindleHide *h);
 extern bool spindle_event_hidden(Relation facade, SpindleEntry *sp, int64 k,
 								 Snapshot snapshot);
 extern bool spindle_hidden_applies(Relation facade);
+extern void spindle_hidden_invalidate(Oid relid);
 extern TM_Result spindle_hidden_dml_check(Relation facade, SpindleEntry *sp,
 										  int64 k, ItemPointer vtid,
 										  LockWaitPolicy policy,
