@@ -191,7 +191,7 @@ typedef struct Park
 	SpindleTree runs;
 	SpindleTree due;
 	QueueState *qs;				/* the queue's state, or NULL */
-	int64		min_added;		/* lowest reference key added (P2) */
+	int64		min_added;		/* lowest reference key added or kept (P2) */
 } Park;
 
 /*
@@ -580,13 +580,43 @@ park_due_now(QueueState *qs, TimestampTz now)
 }
 
 /*
+ * Remove the references refs[0..n) (sorted, just read from tree 1 under
+ * the writer lock) but those marked kept: one pop per stretch between
+ * kept ones, so a batch without a kept reference is one pop, as before.
+ */
+static void
+remove_references(Park *p, SpindleRun *refs, const bool *kept, int n)
+{
+	int			i = 0;
+
+	while (i < n)
+	{
+		int			j;
+		int64		ignored;
+
+		if (kept[i])
+		{
+			i++;
+			continue;
+		}
+		for (j = i; j < n && !kept[j]; j++)
+			;
+		(void) spindle_tree_pop(&p->due, refs[i].first,
+								refs[j - 1].first + 1, j - i, refs + i,
+								&ignored, true);
+		i = j;
+	}
+}
+
+/*
  * Take one batch of references below limit (writer lock held), from
  * *from on, at most max: the runs they name that are due before now and
  * behind head are cut from tree 0 and copied into out[*got...].  A run
- * past head (a rebuilt head has not reached it) gets a new reference past
- * the batch and *held is set.
+ * past head (a rebuilt head has not reached it) keeps its reference,
+ * which the state's search start and earliest due are lowered to (through
+ * p->min_added, as for a reference added), and *held is set.
  * *from and *next move past the references taken.  Returns how many
- * references it took.
+ * references it looked at.
  */
 static int
 take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
@@ -594,14 +624,13 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 		   int64 *next, bool *held)
 {
 	SpindleRun *refs = palloc(sizeof(SpindleRun) * max);
+	bool	   *kept = palloc0(sizeof(bool) * max);
 	int			nrefs;
-	int64		past;
 	int			i;
 
 	/* runs are cut before their references go: a crash leaves no run
 	 * without one (P1) */
 	nrefs = spindle_tree_pop(&p->due, *from, limit, max, refs, next, false);
-	past = nrefs > 0 ? refs[nrefs - 1].first + 1 : *from;
 	for (i = 0; i < nrefs; i++)
 	{
 		SpindleRun	run;
@@ -639,11 +668,13 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 			/*
 			 * A rebuilt head has not passed it yet (it skips parked runs):
 			 * taken once it has, with its read count, maybe by this very
-			 * call.  The new reference lies past the batch's references,
-			 * which their removal below spares, and stays as due.
+			 * call, so it keeps its reference where it is.  (Giving it a
+			 * new one past the batch, as before, moved such references up
+			 * a probe at a time, attempt after attempt, until they passed
+			 * limit and this call no longer saw them due: TAP 035.)
 			 */
-			add_reference_at(p, run.first, Max(past, due_key(run.due)),
-							 run.kind);
+			kept[i] = true;
+			p->min_added = Min(p->min_added, refs[i].first);
 			*held = true;
 			continue;
 		}
@@ -674,13 +705,9 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 		(*got)++;
 	}
 	if (nrefs > 0)
-	{
-		int64		ignored;
-
 		*from = refs[nrefs - 1].first + 1;
-		(void) spindle_tree_pop(&p->due, refs[0].first, *from, nrefs, refs,
-								&ignored, true);
-	}
+	remove_references(p, refs, kept, nrefs);
+	pfree(kept);
 	pfree(refs);
 	return nrefs;
 }

@@ -3,8 +3,10 @@
 # it got into heap tables in its own transaction):
 #  1. a consumer backend with dequeued events in an open transaction: the
 #     postmaster restarts every backend and the events come back;
-#  2. a consumer that holds leases: a restart loses them (docs/queues.md),
-#     so they are deliverable at once, read_count starting again;
+#  2. a consumer that holds leases: they are parked on disk, so they are
+#     still held after the restart, and once handed back one read returns
+#     them all with their read counts plus one (TAP 089 has the case that
+#     used to leave some for the next call);
 #     and, without a restart (pg_terminate_backend), the leases stay until
 #     they expire, then the events come back with read_count + 1;
 #  3. the worker in the middle of dropping a backlog of spindles;
@@ -104,12 +106,16 @@ is( $node->safe_psql('postgres',
 		  . join(',', @leased) . ']::bigint[]) msg_id'),
 	scalar(@leased),
 	'after the restart the 30 leases are still held (set_visibility finds them)');
+# each comes back with the read count it had plus one: the load's readers
+# may have leased it before the lease holder did, for a second
+my $ids = join(',', @leased);
 $got = $node->safe_psql('postgres',
-	"WITH r AS (SELECT msg_id, read_count FROM spindle.read('$q', 10000, '1 hour')), "
+	"WITH before AS (SELECT msg_id, max(read_count) AS rc FROM reads_$q WHERE msg_id IN ($ids) GROUP BY msg_id), "
+	  . "r AS (SELECT msg_id, read_count FROM spindle.read('$q', 10000, '1 hour')), "
 	  . "l AS (INSERT INTO reads_$q SELECT msg_id, read_count, (SELECT e FROM epoch) FROM r RETURNING *) "
-	  . 'SELECT count(*) || \':\' || coalesce(max(read_count), 0) FROM l WHERE msg_id IN (' . join(',', @leased) . ')');
-is($got, scalar(@leased) . ':2',
-	'handed back, the leased events are delivered with read_count 2 (it survived the crash)');
+	  . "SELECT count(*) || ':' || count(*) FILTER (WHERE l.read_count = before.rc + 1) FROM l JOIN before USING (msg_id)");
+is($got, scalar(@leased) . ':' . scalar(@leased),
+	'handed back, all in one read, each with its read count plus one (it survived the crash)');
 # give them back, and ack them
 is( $node->safe_psql('postgres',
 		"WITH a AS (INSERT INTO acked_$q SELECT * FROM spindle.ack('$q', ARRAY(SELECT msg_id FROM spindle_q.$q)) RETURNING 1) SELECT count(*) > 0 FROM a"),
