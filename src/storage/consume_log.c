@@ -113,9 +113,13 @@ spindle_consume_log_floor(Relation crel)
 	return floor;
 }
 
-/* Raise the floor to floor (GenericXLog, a delta of the metapage). */
-static void
-raise_floor(Relation crel, int64 floor)
+/*
+ * Raise the floor to floor (GenericXLog, a delta of the metapage).
+ * Settle's, after the entries below are folded; outside it, only the test
+ * corruption of verify (spindle._verify_corrupt 'log_floor').
+ */
+void
+spindle_consume_log_raise_floor(Relation crel, int64 floor)
 {
 	Buffer		buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
 	GenericXLogState *state;
@@ -497,7 +501,7 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
 	/* standby snapshots that may not see latest committed go first */
 	if (conflict != NULL)
 		conflict(arg, latest);
-	raise_floor(crel, f);
+	spindle_consume_log_raise_floor(crel, f);
 	if (!spindle_tree_next(t, PG_INT64_MIN, &r) || r.first >= f)
 		return 0;
 	return spindle_tree_cut(t, r.first, f, &rc);

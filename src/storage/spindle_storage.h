@@ -832,6 +832,7 @@ extern void spindle_consume_log_unlock(Relation crel);
 extern void spindle_consume_log_add(Relation crel, int64 id,
 									FullTransactionId fxid, CommandId cid);
 extern int64 spindle_consume_log_floor(Relation crel);
+extern void spindle_consume_log_raise_floor(Relation crel, int64 floor);
 extern SpindleConsumed *spindle_consume_log_over(Oid facade, int64 lo,
 												 int64 hi, int *n,
 												 int64 *floor);
