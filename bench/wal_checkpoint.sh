@@ -20,9 +20,12 @@
 #               spindle.drop_spindles(q) (the worker would do the same)
 #   read_ack    spindle.read(q, 100, '1 h') and, in the next transaction,
 #               spindle.ack(q, <the 100 ids>); cleanup as dequeue
-#   dequeue_log, read_ack_log   the same with spindle.consume_log = on in
-#               the consumer's session: consumers record what they take in
-#               the queue's consume log instead of purging event pages
+#               (both with spindle.consume_log = off in the consumer's
+#               session, on a fresh queue: the consumer purges event pages
+#               by xmax)
+#   dequeue_log, read_ack_log   the same with spindle.consume_log = on:
+#               consumers record what they take in the queue's consume log
+#               instead of purging event pages
 #   heap        a heap table (id bigserial primary key, enqueued_at, payload):
 #               DELETE ... WHERE id = ANY (ARRAY(SELECT id ... ORDER BY id
 #               LIMIT 100 FOR UPDATE SKIP LOCKED)) RETURNING *; autovacuum
@@ -102,6 +105,7 @@ drain() {       # drain SYSTEM: consume everything; prints the events taken
     local opts=""
     case $1 in
     *_log) opts="-c spindle.consume_log=on" ;;
+    dequeue | read_ack) opts="-c spindle.consume_log=off" ;;
     esac
     case $1 in
     dequeue | dequeue_log) body="SELECT count(*) INTO n FROM spindle.dequeue('$1', 100);" ;;

@@ -367,7 +367,7 @@ CREATE FUNCTION spindle._verify_corrupt(rel regclass, what text,
     RETURNS void
     AS 'MODULE_PATHNAME', 'spindle_verify_corrupt' LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) IS
-    'internal, for tests: corrupt a spindle table (map_clear, map_set, map_orphan, set_k, index_entry, queue_item); superuser only';
+    'internal, for tests: corrupt a spindle table (map_clear, map_set, map_orphan, set_k, index_entry, queue_item, log_entry, log_floor); superuser only';
 REVOKE ALL ON FUNCTION spindle._verify_corrupt(regclass, text, bigint, bigint) FROM PUBLIC;
 -- ===================== Monitoring: spindle.queues =====================
 -- One row per queue whose table the caller may SELECT from; figures from

@@ -188,6 +188,8 @@ _PG_init(void)
 	/* what the table layer tells the layers above */
 	spindle_queue_register_hooks();
 	spindle_table_hooks.wake_worker = spindle_worker_nudge;
+	/* the standby conflict of VACUUM's freeze of a consume log */
+	spindle_consume_log_freeze_conflict_hook = spindle_log_frozen_conflict;
 	/* and what the queue layer asks the views (queue_limits.c) */
 	spindle_views_register_hooks();
 

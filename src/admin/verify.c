@@ -35,11 +35,22 @@
  *	queue		for a queue with consumer state in shared memory: every item
  *				(claim, lease, delayed, pending, returned) lies behind the
  *				head, within one spindle, and items do not overlap.
+ *	consume log	for a queue with a consume log (tree 2 of its consumer
+ *				relation): entries do not overlap; each covers only msg_ids
+ *				the queue handed out (below the oldest spindle's first
+ *				msg_id, or in a dropped spindle's range, or below a live
+ *				spindle's slot count), none below the log's floor; each
+ *				xid is FROZEN or a normal xid not older than the consumer
+ *				relation's relfrozenxid (clog keeps its status).
  *
  * Locks: AccessShareLock on the table, each spindle (one at a time) and
  * each index, so it runs beside producers, consumers and the worker.  Pages
  * are read under share buffer locks, one at a time; the consumer state
- * under its LWLock in shared mode, copied out at once.
+ * under its LWLock in shared mode, copied out at once.  The consume log
+ * and its floor are read under the log's writer lock (consumers of the
+ * queue wait for the read; settle, which raises the floor and then cuts
+ * the entries below it, skips the round), the spindles' slot counts after
+ * it (an entry's ids were handed out before it was written).
  *
  * What it cannot see under concurrent changes, and how it stays quiet
  * about them: the directory rows are read with the latest snapshot after
@@ -1227,6 +1238,136 @@ check_queue(VerifyState *vs)
 }
 
 /* A problem of the slot map's directory (spindle_mapdir_check). */
+/* ---------- the consume log ---------- */
+
+/*
+ * How many msg_ids spindle sp handed out: its slot counter, or one past
+ * its last used map slot, or past its last event seen on disk (row r, if
+ * walked), whichever is highest.
+ */
+static int64
+handed_out(VerifyState *vs, const SpindleEntry *sp)
+{
+	int64		n = spindle_slotmap_last_used(vs->facade, sp->vbase,
+											  sp->vcount) + 1;
+	int64		counter;
+
+	if (spindle_slots_peek(sp->segment, sp->spindle_no, &counter))
+		n = Max(n, counter);
+	for (int i = 0; i < vs->nrows; i++)
+		if (vs->rows[i].spindle_no == sp->spindle_no && vs->rows[i].walked)
+			n = Max(n, vs->rows[i].used);
+	return n;
+}
+
+/*
+ * Check that entry e covers only msg_ids the queue handed out (see the
+ * header); handed[] caches handed_out() per spindle of dir, -1 if not
+ * computed yet.
+ */
+static void
+check_entry_ids(VerifyState *vs, SpindleDirectory *dir, int64 *handed,
+				const SpindleConsumed *e)
+{
+	int64		end = e->first + e->len;
+	int64		top = PG_INT64_MIN;
+
+	for (int i = 0; i < dir->nspindles; i++)
+	{
+		SpindleEntry *sp = &dir->spindles[i];
+		int64		spend = sp->first_no + sp->vcount;
+
+		top = Max(top, spend);
+		if (end <= sp->first_no || e->first >= spend)
+			continue;
+		if (handed[i] < 0)
+			handed[i] = handed_out(vs, sp);
+		if (Min(end, spend) > sp->first_no + handed[i])
+			vreport(vs, "consume log: entry [%lld, %lld) covers msg_ids spindle %lld has not handed out (it handed out [%lld, %lld))",
+					(long long) e->first, (long long) end,
+					(long long) sp->spindle_no, (long long) sp->first_no,
+					(long long) (sp->first_no + handed[i]));
+	}
+	if (dir->nspindles > 0 && end > top)
+		vreport(vs, "consume log: entry [%lld, %lld) covers msg_ids past the last spindle's, which ends at %lld",
+				(long long) e->first, (long long) end, (long long) top);
+}
+
+/* Check entry e's xid (see the header); frozenxid: the relation's. */
+static void
+check_entry_xid(VerifyState *vs, const SpindleConsumed *e,
+				TransactionId frozenxid)
+{
+	TransactionId xid = XidFromFullTransactionId(e->fxid);
+
+	if (xid == FrozenTransactionId)
+		return;
+	if (!TransactionIdIsNormal(xid))
+		vreport(vs, "consume log: entry [%lld, %lld) has xid %u, neither FROZEN nor a normal xid",
+				(long long) e->first, (long long) (e->first + e->len), xid);
+	else if (TransactionIdIsNormal(frozenxid) &&
+			 TransactionIdPrecedes(xid, frozenxid))
+		vreport(vs, "consume log: entry [%lld, %lld) has xid %u, older than the consumer relation's relfrozenxid %u",
+				(long long) e->first, (long long) (e->first + e->len), xid,
+				frozenxid);
+}
+
+/*
+ * The queue's consume log, if it has one (see the header): read with its
+ * floor under the log's writer lock, then each entry checked.
+ */
+static void
+check_consume_log(VerifyState *vs)
+{
+	Oid			croid = spindle_consumer_rel_oid(RelationGetRelid(vs->facade));
+	Relation	crel;
+	SpindleConsumed *e;
+	int			n;
+	int64		floor;
+	SpindleDirectory *dir;
+	int64	   *handed;
+
+	if (!OidIsValid(croid) ||
+		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
+		return;
+	if (!spindle_consume_log_exists(crel))
+	{
+		relation_close(crel, AccessShareLock);
+		return;
+	}
+	spindle_consume_log_lock(crel);
+	floor = spindle_consume_log_floor(crel);
+	e = spindle_consume_log_read(crel, PG_INT64_MIN, PG_INT64_MAX, &n);
+	spindle_consume_log_unlock(crel);
+	dir = spindle_directory_acquire(vs->facade);
+	handed = palloc(sizeof(int64) * Max(dir->nspindles, 1));
+	for (int i = 0; i < dir->nspindles; i++)
+		handed[i] = -1;
+	for (int i = 0; i < n; i++)
+	{
+		if (e[i].len <= 0)
+			vreport(vs, "consume log: entry at %lld is empty",
+					(long long) e[i].first);
+		if (i > 0 && e[i].first < e[i - 1].first + e[i - 1].len)
+			vreport(vs, "consume log: entry [%lld, %lld) overlaps the entry before it, [%lld, %lld)",
+					(long long) e[i].first,
+					(long long) (e[i].first + e[i].len),
+					(long long) e[i - 1].first,
+					(long long) (e[i - 1].first + e[i - 1].len));
+		if (e[i].first < floor)
+			vreport(vs, "consume log: entry [%lld, %lld) lies below the log's floor %lld",
+					(long long) e[i].first,
+					(long long) (e[i].first + e[i].len), (long long) floor);
+		check_entry_ids(vs, dir, handed, &e[i]);
+		check_entry_xid(vs, &e[i], crel->rd_rel->relfrozenxid);
+	}
+	spindle_directory_release(dir);
+	pfree(handed);
+	if (e != NULL)
+		pfree(e);
+	relation_close(crel, AccessShareLock);
+}
+
 static void
 report_map(void *arg, const char *msg)
 {
@@ -1325,10 +1466,32 @@ spindle_verify(PG_FUNCTION_ARGS)
 	recheck_suspects(&vs);
 
 	check_queue(&vs);
+	check_consume_log(&vs);
 
 	/* the table's and its indexes' locks stay to the end, as a scan's */
 	relation_close(vs.facade, NoLock);
 	return (Datum) 0;
+}
+
+/* _verify_corrupt's 'log_entry' and 'log_floor' (see below) */
+static void
+corrupt_log(Relation facade, const char *what, int64 first, int64 len)
+{
+	Oid			croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
+	Relation	crel;
+
+	if (!OidIsValid(croid))
+		elog(ERROR, "the table has no consumer relation");
+	crel = relation_open(croid, RowExclusiveLock);
+	spindle_consume_log_lock(crel);
+	if (what[4] == 'e')
+		spindle_consume_log_add_run(crel, first, len,
+									GetCurrentFullTransactionId(),
+									GetCurrentCommandId(true));
+	else
+		spindle_consume_log_raise_floor(crel, first);
+	spindle_consume_log_unlock(crel);
+	relation_close(crel, NoLock);
 }
 
 /* ----------------------------------------------------------------
@@ -1341,6 +1504,10 @@ spindle_verify(PG_FUNCTION_ARGS)
  *					with arg as the first key (an int4) if arg is not 0
  *	 'queue_item'	add a returned item [vslot, vslot + arg) of msg_ids to the
  *					queue's consumer state
+ *	 'log_entry'	write a consume log entry [vslot, vslot + arg) of msg_ids
+ *					in the current transaction, unchecked
+ *	 'log_floor'	raise the consume log's floor to msg_id vslot, leaving
+ *					the entries below it
  * ----------------------------------------------------------------
  */
 Datum
@@ -1351,21 +1518,23 @@ spindle_verify_corrupt(PG_FUNCTION_ARGS)
 	int64		vslot = PG_GETARG_INT64(2);
 	int64		arg = PG_GETARG_INT64(3);
 	Relation	facade;
+	bool		ids = strcmp(what, "queue_item") == 0 ||
+		strcmp(what, "log_entry") == 0 || strcmp(what, "log_floor") == 0;
 
 	if (!superuser())
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("only superusers may corrupt spindle tables")));
-	if ((vslot < 0 || vslot >= SPINDLE_VSLOTS) &&
-		strcmp(what, "queue_item") != 0)
+	if ((vslot < 0 || vslot >= SPINDLE_VSLOTS) && !ids)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("slot %lld is out of range", (long long) vslot)));
-	if (strcmp(what, "queue_item") == 0 &&
+	if ((strcmp(what, "queue_item") == 0 || strcmp(what, "log_entry") == 0) &&
 		(vslot < 0 || arg <= 0 || arg > PG_INT64_MAX - vslot))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("queue item [%lld, %lld + %lld) is not a range of msg_ids",
+				 errmsg("%s [%lld, %lld + %lld) is not a range of msg_ids",
+						what[0] == 'q' ? "queue item" : "log entry",
 						(long long) vslot, (long long) vslot, (long long) arg)));
 	facade = spindle_open_facade(relid, RowExclusiveLock);
 
@@ -1460,6 +1629,8 @@ spindle_verify_corrupt(PG_FUNCTION_ARGS)
 		if (item == NULL)
 			elog(ERROR, "no free item");
 	}
+	else if (strcmp(what, "log_entry") == 0 || strcmp(what, "log_floor") == 0)
+		corrupt_log(facade, what, vslot, arg);
 	else if (strcmp(what, "map_orphan") == 0)
 	{
 		/* a map page of vslot's vp that the directory does not name */

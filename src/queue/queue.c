@@ -1951,7 +1951,7 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 		}
 		buf = ReadBuffer(seg, blk);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		log.nohint = spindle_consume_log && XLogHintBitIsNeeded() &&
+		log.nohint = v.write && XLogHintBitIsNeeded() &&
 			PageGetLSN(BufferGetPage(buf)) <= GetRedoRecPtr();
 		for (; i < n && c[i].located && c[i].segment == c[first].segment &&
 			 ItemPointerGetBlockNumber(&c[i].ptid) == blk; i++)

@@ -3,8 +3,9 @@
  * queue_consumed.c
  *	  Consumers and the consume log: what examine() (queue.c) learns from
  *	  the log about the events it looks at, and the entries dequeue, ack
- *	  and the dead-letter move write instead of purging event pages when
- *	  spindle.consume_log is on (docs/design.md, "Consume log (built)").
+ *	  and the dead-letter move write instead of purging event pages on a
+ *	  queue that has a log, which spindle.consume_log starts (docs/design.md,
+ *	  "Consume log (built)").
  *
  * A consumer view covers the candidates of one examine() call.  Before any
  * event page is locked it reads the log's entries over the candidates'
@@ -27,14 +28,20 @@
  * run of consecutive ids, in the consuming (sub)transaction and command.
  * Entries of one call merge into one (same xid and command id).
  *
+ * Whether a consumer writes entries is the queue's: once the queue has a
+ * log (tree 2 of its consumer relation), every consumer of it does,
+ * whatever its setting; the setting only decides whether a consumer starts
+ * a log on a queue that has none (spindle_consumed_begin).
+ *
  * Locks.  The consumer relation: AccessShareLock to read,
  * RowExclusiveLock to write, to the end of the transaction.  The consume
  * log's writer lock (spindle_consume_log_lock) for the whole examine()
- * call whenever the setting is on or the queue has a log: taken before any
- * buffer lock, it orders writers of entries (an ack of an event nobody
- * claimed has no claim to keep it apart from a dequeue at the head) and
- * keeps a reader from reading the log between another's check and its
- * entry.  Tree buffer locks (consumer_tree.c) are taken while an event
+ * call of every queue with a consumer relation: taken before any buffer
+ * lock and before the look for the log, it orders writers of entries (an
+ * ack of an event nobody claimed has no claim to keep it apart from a
+ * dequeue at the head), keeps the log from being created between a
+ * consumer's look and its purge by xmax, and keeps a reader from reading
+ * the log between another's check and its entry.  Tree buffer locks (consumer_tree.c) are taken while an event
  * page is locked, never the other way round.
  *
  * Invariants: an entry is written only for an event the writer found
@@ -54,7 +61,7 @@
 
 #include "queue/spindle_queue.h"
 
-/* spindle.consume_log: consumers write entries instead of purging */
+/* spindle.consume_log: consumers start a queue's log (see above) */
 bool		spindle_consume_log = false;
 
 /* candidates closer than this share one range read of the log */
@@ -65,7 +72,7 @@ spindle_queue_consumed_init(void)
 {
 	DefineCustomBoolVariable("spindle.consume_log",
 							 "Consumers record what they take in the queue's consume log instead of purging event pages.",
-							 "dequeue, ack and the dead-letter move write one consume log entry per run of ids; off: they set xmax on the events. Entries are honoured either way.",
+							 "On, a consumer starts the log of a queue that has none; off, it purges by xmax while the queue has none. Once a queue has a log, every consumer of it writes entries whatever this setting.",
 							 &spindle_consume_log,
 							 false,
 							 PGC_USERSET, 0,
@@ -119,9 +126,17 @@ entry_verdict(const SpindleConsumed *e, TransactionId *xid)
 
 /*
  * Set v up for an examine() of the events ids[0..n) of facade (sorted or
- * not; n may be 0): write if the caller consumes (dequeue, ack, a move),
- * with spindle.consume_log on.  Takes the writer lock as described above,
- * then reads the entries.  No buffer lock may be held.
+ * not; n may be 0): write entries if the caller consumes (dequeue, ack, a
+ * move) and the queue has a log or spindle.consume_log is on (which
+ * starts one).  Takes the writer lock before it looks for the log, then
+ * reads the entries.  No buffer lock may be held.
+ *
+ * Whether the queue has a log is the queue's, not the session's: only a
+ * writer, under the writer lock, creates the log (its first entry, also
+ * the first after a TRUNCATE), so a consumer that found none under that
+ * lock purges by xmax with no entry appearing before it is done, and one
+ * that found it writes entries whatever its setting (review finding 5: an
+ * event acked once by an entry and once by xmax).
  */
 void
 spindle_consumed_begin(SpindleConsumeView *v, Relation facade,
@@ -133,33 +148,23 @@ spindle_consumed_begin(SpindleConsumeView *v, Relation facade,
 
 	memset(v, 0, sizeof(*v));
 	v->floor = PG_INT64_MIN;
-	v->write = write && spindle_consume_log;
 	if (n == 0)
 		return;
 	croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
 	if (!OidIsValid(croid))
-	{
-		v->write = false;
 		return;
-	}
-	v->crel = try_relation_open(croid, v->write ? RowExclusiveLock :
+	v->crel = try_relation_open(croid, write ? RowExclusiveLock :
 								AccessShareLock);
 	if (v->crel == NULL)
-	{
-		v->write = false;
 		return;
-	}
-	if (!v->write && !spindle_consume_log_exists(v->crel))
-	{
-		/* no entry anywhere, none can come while off here: done */
-		relation_close(v->crel, NoLock);
-		v->crel = NULL;
-		return;
-	}
 	spindle_consume_log_lock(v->crel);
 	v->locked = true;
 	if (!spindle_consume_log_exists(v->crel))
+	{
+		v->write = write && spindle_consume_log;
 		return;
+	}
+	v->write = write;
 	sorted = palloc(sizeof(int64) * n);
 	memcpy(sorted, ids, sizeof(int64) * n);
 	qsort(sorted, n, sizeof(int64), cmp_int64);

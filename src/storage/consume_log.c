@@ -28,7 +28,8 @@
  * lock) for its whole call; it may hold a share (consumers: exclusive)
  * lock of the event's page while it writes (the lock protocol with DML,
  * see hidden.c).  Settle takes the writer lock without waiting, VACUUM's
- * freeze waits for it; the floor is the metapage's consumed_floor, read
+ * freeze waits for it (before it, its standby conflict hook takes the
+ * queue table's AccessShareLock without waiting); the floor is the metapage's consumed_floor, read
  * under its share lock, raised under its exclusive lock (GenericXLog).
  *
  * Invariants: entries never overlap (the tree's); an entry only merges
@@ -112,9 +113,13 @@ spindle_consume_log_floor(Relation crel)
 	return floor;
 }
 
-/* Raise the floor to floor (GenericXLog, a delta of the metapage). */
-static void
-raise_floor(Relation crel, int64 floor)
+/*
+ * Raise the floor to floor (GenericXLog, a delta of the metapage).
+ * Settle's, after the entries below are folded; outside it, only the test
+ * corruption of verify (spindle._verify_corrupt 'log_floor').
+ */
+void
+spindle_consume_log_raise_floor(Relation crel, int64 floor)
 {
 	Buffer		buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
 	GenericXLogState *state;
@@ -496,7 +501,7 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
 	/* standby snapshots that may not see latest committed go first */
 	if (conflict != NULL)
 		conflict(arg, latest);
-	raise_floor(crel, f);
+	spindle_consume_log_raise_floor(crel, f);
 	if (!spindle_tree_next(t, PG_INT64_MIN, &r) || r.first >= f)
 		return 0;
 	return spindle_tree_cut(t, r.first, f, &rc);
@@ -555,14 +560,64 @@ spindle_consume_log_settle(Oid facade, int64 below, int max,
 	return removed;
 }
 
+/* the freeze's standby conflict (table/maintenance.c registers it) */
+SpindleFreezeConflictFn spindle_consume_log_freeze_conflict_hook = NULL;
+
+/*
+ * The newest xid among entries e[0..n) that the freeze with freeze_limit
+ * makes FROZEN (committed before it), InvalidTransactionId if none.
+ */
+static TransactionId
+newest_to_freeze(const SpindleConsumed *e, int n, TransactionId freeze_limit)
+{
+	TransactionId latest = InvalidTransactionId;
+
+	for (int i = 0; i < n; i++)
+	{
+		TransactionId xid = XidFromFullTransactionId(e[i].fxid);
+
+		if (TransactionIdIsNormal(xid) &&
+			TransactionIdPrecedes(xid, freeze_limit) &&
+			(!TransactionIdIsValid(latest) ||
+			 TransactionIdFollows(xid, latest)) &&
+			TransactionIdDidCommit(xid))
+			latest = xid;
+	}
+	return latest;
+}
+
+/*
+ * Write the standby conflict of a freeze up to latest, through the hook:
+ * a standby snapshot that might not see latest committed must not see
+ * its entries' events vanish when they become FROZEN (review of the
+ * writer side, finding 4).  Returns whether the freeze may go on.
+ */
+static bool
+freeze_conflict(Relation crel, TransactionId latest)
+{
+	Oid			queue;
+
+	if (!TransactionIdIsValid(latest) ||
+		spindle_consume_log_freeze_conflict_hook == NULL)
+		return true;
+	queue = spindle_consumer_rel_queue(crel);
+	if (!OidIsValid(queue))
+		return true;
+	return spindle_consume_log_freeze_conflict_hook(queue, latest);
+}
+
 /*
  * VACUUM of a consumer relation: the entries' xids must stay resolvable
  * in clog while the entries exist.  Entries committed before
  * freeze_limit (which precedes every snapshot's xmin) become FROZEN
- * (xid FrozenTransactionId: committed for everyone); aborted ones go.
- * Returns the oldest xid an entry still holds (InvalidTransactionId if
- * none), below which relfrozenxid must not move.  Takes the writer lock
- * and reads the whole log: VACUUM's cost is the log's size.
+ * (xid FrozenTransactionId: committed for everyone), after the standby
+ * conflict of the newest of them is written (freeze_conflict, before the
+ * writer lock: it opens the queue table); aborted ones go.  No entry
+ * that qualifies can appear meanwhile (a writer's xid follows
+ * freeze_limit), and those frozen are at most latest.  Returns the oldest
+ * xid an entry still holds (InvalidTransactionId if none), below which
+ * relfrozenxid must not move.  Takes the writer lock and reads the whole
+ * log: VACUUM's cost is the log's size.
  */
 TransactionId
 spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
@@ -571,10 +626,17 @@ spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
 	SpindleConsumed *e;
 	int			n;
 	TransactionId oldest = InvalidTransactionId;
+	TransactionId latest;
 	int32		rc;
 
 	if (!spindle_consume_log_exists(crel))
 		return InvalidTransactionId;
+	e = spindle_consume_log_read(crel, PG_INT64_MIN, PG_INT64_MAX, &n);
+	latest = newest_to_freeze(e, n, freeze_limit);
+	if (e != NULL)
+		pfree(e);
+	if (!freeze_conflict(crel, latest))
+		latest = InvalidTransactionId;	/* freeze nothing this time */
 	spindle_consume_log_lock(crel);
 	log_tree(crel, true, &t);
 	e = spindle_consume_log_read(crel, PG_INT64_MIN, PG_INT64_MAX, &n);
@@ -590,7 +652,8 @@ spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
 									&rc);
 			continue;
 		}
-		if (TransactionIdPrecedes(xid, freeze_limit) &&
+		if (TransactionIdIsValid(latest) &&
+			TransactionIdPrecedesOrEquals(xid, latest) &&
 			TransactionIdDidCommit(xid))
 		{
 			SpindleRun	r;

@@ -703,6 +703,24 @@ spindle_consumer_rel_oid(Oid queue_relid)
 }
 
 /*
+ * The queue table whose consumer relation crel is (its name says it), or
+ * InvalidOid if crel's name is not one of a consumer relation.
+ */
+Oid
+spindle_consumer_rel_queue(Relation crel)
+{
+	Oid			queue;
+	char		name[NAMEDATALEN];
+
+	if (sscanf(RelationGetRelationName(crel), "c%u", &queue) != 1)
+		return InvalidOid;
+	crel_name(queue, name);
+	if (strcmp(name, RelationGetRelationName(crel)) != 0)
+		return InvalidOid;
+	return queue;
+}
+
+/*
  * Make the consumer relation of the queue table `queue` (just created by
  * this transaction, held AccessExclusive): pg_spindle.c<oid>, no columns,
  * access method spindle_meta, the table's persistence and tablespace,

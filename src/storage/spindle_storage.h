@@ -624,6 +624,7 @@ extern void spindle_crel_init_metapage(Page page, int64 assigned_max,
 									   int64 consumed_floor);
 extern SpindleCrelMeta *spindle_crel_check_meta(Relation crel, Buffer buf);
 extern Oid	spindle_consumer_rel_oid(Oid queue_relid);
+extern Oid	spindle_consumer_rel_queue(Relation crel);
 extern Oid	spindle_consumer_rel_create(Relation queue);
 extern void spindle_consumer_rel_truncate(Oid queue_relid);
 
@@ -831,6 +832,7 @@ extern void spindle_consume_log_unlock(Relation crel);
 extern void spindle_consume_log_add(Relation crel, int64 id,
 									FullTransactionId fxid, CommandId cid);
 extern int64 spindle_consume_log_floor(Relation crel);
+extern void spindle_consume_log_raise_floor(Relation crel, int64 floor);
 extern SpindleConsumed *spindle_consume_log_over(Oid facade, int64 lo,
 												 int64 hi, int *n,
 												 int64 *floor);
@@ -848,6 +850,17 @@ extern int64 spindle_consume_log_settle(Oid facade, int64 below, int max,
 										void *arg);
 extern TransactionId spindle_consume_log_freeze(Relation crel,
 												TransactionId freeze_limit);
+
+/*
+ * The standby conflict of VACUUM's freeze of the consume log: called with
+ * the queue table's oid and the newest xid the freeze is about to make
+ * FROZEN, before any entry is; false if it could not write it (the freeze
+ * then freezes nothing this time).  Registered at start-up by the layer
+ * that can reach the queue table's pages (table/maintenance.c); unset,
+ * the freeze writes no conflict.
+ */
+typedef bool (*SpindleFreezeConflictFn) (Oid queue_relid, TransactionId latest);
+extern PGDLLIMPORT SpindleFreezeConflictFn spindle_consume_log_freeze_conflict_hook;
 extern void spindle_consume_log_add_run(Relation crel, int64 first,
 										int64 len, FullTransactionId fxid,
 										CommandId cid);

@@ -388,6 +388,8 @@ log_conflict_on(Relation seg, TransactionId latest_removed)
 	return false;
 }
 
+static bool log_consumed_conflict(Relation facade, TransactionId latest);
+
 /*
  * Make hot standbys cancel the snapshots that could still see events the
  * consume log's settle is about to fold into its floor (consume_log.c,
@@ -399,12 +401,25 @@ log_conflict_on(Relation seg, TransactionId latest_removed)
 void
 spindle_log_consumed_conflict(Relation facade, TransactionId latest)
 {
+	if (!log_consumed_conflict(facade, latest))
+		elog(ERROR, "queue table \"%s\" has no spindle page to log a conflict on",
+			 RelationGetRelationName(facade));
+}
+
+/*
+ * The record of spindle_log_consumed_conflict; false if no spindle of
+ * the table has an initialised page (nothing a standby reads then), or
+ * none is needed (true).
+ */
+static bool
+log_consumed_conflict(Relation facade, TransactionId latest)
+{
 	SpindleDirectory *dir;
 	bool		logged = false;
 
 	if (!TransactionIdIsNormal(latest) || !XLogStandbyInfoActive() ||
 		!RelationNeedsWAL(facade))
-		return;
+		return true;
 	dir = spindle_directory_acquire_current(facade);
 	for (int i = 0; i < dir->nspindles && !logged; i++)
 	{
@@ -417,9 +432,37 @@ spindle_log_consumed_conflict(Relation facade, TransactionId latest)
 		relation_close(seg, NoLock);
 	}
 	spindle_directory_release(dir);
-	if (!logged)
-		elog(ERROR, "queue table \"%s\" has no spindle page to log a conflict on",
-			 RelationGetRelationName(facade));
+	return logged;
+}
+
+/*
+ * The consume log's freeze (VACUUM of the consumer relation, storage
+ * layer: spindle_consume_log_freeze_conflict_hook) is about to make
+ * entries up to xid latest FROZEN: the same standby conflict as settle's
+ * fold (review of the writer side, finding 4).  Takes the queue table's
+ * AccessShareLock without waiting (VACUUM holds its consumer relation,
+ * which a TRUNCATE of the table takes after the table): false if it is
+ * not free or the table is gone, and the freeze then freezes nothing.  A
+ * table without a spindle page needs no conflict.
+ */
+bool
+spindle_log_frozen_conflict(Oid queue_relid, TransactionId latest)
+{
+	Relation	facade;
+
+	if (!TransactionIdIsNormal(latest) || !XLogStandbyInfoActive())
+		return true;
+	if (!ConditionalLockRelationOid(queue_relid, AccessShareLock))
+		return false;
+	facade = try_relation_open(queue_relid, NoLock);
+	if (facade == NULL)
+	{
+		UnlockRelationOid(queue_relid, AccessShareLock);
+		return false;
+	}
+	(void) log_consumed_conflict(facade, latest);
+	relation_close(facade, NoLock);
+	return true;
 }
 
 /*

@@ -242,6 +242,8 @@ extern bool spindle_request_spindle_at(Relation facade, int64 first_no);
 extern ErrorData *spindle_catch_and_abort(MemoryContext cxt);
 extern void spindle_log_consumed_conflict(Relation facade,
 										  TransactionId latest);
+extern bool spindle_log_frozen_conflict(Oid queue_relid,
+										TransactionId latest);
 extern void spindle_count_segment(Relation facade, const SpindleEntry *sp,
 								  Relation segrel, SpindleCounts *counts);
 

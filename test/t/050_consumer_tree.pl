@@ -295,6 +295,10 @@ $primary->safe_psql('postgres',
 	  SELECT spindle._run_upsert('spindle_q.q', 6, 1, 1, count => 10, stride => 2)});
 is($primary->safe_psql('postgres', $size_sql), $size,
 	'primary: the freed pages were reused (no snapshot there could see them)');
+# the upserts assign no xid, so their commit flushes nothing, and
+# wait_for_catchup waits for the WAL written, not for the REUSE records
+# still in the WAL buffers: an xid's commit flushes them first
+$primary->safe_psql('postgres', 'SELECT txid_current()');
 $primary->wait_for_catchup($standby);
 ok( $standby->log_contains(qr/conflict with recovery/, $off),
 	'standby reader: cancelled by the REUSE record');
