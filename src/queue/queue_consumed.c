@@ -62,7 +62,7 @@
 #include "queue/spindle_queue.h"
 
 /* spindle.consume_log: consumers start a queue's log (see above) */
-bool		spindle_consume_log = false;
+bool		spindle_consume_log = true;
 
 /* candidates closer than this share one range read of the log */
 #define CLUSTER_GAP		1024
@@ -74,7 +74,7 @@ spindle_queue_consumed_init(void)
 							 "Consumers record what they take in the queue's consume log instead of purging event pages.",
 							 "On, a consumer starts the log of a queue that has none; off, it purges by xmax while the queue has none. Once a queue has a log, every consumer of it writes entries whatever this setting.",
 							 &spindle_consume_log,
-							 false,
+							 true,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 }
