@@ -4,8 +4,8 @@
  *	  Consumers and the consume log: what examine() (queue.c) learns from
  *	  the log about the events it looks at, and the entries dequeue, ack
  *	  and the dead-letter move write instead of purging event pages on a
- *	  queue that has a log, which spindle.consume_log starts (docs/design.md,
- *	  "Consume log (built)").
+ *	  queue that has a log, which spindle.consume_log (on by default) starts
+ *	  (docs/design.md, "Consume log (built)").
  *
  * A consumer view covers the candidates of one examine() call.  Before any
  * event page is locked it reads the log's entries over the candidates'
