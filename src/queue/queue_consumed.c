@@ -4,8 +4,8 @@
  *	  Consumers and the consume log: what examine() (queue.c) learns from
  *	  the log about the events it looks at, and the entries dequeue, ack
  *	  and the dead-letter move write instead of purging event pages on a
- *	  queue that has a log, which spindle.consume_log (on by default) starts
- *	  (docs/design.md, "Consume log (built)").
+ *	  queue that has a log, which spindle.consume_log starts (docs/design.md,
+ *	  "Consume log (built)").
  *
  * A consumer view covers the candidates of one examine() call.  Before any
  * event page is locked it reads the log's entries over the candidates'
@@ -62,7 +62,7 @@
 #include "queue/spindle_queue.h"
 
 /* spindle.consume_log: consumers start a queue's log (see above) */
-bool		spindle_consume_log = true;
+bool		spindle_consume_log = false;
 
 /* candidates closer than this share one range read of the log */
 #define CLUSTER_GAP		1024
@@ -74,7 +74,7 @@ spindle_queue_consumed_init(void)
 							 "Consumers record what they take in the queue's consume log instead of purging event pages.",
 							 "On, a consumer starts the log of a queue that has none; off, it purges by xmax while the queue has none. Once a queue has a log, every consumer of it writes entries whatever this setting.",
 							 &spindle_consume_log,
-							 true,
+							 false,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 }
