@@ -39,7 +39,9 @@
  *				relation): entries do not overlap; each covers only msg_ids
  *				the queue handed out (below the oldest spindle's first
  *				msg_id, or in a dropped spindle's range, or below a live
- *				spindle's slot count), none below the log's floor; each
+ *				spindle's slot count), none of a transaction that did not
+ *				commit below the log's floor (committed ones there wait
+ *				for the next settle: entry_committed); each
  *				xid is FROZEN or a normal xid not older than the consumer
  *				relation's relfrozenxid (clog keeps its status).
  *
@@ -1313,6 +1315,28 @@ check_entry_xid(VerifyState *vs, const SpindleConsumed *e,
 }
 
 /*
+ * Whether entry e's transaction committed (or is FROZEN): what the fold
+ * into the floor requires.  Such an entry below the floor is harmless (the
+ * floor hides what it hides) and reachable: the fold raises the floor and
+ * then cuts the entries below it in separate records, and a crash or an
+ * error between the two leaves them until the next settle cuts them.  An
+ * xid that check_entry_xid reports is not looked up.
+ */
+static bool
+entry_committed(const SpindleConsumed *e, TransactionId frozenxid)
+{
+	TransactionId xid = XidFromFullTransactionId(e->fxid);
+
+	if (xid == FrozenTransactionId)
+		return true;
+	if (!TransactionIdIsNormal(xid) ||
+		(TransactionIdIsNormal(frozenxid) &&
+		 TransactionIdPrecedes(xid, frozenxid)))
+		return false;
+	return TransactionIdDidCommit(xid);
+}
+
+/*
  * The queue's consume log, if it has one (see the header): read with its
  * floor under the log's writer lock, then each entry checked.
  */
@@ -1354,8 +1378,9 @@ check_consume_log(VerifyState *vs)
 					(long long) (e[i].first + e[i].len),
 					(long long) e[i - 1].first,
 					(long long) (e[i - 1].first + e[i - 1].len));
-		if (e[i].first < floor)
-			vreport(vs, "consume log: entry [%lld, %lld) lies below the log's floor %lld",
+		if (e[i].first < floor &&
+			!entry_committed(&e[i], crel->rd_rel->relfrozenxid))
+			vreport(vs, "consume log: entry [%lld, %lld) of a transaction that did not commit lies below the log's floor %lld",
 					(long long) e[i].first,
 					(long long) (e[i].first + e[i].len), (long long) floor);
 		check_entry_ids(vs, dir, handed, &e[i]);

@@ -497,7 +497,16 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
 		f = e.first + e.len;
 	}
 	if (f <= start)
+	{
+		/*
+		 * Nothing to fold; but a crash or an error between an earlier
+		 * fold's raise and its cut left entries below the floor: cut them
+		 * (the floor hides them already, so no conflict is needed).
+		 */
+		if (spindle_tree_next(t, PG_INT64_MIN, &r) && r.first < floor)
+			return spindle_tree_cut(t, r.first, floor, &rc);
 		return 0;
+	}
 	/* standby snapshots that may not see latest committed go first */
 	if (conflict != NULL)
 		conflict(arg, latest);
