@@ -36,8 +36,11 @@
  * Locks.  The consumer relation: AccessShareLock to read,
  * RowExclusiveLock to write, to the end of the transaction.  The consume
  * log's writer lock (spindle_consume_log_lock) for the whole examine()
- * call of every queue with a consumer relation: taken before any buffer
- * lock and before the look for the log, it orders writers of entries (an
+ * call of every queue with a consumer relation, in share mode by a
+ * consumer of a queue without a log that will not start one (it writes no
+ * entry; creating the log needs the lock in exclusive mode), in exclusive
+ * mode otherwise: taken before any buffer lock and before the look for
+ * the log, it orders writers of entries (an
  * ack of an event nobody claimed has no claim to keep it apart from a
  * dequeue at the head), keeps the log from being created between a
  * consumer's look and its purge by xmax, and keeps a reader from reading
@@ -157,6 +160,22 @@ spindle_consumed_begin(SpindleConsumeView *v, Relation facade,
 								AccessShareLock);
 	if (v->crel == NULL)
 		return;
+	if (!(write && spindle_consume_log))
+	{
+		/*
+		 * It will not start a log: the lock in share mode keeps one from
+		 * being created while it purges by xmax, and lets the queue's
+		 * consumers examine side by side.  A queue that has a log is
+		 * examined under the lock in exclusive mode, as by any writer.
+		 */
+		spindle_consume_log_lock_shared(v->crel);
+		if (!spindle_consume_log_exists(v->crel))
+		{
+			v->locked = v->shared = true;
+			return;
+		}
+		spindle_consume_log_unlock_shared(v->crel);
+	}
 	spindle_consume_log_lock(v->crel);
 	v->locked = true;
 	if (!spindle_consume_log_exists(v->crel))
@@ -274,7 +293,9 @@ spindle_consumed_end(SpindleConsumeView *v)
 {
 	if (v->crel != NULL)
 	{
-		if (v->locked)
+		if (v->shared)
+			spindle_consume_log_unlock_shared(v->crel);
+		else if (v->locked)
 			spindle_consume_log_unlock(v->crel);
 		relation_close(v->crel, NoLock);
 	}

@@ -317,6 +317,7 @@ typedef struct SpindleConsumeView
 	Relation	crel;			/* NULL: the log plays no part */
 	bool		write;			/* entries are written, not xmax */
 	bool		locked;			/* the log's writer lock is held */
+	bool		shared;			/* ... in share mode: no log, no entry */
 	SpindleConsumed *entries;	/* over the candidates, in id order */
 	int		   *verdicts;		/* SPINDLE_LOG_* of each entry */
 	int64		floor;			/* the log's floor: ids below are gone */

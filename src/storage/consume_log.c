@@ -244,6 +244,24 @@ spindle_consume_log_unlock(Relation crel)
 }
 
 /*
+ * The writer lock in share mode: for a consumer of a queue without a log
+ * that will not start one.  It keeps a log from being created (only a
+ * holder of the lock in exclusive mode creates one) while that consumer
+ * purges by xmax, and does not keep such consumers from one another.
+ */
+void
+spindle_consume_log_lock_shared(Relation crel)
+{
+	LockPage(crel, SPINDLE_TREE_CONSUME_LOG, ShareLock);
+}
+
+void
+spindle_consume_log_unlock_shared(Relation crel)
+{
+	UnlockPage(crel, SPINDLE_TREE_CONSUME_LOG, ShareLock);
+}
+
+/*
  * Record that (fxid, cid) consumed msg_id id.  The caller holds the
  * writer lock and has checked that no live entry covers id (an aborted
  * one is replaced).  Merged into the entry ending at id when that has the

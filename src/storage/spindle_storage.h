@@ -829,6 +829,8 @@ extern SpindleConsumed *spindle_consume_log_read(Relation crel, int64 lo,
 												 int64 hi, int *n);
 extern void spindle_consume_log_lock(Relation crel);
 extern void spindle_consume_log_unlock(Relation crel);
+extern void spindle_consume_log_lock_shared(Relation crel);
+extern void spindle_consume_log_unlock_shared(Relation crel);
 extern void spindle_consume_log_add(Relation crel, int64 id,
 									FullTransactionId fxid, CommandId cid);
 extern int64 spindle_consume_log_floor(Relation crel);
