@@ -27,10 +27,15 @@
  * number SPINDLE_TREE_CONSUME_LOG, ExclusiveLock: spindle_consume_log_
  * lock) for its whole call; it may hold a share (consumers: exclusive)
  * lock of the event's page while it writes (the lock protocol with DML,
- * see hidden.c).  Settle takes the writer lock without waiting, VACUUM's
- * freeze waits for it (before it, its standby conflict hook takes the
- * queue table's AccessShareLock without waiting); the floor is the metapage's consumed_floor, read
- * under its share lock, raised under its exclusive lock (GenericXLog).
+ * see hidden.c).  A consumer of a queue without a log that will not
+ * start one holds the same lock in ShareLock mode instead
+ * (spindle_consume_log_lock_shared): it writes no entry, and no log can be
+ * created while it purges by xmax.  Settle takes the writer lock without
+ * waiting, VACUUM's freeze waits for it (before it, its standby conflict
+ * hook takes the queue table's AccessShareLock without waiting); neither
+ * runs on a queue without a log.  The floor is the metapage's
+ * consumed_floor, read under its share lock, raised under its exclusive
+ * lock (GenericXLog).
  *
  * Invariants: entries never overlap (the tree's); an entry only merges
  * with the one before it when their xid and command id are equal, so an
