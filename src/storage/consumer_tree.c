@@ -937,13 +937,6 @@ tree_upsert_one_leaf(SpindleTree *t, const SpindleRun *run)
 }
 
 /*
- * Upsert run into tree t: whatever the tree holds for its ids is replaced
- * (runs cut around it), its read_count the largest of it and theirs.  One
- * STRAGGLE record when it stays within a leaf; across leaves, the cut
- * (a record per leaf) and then the insert, which a crash may separate
- * (docs/design.md, section 4, "Step 2 as built").
- */
-/*
  * Replace the run of tree t that has exactly run's ids [first, first + len)
  * by run, in place, with one STRAGGLE record (a change of its other
  * fields: the consume log's freeze).  False, with nothing written, if no
@@ -993,6 +986,13 @@ spindle_tree_upsert_in_leaf(SpindleTree *t, const SpindleRun *run)
 	return tree_upsert_one_leaf(t, run);
 }
 
+/*
+ * Upsert run into tree t: whatever the tree holds for its ids is replaced
+ * (runs cut around it), its read_count the largest of it and theirs.  One
+ * STRAGGLE record when it stays within a leaf; across leaves, the cut
+ * (a record per leaf) and then the insert, which a crash may separate
+ * (docs/design.md, section 4, "Step 2 as built").
+ */
 void
 spindle_tree_upsert(SpindleTree *t, const SpindleRun *run)
 {
