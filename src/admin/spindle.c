@@ -64,6 +64,7 @@ spindle_shmem_request(void)
 		prev_shmem_request_hook();
 	spindle_slots_shmem_request();
 	spindle_counters_shmem_request();
+	spindle_consume_log_shmem_request();
 	RequestAddinShmemSpace(spindle_worker_shmem_size());
 	RequestAddinShmemSpace(spindle_touched_shmem_size());
 	spindle_queue_shmem_request();
@@ -80,6 +81,7 @@ spindle_shmem_startup(void)
 		prev_shmem_startup_hook();
 	spindle_slots_shmem_startup();
 	spindle_counters_shmem_startup();
+	spindle_consume_log_shmem_startup();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	spindle_worker_shmem_startup();
 	spindle_touched_shmem_startup();

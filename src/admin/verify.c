@@ -49,10 +49,10 @@
  * each index, so it runs beside producers, consumers and the worker.  Pages
  * are read under share buffer locks, one at a time; the consumer state
  * under its LWLock in shared mode, copied out at once.  The consume log
- * and its floor are read under the log's writer lock (consumers of the
- * queue wait for the read; settle, which raises the floor and then cuts
- * the entries below it, skips the round), the spindles' slot counts after
- * it (an entry's ids were handed out before it was written).
+ * and its floor are read under the log's lock in exclusive mode (consumers
+ * of the queue wait for the read; settle, which raises the floor and then
+ * cuts the entries below it, skips the round), the spindles' slot counts
+ * after it (an entry's ids were handed out before it was written).
  *
  * What it cannot see under concurrent changes, and how it stays quiet
  * about them: the directory rows are read with the latest snapshot after
@@ -1338,7 +1338,7 @@ entry_committed(const SpindleConsumed *e, TransactionId frozenxid)
 
 /*
  * The queue's consume log, if it has one (see the header): read with its
- * floor under the log's writer lock, then each entry checked.
+ * floor under the log's lock in exclusive mode, then each entry checked.
  */
 static void
 check_consume_log(VerifyState *vs)

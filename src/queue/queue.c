@@ -45,9 +45,9 @@
  * newer events, and so does the death of the backend (the abort runs) or a
  * crash (the state is rebuilt from disk, where the purge was undone).
  *
- * Locks: the consume log's writer lock for each examination, taken
- * before any buffer lock when the setting is on or the queue has a log
- * (see queue_consumed.c); the queue table in RowExclusiveLock (dequeue,
+ * Locks: the consume log's lock for each examination of a queue with a
+ * consumer relation, taken before any buffer lock, in a mode the queue's
+ * consumers share (see queue_consumed.c); the queue table in RowExclusiveLock (dequeue,
  * read, ack) or AccessShareLock (set_visibility); each spindle touched in
  * RowExclusiveLock, kept to the end of the transaction.  A long poll
  * releases, before it sleeps (it holds no claim then and purged nothing),
@@ -1907,10 +1907,10 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 
 /*
  * Examine located candidates page by page under an exclusive page lock,
- * with what the consume log says of them (read once, before any page is
- * locked: queue_consumed.c); with purge, consume the deliverable ones --
- * an entry of the log per run of ids with spindle.consume_log on, else
- * xmax, one WAL record per page --, or
+ * with what the consume log says of them (read under that lock:
+ * queue_consumed.c); with purge, consume the deliverable ones -- an entry
+ * of the log per run of ids on a queue that has a log (or starts one),
+ * else xmax, one WAL record per page --, or
  * with dead_only only those marked dead, and keep a copy of each
  * deliverable one.  snapshot: see classify.  Candidates must be sorted by
  * location.
@@ -1928,7 +1928,7 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 
 	for (i = 0; i < n && c[i].located; i++)
 		ids[nids++] = c[i].msg_id;
-	spindle_consumed_begin(&v, facade, ids, nids, purge);
+	spindle_consumed_begin(&v, facade, nids, purge);
 	i = 0;
 	while (i < n && c[i].located)
 	{
@@ -1953,6 +1953,13 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 		log.nohint = v.write && XLogHintBitIsNeeded() &&
 			PageGetLSN(BufferGetPage(buf)) <= GetRedoRecPtr();
+		/* what the log says of this page's events, read under its lock */
+		for (j = i, noff = 0; j < n && c[j].located &&
+			 c[j].segment == c[first].segment &&
+			 ItemPointerGetBlockNumber(&c[j].ptid) == blk; j++)
+			ids[noff++] = c[j].msg_id;
+		spindle_consumed_page(&v, ids, noff);
+		noff = 0;
 		for (; i < n && c[i].located && c[i].segment == c[first].segment &&
 			 ItemPointerGetBlockNumber(&c[i].ptid) == blk; i++)
 		{

@@ -7,11 +7,10 @@
  *	  queue that has a log, which spindle.consume_log starts (docs/design.md,
  *	  "Consume log (built)").
  *
- * A consumer view covers the candidates of one examine() call.  Before any
- * event page is locked it reads the log's entries over the candidates'
- * ids -- one range read per cluster of nearby ids, so a call at the head
- * costs one tree descent whatever it takes, and nothing when the queue
- * has no log (one metapage look) -- and resolves each entry's xid once:
+ * A consumer view covers the candidates of one examine() call.  Under each
+ * event page's lock it reads the log's entries over that page's candidates
+ * -- one range read, nothing when the queue has no log (one metapage look
+ * per call) -- and resolves each entry's xid once:
  *
  *	committed (or FROZEN), or	the event is consumed for good: gone
  *	  below the log's floor
@@ -21,31 +20,31 @@
  *								entry were not there (after a crash, the
  *								events of an unfinished dequeue come back)
  *
- * Writers then record, under the exclusive lock of each event page that
- * examine() holds while it classifies the page's events (the lock protocol
- * with DML of hidden.c: the event has no xmax, checked under that lock,
- * and its entry is in the tree before the lock is let go), one entry per
- * run of consecutive ids, in the consuming (sub)transaction and command.
- * Entries of one call merge into one (same xid and command id).
+ * Writers then record, under the same page lock (the lock protocol with
+ * DML of hidden.c: the event has no xmax, checked under that lock, and its
+ * entry is in the tree before the lock is let go), one entry per run of
+ * consecutive ids, in the consuming (sub)transaction and command.  Entries
+ * of one call merge into one (same xid and command id).
  *
  * Whether a consumer writes entries is the queue's: once the queue has a
  * log (tree 2 of its consumer relation), every consumer of it does,
- * whatever its setting; the setting only decides whether a consumer starts
- * a log on a queue that has none (spindle_consumed_begin).
+ * whatever its setting; the setting only decides whether
+ * a consumer starts a log on a queue that has none (spindle_consumed_begin).
  *
  * Locks.  The consumer relation: AccessShareLock to read,
  * RowExclusiveLock to write, to the end of the transaction.  The consume
- * log's writer lock (spindle_consume_log_lock) for the whole examine()
- * call of every queue with a consumer relation, in share mode by a
- * consumer of a queue without a log that will not start one (it writes no
- * entry; creating the log needs the lock in exclusive mode), in exclusive
- * mode otherwise: taken before any buffer lock and before the look for
- * the log, it orders writers of entries (an
- * ack of an event nobody claimed has no claim to keep it apart from a
- * dequeue at the head), keeps the log from being created between a
- * consumer's look and its purge by xmax, and keeps a reader from reading
- * the log between another's check and its entry.  Tree buffer locks (consumer_tree.c) are taken while an event
- * page is locked, never the other way round.
+ * log's lock (consume_log.c) for the whole examine() call of every queue
+ * with a consumer relation, taken before any buffer lock and before the
+ * look for the log: in RowExclusiveLock mode, which consumers share, or in
+ * ExclusiveLock mode by the consumer that starts the log, so that no log
+ * appears while another purges by xmax.  Two consumers of one event are
+ * kept apart by its page's lock: each reads the entries again under it
+ * and writes its own before letting it go (an ack of an event nobody
+ * claimed has no claim to keep it apart from a dequeue at the head), and
+ * the tree change itself is made under the log's write lock (an LWLock,
+ * consume_log.c), never waited for with a tree buffer locked.  Tree buffer
+ * locks are taken while an event page is locked, never the other way
+ * round.
  *
  * Invariants: an entry is written only for an event the writer found
  * deliverable under its page's lock, with no live entry on it; an event
@@ -67,8 +66,6 @@
 /* spindle.consume_log: consumers start a queue's log (see above) */
 bool		spindle_consume_log = false;
 
-/* candidates closer than this share one range read of the log */
-#define CLUSTER_GAP		1024
 
 void
 spindle_queue_consumed_init(void)
@@ -128,26 +125,27 @@ entry_verdict(const SpindleConsumed *e, TransactionId *xid)
 }
 
 /*
- * Set v up for an examine() of the events ids[0..n) of facade (sorted or
- * not; n may be 0): write entries if the caller consumes (dequeue, ack, a
- * move) and the queue has a log or spindle.consume_log is on (which
- * starts one).  Takes the writer lock before it looks for the log, then
- * reads the entries.  No buffer lock may be held.
+ * Set v up for an examine() of n located candidates of facade: write
+ * entries if the caller consumes (dequeue, ack, a move) and the queue has
+ * a log or spindle.consume_log is on (which starts one).  Takes the log's
+ * lock before it looks for the log (consume_log.c): in RowExclusiveLock
+ * mode, so the queue's consumers examine side by side, or, to start the
+ * log, in ExclusiveLock mode.  The entries are read page by page, under
+ * each event page's lock (spindle_consumed_page).  No buffer lock may be
+ * held.
  *
  * Whether the queue has a log is the queue's, not the session's: only a
- * writer, under the writer lock, creates the log (its first entry, also
- * the first after a TRUNCATE), so a consumer that found none under that
- * lock purges by xmax with no entry appearing before it is done, and one
- * that found it writes entries whatever its setting (review finding 5: an
- * event acked once by an entry and once by xmax).
+ * holder of the lock in exclusive mode creates the log (its first entry,
+ * also the first after a TRUNCATE), so a consumer that found none purges
+ * by xmax with no entry appearing before it is done, and one that found
+ * it writes entries whatever its setting (review finding 5: an event
+ * acked once by an entry and once by xmax).
  */
 void
-spindle_consumed_begin(SpindleConsumeView *v, Relation facade,
-					   const int64 *ids, int n, bool write)
+spindle_consumed_begin(SpindleConsumeView *v, Relation facade, int n,
+					   bool write)
 {
 	Oid			croid;
-	int64	   *sorted;
-	int			i;
 
 	memset(v, 0, sizeof(*v));
 	v->floor = PG_INT64_MIN;
@@ -160,48 +158,58 @@ spindle_consumed_begin(SpindleConsumeView *v, Relation facade,
 								AccessShareLock);
 	if (v->crel == NULL)
 		return;
-	if (!(write && spindle_consume_log))
-	{
-		/*
-		 * It will not start a log: the lock in share mode keeps one from
-		 * being created while it purges by xmax, and lets the queue's
-		 * consumers examine side by side.  A queue that has a log is
-		 * examined under the lock in exclusive mode, as by any writer.
-		 */
-		spindle_consume_log_lock_shared(v->crel);
-		if (!spindle_consume_log_exists(v->crel))
-		{
-			v->locked = v->shared = true;
-			return;
-		}
-		spindle_consume_log_unlock_shared(v->crel);
-	}
-	spindle_consume_log_lock(v->crel);
+	spindle_consume_log_lock_consumer(v->crel);
 	v->locked = true;
-	if (!spindle_consume_log_exists(v->crel))
+	if (spindle_consume_log_exists(v->crel))
 	{
-		v->write = write && spindle_consume_log;
+		v->has_log = true;
+		v->write = write;
 		return;
 	}
-	v->write = write;
-	sorted = palloc(sizeof(int64) * n);
-	memcpy(sorted, ids, sizeof(int64) * n);
-	qsort(sorted, n, sizeof(int64), cmp_int64);
-	for (i = 0; i < n;)
-	{
-		int			j = i;
-		int			got;
-		SpindleConsumed *e;
+	if (!(write && spindle_consume_log))
+		return;					/* purges by xmax: no log can appear */
+	/* it starts the log, alone: no consumer is purging by xmax meanwhile */
+	spindle_consume_log_unlock_consumer(v->crel);
+	spindle_consume_log_lock(v->crel);
+	v->exclusive = true;
+	v->write = true;
+	v->has_log = spindle_consume_log_exists(v->crel);
+}
 
-		while (j + 1 < n && sorted[j + 1] - sorted[j] < CLUSTER_GAP)
-			j++;
-		e = spindle_consume_log_read(v->crel, sorted[i], sorted[j] + 1, &got);
-		view_append(v, e, got);
-		if (e != NULL)
-			pfree(e);
-		i = j + 1;
+/*
+ * Read what the log says of the candidates ids[0..n) of one event page,
+ * which the caller holds locked (exclusively): every writer of an entry
+ * for an event of that page holds its lock while it checks and writes, so
+ * what is read here stays true until the page is let go.  One range read
+ * of the log over the ids, then the floor (see spindle_consume_log_floor),
+ * then one clog look per xid.  Nothing on a queue without a log.
+ */
+void
+spindle_consumed_page(SpindleConsumeView *v, const int64 *ids, int n)
+{
+	int64		lo = PG_INT64_MAX;
+	int64		hi = PG_INT64_MIN;
+	int			got;
+	SpindleConsumed *e;
+	int			i;
+
+	v->nentries = 0;
+	v->floor = PG_INT64_MIN;
+	if (v->crel == NULL || n == 0)
+		return;
+	/* a log this examination started on an earlier page */
+	if (!v->has_log &&
+		!(v->exclusive && (v->has_log = spindle_consume_log_exists(v->crel))))
+		return;
+	for (i = 0; i < n; i++)
+	{
+		lo = Min(lo, ids[i]);
+		hi = Max(hi, ids[i]);
 	}
-	pfree(sorted);
+	e = spindle_consume_log_read(v->crel, lo, hi + 1, &got);
+	view_append(v, e, got);
+	if (e != NULL)
+		pfree(e);
 	/* after the entries: see spindle_consume_log_floor */
 	v->floor = spindle_consume_log_floor(v->crel);
 	/* one clog look per xid: an entry's neighbours mostly share it */
@@ -287,16 +295,16 @@ spindle_consumed_write(SpindleConsumeView *v, Relation seg, int64 *ids,
 	spindle_counters_deleted(RelationGetRelid(seg), n);
 }
 
-/* Let go of v: the writer lock now, the relation lock at the end. */
+/* Let go of v: the log's lock now, the relation lock at the end. */
 void
 spindle_consumed_end(SpindleConsumeView *v)
 {
 	if (v->crel != NULL)
 	{
-		if (v->shared)
-			spindle_consume_log_unlock_shared(v->crel);
-		else if (v->locked)
+		if (v->exclusive)
 			spindle_consume_log_unlock(v->crel);
+		else if (v->locked)
+			spindle_consume_log_unlock_consumer(v->crel);
 		relation_close(v->crel, NoLock);
 	}
 	if (v->entries != NULL)

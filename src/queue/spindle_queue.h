@@ -316,9 +316,10 @@ typedef struct SpindleConsumeView
 {
 	Relation	crel;			/* NULL: the log plays no part */
 	bool		write;			/* entries are written, not xmax */
-	bool		locked;			/* the log's writer lock is held */
-	bool		shared;			/* ... in share mode: no log, no entry */
-	SpindleConsumed *entries;	/* over the candidates, in id order */
+	bool		locked;			/* the log's lock is held ... */
+	bool		exclusive;		/* ... in exclusive mode: starting the log */
+	bool		has_log;		/* the queue has a log: read page by page */
+	SpindleConsumed *entries;	/* over the current page's candidates */
 	int		   *verdicts;		/* SPINDLE_LOG_* of each entry */
 	int64		floor;			/* the log's floor: ids below are gone */
 	int			nentries;
@@ -327,7 +328,9 @@ typedef struct SpindleConsumeView
 
 extern void spindle_queue_consumed_init(void);
 extern void spindle_consumed_begin(SpindleConsumeView *v, Relation facade,
-								   const int64 *ids, int n, bool write);
+								   int n, bool write);
+extern void spindle_consumed_page(SpindleConsumeView *v, const int64 *ids,
+								  int n);
 extern int	spindle_consumed_verdict(SpindleConsumeView *v, int64 id,
 									 TransactionId *xid);
 extern void spindle_consumed_write(SpindleConsumeView *v, Relation seg,

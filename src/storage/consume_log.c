@@ -22,20 +22,25 @@
  *	read_count, flags	0
  *
  * Locks.  Readers hold the consumer relation AccessShareLock and read as
- * any reader of the tree, one buffer lock at a time.  The writer holds the
- * relation RowExclusiveLock and the tree's writer lock (LockPage of block
- * number SPINDLE_TREE_CONSUME_LOG, ExclusiveLock: spindle_consume_log_
- * lock) for its whole call; it may hold a share (consumers: exclusive)
- * lock of the event's page while it writes (the lock protocol with DML,
- * see hidden.c).  A consumer of a queue without a log that will not
- * start one holds the same lock in ShareLock mode instead
- * (spindle_consume_log_lock_shared): it writes no entry, and no log can be
- * created while it purges by xmax.  Settle takes the writer lock without
- * waiting, VACUUM's freeze waits for it (before it, its standby conflict
- * hook takes the queue table's AccessShareLock without waiting); neither
- * runs on a queue without a log.  The floor is the metapage's
- * consumed_floor, read under its share lock, raised under its exclusive
- * lock (GenericXLog).
+ * any reader of the tree, one buffer lock at a time.  Writers hold the
+ * relation RowExclusiveLock and the log's lock (LockPage of block number
+ * SPINDLE_TREE_CONSUME_LOG, see spindle_consume_log_lock): consumers in
+ * RowExclusiveLock mode, side by side; settle (without waiting) and
+ * VACUUM's freeze in ShareUpdateExclusiveLock mode; the creator of the
+ * log, verify() and the test writers in ExclusiveLock mode.  Each change
+ * of the tree is made under one LWLock of the tranche
+ * "spindle_consume_log", chosen by the relation (log_write_lock), taken
+ * with no tree buffer locked and held for that change only; a consumer
+ * holds its event page's lock (exclusive) around it, which is the lock
+ * protocol with DML (hidden.c) and keeps two consumers of one event
+ * apart (each reads the entries over the page again under that lock,
+ * queue_consumed.c).  Nothing under the LWLock waits for an event page.
+ * Settle's and the freeze's reads are made without it; a change that
+ * depends on what they read (an aborted entry removed, a committed one
+ * frozen) checks the entry again under it.  Before the freeze, its
+ * standby conflict hook takes the queue table's AccessShareLock without
+ * waiting.  The floor is the metapage's consumed_floor, read under its
+ * share lock, raised under its exclusive lock (GenericXLog).
  *
  * Invariants: entries never overlap (the tree's); an entry only merges
  * with the one before it when their xid and command id are equal, so an
@@ -56,8 +61,11 @@
 #include "access/relation.h"
 #include "access/transam.h"
 #include "access/xact.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/lwlock.h"
 #include "storage/procarray.h"
 #include "utils/rel.h"
 
@@ -235,7 +243,23 @@ spindle_consume_log_read(Relation crel, int64 lo, int64 hi, int *n)
 	return out;
 }
 
-/* Take and let go of the consume log's writer lock (see above). */
+/*
+ * The log's heavyweight lock (LockPage of block SPINDLE_TREE_CONSUME_LOG
+ * on the consumer relation), in the mode of each kind of holder:
+ *
+ *	RowExclusiveLock	a consumer's examine(), log or not: consumers do not
+ *						wait for one another
+ *	ShareUpdateExclusiveLock	settle and freeze: not beside each other
+ *	ExclusiveLock		whoever creates the log (a consumer's first entry),
+ *						verify() and the test writers: alone
+ *
+ * A consumer that found no log under it purges by xmax with no log
+ * appearing before it is done (review finding 5); one that found a log
+ * writes entries.  The lock does not order writers of entries: each tree
+ * change is made under the log's write lock (log_write_lock), and the
+ * consumers' classification reads the entries again under each event
+ * page's lock (queue_consumed.c).
+ */
 void
 spindle_consume_log_lock(Relation crel)
 {
@@ -248,28 +272,67 @@ spindle_consume_log_unlock(Relation crel)
 	UnlockPage(crel, SPINDLE_TREE_CONSUME_LOG, ExclusiveLock);
 }
 
-/*
- * The writer lock in share mode: for a consumer of a queue without a log
- * that will not start one.  It keeps a log from being created (only a
- * holder of the lock in exclusive mode creates one) while that consumer
- * purges by xmax, and does not keep such consumers from one another.
+void
+spindle_consume_log_lock_consumer(Relation crel)
+{
+	LockPage(crel, SPINDLE_TREE_CONSUME_LOG, RowExclusiveLock);
+}
+
+void
+spindle_consume_log_unlock_consumer(Relation crel)
+{
+	UnlockPage(crel, SPINDLE_TREE_CONSUME_LOG, RowExclusiveLock);
+}
+
+/* ----------------------------------------------------------------
+ * The write lock: one tree change at a time
+ * ----------------------------------------------------------------
  */
-void
-spindle_consume_log_lock_shared(Relation crel)
-{
-	LockPage(crel, SPINDLE_TREE_CONSUME_LOG, ShareLock);
-}
+
+/*
+ * Writers of a log's tree (consumer_tree.c needs one at a time) take one
+ * of SPINDLE_LOG_LOCKS LWLocks, chosen by the consumer relation, for
+ * each change, and nothing longer: a consumer takes it with its event
+ * page locked and lets it go before the page, so consumers of one queue
+ * wait for one another only while an entry goes in.  No buffer lock but
+ * event pages' (and none of the tree's) is held when it is taken; under
+ * it only the tree's own buffers are locked (and its relation extended),
+ * never an event page, so no cycle forms.  Queues that share a lock only
+ * take turns.  Read-decide-change steps (an aborted entry removed, an
+ * entry frozen) check the entry again under it.
+ */
+#define SPINDLE_LOG_LOCKS	128
+
+static LWLockPadded *log_locks = NULL;
 
 void
-spindle_consume_log_unlock_shared(Relation crel)
+spindle_consume_log_shmem_request(void)
 {
-	UnlockPage(crel, SPINDLE_TREE_CONSUME_LOG, ShareLock);
+	RequestNamedLWLockTranche("spindle_consume_log", SPINDLE_LOG_LOCKS);
+}
+
+/* Called from the shmem_startup_hook. */
+void
+spindle_consume_log_shmem_startup(void)
+{
+	log_locks = GetNamedLWLockTranche("spindle_consume_log");
+}
+
+static LWLock *
+log_write_lock(Relation crel)
+{
+	uint32		h = hash_bytes_uint32((uint32) RelationGetRelid(crel)) ^
+		(uint32) MyDatabaseId;
+
+	Assert(log_locks != NULL);
+	return &log_locks[h % SPINDLE_LOG_LOCKS].lock;
 }
 
 /*
- * Record that (fxid, cid) consumed msg_id id.  The caller holds the
- * writer lock and has checked that no live entry covers id (an aborted
- * one is replaced).  Merged into the entry ending at id when that has the
+ * Record that (fxid, cid) consumed msg_id id.  The caller holds the log's
+ * lock and the lock of the event's page, under which it has checked that
+ * no live entry covers id (an aborted one is replaced); the change is
+ * made under the write lock.  Merged into the entry ending at id when that has the
  * same xid and command id.  WAL-logged by the tree (STRAGGLE and splits).
  */
 void
@@ -281,6 +344,7 @@ spindle_consume_log_add(Relation crel, int64 id, FullTransactionId fxid,
 	SpindleConsumed prev;
 
 	log_tree(crel, true, &t);
+	LWLockAcquire(log_write_lock(crel), LW_EXCLUSIVE);
 	memset(&r, 0, sizeof(r));
 	r.first = id;
 	r.len = 1;
@@ -304,17 +368,23 @@ spindle_consume_log_add(Relation crel, int64 id, FullTransactionId fxid,
 		merged.first = prev.first;
 		merged.len = (uint32) prev.len + 1;
 		if (spindle_tree_upsert_in_leaf(&t, &merged))
+		{
+			LWLockRelease(log_write_lock(crel));
 			return;
+		}
 	}
 	spindle_tree_upsert(&t, &r);
+	LWLockRelease(log_write_lock(crel));
 }
 
 /*
  * Record that (fxid, cid) consumed the ids [first, first + len): one
  * entry, merged into the entry ending at first when that has the same xid
  * and command id and the merged entry stays within its leaf (a dequeue's
- * pages, written one after the other, make one entry, or one per leaf).  The caller holds the writer lock and has checked that no
- * live entry covers any of the ids (aborted ones are replaced).  One
+ * pages, written one after the other, make one entry, or one per leaf).
+ * The caller holds the log's lock and the lock of the events' page, under
+ * which it has checked that no live entry covers any of the ids (aborted
+ * ones are replaced); the change is made under the write lock.  One
  * STRAGGLE record while the entry stays within a leaf.
  */
 void
@@ -327,6 +397,7 @@ spindle_consume_log_add_run(Relation crel, int64 first, int64 len,
 
 	Assert(len > 0 && len <= PG_UINT32_MAX);
 	log_tree(crel, true, &t);
+	LWLockAcquire(log_write_lock(crel), LW_EXCLUSIVE);
 	memset(&r, 0, sizeof(r));
 	r.first = first;
 	r.len = (uint32) len;
@@ -350,9 +421,13 @@ spindle_consume_log_add_run(Relation crel, int64 first, int64 len,
 		merged.first = prev.first;
 		merged.len = (uint32) (prev.len + len);
 		if (spindle_tree_upsert_in_leaf(&t, &merged))
+		{
+			LWLockRelease(log_write_lock(crel));
 			return;
+		}
 	}
 	spindle_tree_upsert(&t, &r);
+	LWLockRelease(log_write_lock(crel));
 }
 
 /*
@@ -476,6 +551,41 @@ entry_aborted(const SpindleConsumed *e)
 		!TransactionIdIsInProgress(xid) && !TransactionIdDidCommit(xid);
 }
 
+/* Cut the entries of [lo, hi) under the write lock; the ids removed. */
+static int64
+cut_locked(Relation crel, SpindleTree *t, int64 lo, int64 hi)
+{
+	int64		removed;
+	int32		rc;
+
+	LWLockAcquire(log_write_lock(crel), LW_EXCLUSIVE);
+	removed = spindle_tree_cut(t, lo, hi, &rc);
+	LWLockRelease(log_write_lock(crel));
+	return removed;
+}
+
+/*
+ * Remove entry e, read earlier without the write lock, if it is still in
+ * the tree as read (a consumer may have written over an aborted entry
+ * since: its own entry must stay).  The ids removed.
+ */
+static int64
+cut_if_unchanged(Relation crel, SpindleTree *t, const SpindleConsumed *e)
+{
+	SpindleRun	r;
+	SpindleConsumed now;
+	int64		removed = 0;
+	int32		rc;
+
+	LWLockAcquire(log_write_lock(crel), LW_EXCLUSIVE);
+	if (spindle_tree_lookup(t, e->first, &r) && entry_from_run(&r, &now) &&
+		now.first == e->first && now.len == e->len &&
+		FullTransactionIdEquals(now.fxid, e->fxid) && now.cid == e->cid)
+		removed = spindle_tree_cut(t, e->first, e->first + e->len, &rc);
+	LWLockRelease(log_write_lock(crel));
+	return removed;
+}
+
 /*
  * Fold into the floor the entries contiguous from it (or from below, the
  * first id of the oldest spindle, if higher) whose xid is frozen or
@@ -484,8 +594,12 @@ entry_aborted(const SpindleConsumed *e)
  * folded, so that hot standbys cancel the snapshots that might not see it
  * committed (a core record, as a drop's); then the floor is raised, then
  * the entries below it are removed (readers read entries, then the
- * floor).  The caller holds the
- * writer lock.  Returns the ids removed.
+ * floor).  The caller holds the log's lock in ShareUpdateExclusiveLock
+ * mode.  The entries folded are committed, so no consumer writes over
+ * them, and none writes below the floor or below `below`: they are read
+ * without the write lock, and only the cuts take it (the conflict
+ * record, which locks a spindle page, is written outside it).  Returns
+ * the ids removed.
  */
 static int64
 fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
@@ -497,14 +611,15 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
 	int64		start = f;
 	SpindleRun	r;
 	SpindleConsumed e;
-	int32		rc;
 	TransactionId latest = InvalidTransactionId;
+	SpindleTree rt;				/* reads: no write lock, no split finished */
 
+	log_tree(crel, false, &rt);
 	for (int i = 0; i < max; i++)
 	{
 		TransactionId xid;
 
-		if (!spindle_tree_next(t, f, &r) || r.first > f ||
+		if (!spindle_tree_next(&rt, f, &r) || r.first > f ||
 			!entry_from_run(&r, &e))
 			break;
 		xid = XidFromFullTransactionId(e.fxid);
@@ -526,17 +641,17 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
 		 * fold's raise and its cut left entries below the floor: cut them
 		 * (the floor hides them already, so no conflict is needed).
 		 */
-		if (spindle_tree_next(t, PG_INT64_MIN, &r) && r.first < floor)
-			return spindle_tree_cut(t, r.first, floor, &rc);
+		if (spindle_tree_next(&rt, PG_INT64_MIN, &r) && r.first < floor)
+			return cut_locked(crel, t, r.first, floor);
 		return 0;
 	}
 	/* standby snapshots that may not see latest committed go first */
 	if (conflict != NULL)
 		conflict(arg, latest);
 	spindle_consume_log_raise_floor(crel, f);
-	if (!spindle_tree_next(t, PG_INT64_MIN, &r) || r.first >= f)
+	if (!spindle_tree_next(&rt, PG_INT64_MIN, &r) || r.first >= f)
 		return 0;
-	return spindle_tree_cut(t, r.first, f, &rc);
+	return cut_locked(crel, t, r.first, f);
 }
 
 /*
@@ -545,9 +660,10 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
  * first msg_id of the table's oldest spindle: those events went with
  * their spindles, which were dropped only when every event was dead to
  * everyone.  (2) Entries of aborted transactions, looking at up to max
- * entries from where this backend's last call stopped.  Takes the writer
- * lock without waiting (if busy: nothing this round) and the consumer
- * relation RowExclusiveLock.  Returns the ids removed.
+ * entries from where this backend's last call stopped.  Takes the log's
+ * lock in ShareUpdateExclusiveLock mode without waiting (consumers do not
+ * stop it; another settle or a freeze does: nothing this round) and the
+ * consumer relation RowExclusiveLock.  Returns the ids removed.
  */
 int64
 spindle_consume_log_settle(Oid facade, int64 below, int max,
@@ -556,38 +672,40 @@ spindle_consume_log_settle(Oid facade, int64 below, int max,
 	Oid			croid = spindle_consumer_rel_oid(facade);
 	Relation	crel;
 	SpindleTree t;
+	SpindleTree rt;
 	SpindleRun	r;
 	SpindleConsumed e;
 	int64		removed = 0;
 	int64	   *cursor;
-	int32		rc;
 
 	if (!OidIsValid(croid) ||
 		(crel = try_relation_open(croid, RowExclusiveLock)) == NULL)
 		return 0;
 	if (!spindle_consume_log_exists(crel) ||
-		!ConditionalLockPage(crel, SPINDLE_TREE_CONSUME_LOG, ExclusiveLock))
+		!ConditionalLockPage(crel, SPINDLE_TREE_CONSUME_LOG,
+							 ShareUpdateExclusiveLock))
 	{
 		relation_close(crel, NoLock);
 		return 0;
 	}
 	log_tree(crel, true, &t);
-	if (spindle_tree_next(&t, PG_INT64_MIN, &r) && r.first < below)
-		removed += spindle_tree_cut(&t, r.first, below, &rc);
+	log_tree(crel, false, &rt);
+	if (spindle_tree_next(&rt, PG_INT64_MIN, &r) && r.first < below)
+		removed += cut_locked(crel, &t, r.first, below);
 	removed += fold_into_floor(crel, &t, below, max, conflict, arg);
 	cursor = cursor_of(facade);
 	for (int i = 0; i < max; i++)
 	{
-		if (!spindle_tree_next(&t, Max(*cursor, below), &r))
+		if (!spindle_tree_next(&rt, Max(*cursor, below), &r))
 		{
 			*cursor = PG_INT64_MIN;
 			break;
 		}
 		*cursor = spindle_run_end(&r);
 		if (entry_from_run(&r, &e) && entry_aborted(&e))
-			removed += spindle_tree_cut(&t, e.first, e.first + e.len, &rc);
+			removed += cut_if_unchanged(crel, &t, &e);
 	}
-	spindle_consume_log_unlock(crel);
+	UnlockPage(crel, SPINDLE_TREE_CONSUME_LOG, ShareUpdateExclusiveLock);
 	relation_close(crel, NoLock);
 	return removed;
 }
@@ -644,12 +762,14 @@ freeze_conflict(Relation crel, TransactionId latest)
  * freeze_limit (which precedes every snapshot's xmin) become FROZEN
  * (xid FrozenTransactionId: committed for everyone), after the standby
  * conflict of the newest of them is written (freeze_conflict, before the
- * writer lock: it opens the queue table); aborted ones go.  No entry
+ * log's lock: it opens the queue table); aborted ones go.  No entry
  * that qualifies can appear meanwhile (a writer's xid follows
  * freeze_limit), and those frozen are at most latest.  Returns the oldest
  * xid an entry still holds (InvalidTransactionId if none), below which
- * relfrozenxid must not move.  Takes the writer lock and reads the whole
- * log: VACUUM's cost is the log's size.
+ * relfrozenxid must not move.  Takes the log's lock in
+ * ShareUpdateExclusiveLock mode (consumers go on beside it; each change
+ * under the write lock) and reads the whole log: VACUUM's cost is the
+ * log's size.
  */
 TransactionId
 spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
@@ -659,7 +779,6 @@ spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
 	int			n;
 	TransactionId oldest = InvalidTransactionId;
 	TransactionId latest;
-	int32		rc;
 
 	if (!spindle_consume_log_exists(crel))
 		return InvalidTransactionId;
@@ -669,7 +788,7 @@ spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
 		pfree(e);
 	if (!freeze_conflict(crel, latest))
 		latest = InvalidTransactionId;	/* freeze nothing this time */
-	spindle_consume_log_lock(crel);
+	LockPage(crel, SPINDLE_TREE_CONSUME_LOG, ShareUpdateExclusiveLock);
 	log_tree(crel, true, &t);
 	e = spindle_consume_log_read(crel, PG_INT64_MIN, PG_INT64_MAX, &n);
 	for (int i = 0; i < n; i++)
@@ -680,8 +799,7 @@ spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
 			continue;
 		if (entry_aborted(&e[i]))
 		{
-			(void) spindle_tree_cut(&t, e[i].first, e[i].first + e[i].len,
-									&rc);
+			(void) cut_if_unchanged(crel, &t, &e[i]);
 			continue;
 		}
 		if (TransactionIdIsValid(latest) &&
@@ -689,6 +807,7 @@ spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
 			TransactionIdDidCommit(xid))
 		{
 			SpindleRun	r;
+			bool		found;
 
 			memset(&r, 0, sizeof(r));
 			r.first = e[i].first;
@@ -696,10 +815,17 @@ spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
 			r.kind = SPINDLE_RUN_CONSUMED;
 			r.due = (TimestampTz) U64FromFullTransactionId(
 				FullTransactionIdFromEpochAndXid(0, FrozenTransactionId));
-			/* in place: never cut and inserted again (review, finding 1) */
-			if (spindle_tree_replace_exact(&t, &r))
+			/*
+			 * In place: never cut and inserted again (review, finding 1).
+			 * Consumers write only over ids no live entry covers, so a
+			 * committed entry stays as read.
+			 */
+			LWLockAcquire(log_write_lock(crel), LW_EXCLUSIVE);
+			found = spindle_tree_replace_exact(&t, &r);
+			LWLockRelease(log_write_lock(crel));
+			if (found)
 				continue;
-			/* not found as read (cannot happen under the writer lock) */
+			/* not found as read (cannot happen: see above) */
 			elog(ERROR, "consume log entry at %lld changed under VACUUM",
 				 (long long) r.first);
 		}
@@ -708,6 +834,6 @@ spindle_consume_log_freeze(Relation crel, TransactionId freeze_limit)
 	}
 	if (e != NULL)
 		pfree(e);
-	spindle_consume_log_unlock(crel);
+	UnlockPage(crel, SPINDLE_TREE_CONSUME_LOG, ShareUpdateExclusiveLock);
 	return oldest;
 }

@@ -829,8 +829,10 @@ extern SpindleConsumed *spindle_consume_log_read(Relation crel, int64 lo,
 												 int64 hi, int *n);
 extern void spindle_consume_log_lock(Relation crel);
 extern void spindle_consume_log_unlock(Relation crel);
-extern void spindle_consume_log_lock_shared(Relation crel);
-extern void spindle_consume_log_unlock_shared(Relation crel);
+extern void spindle_consume_log_lock_consumer(Relation crel);
+extern void spindle_consume_log_unlock_consumer(Relation crel);
+extern void spindle_consume_log_shmem_request(void);
+extern void spindle_consume_log_shmem_startup(void);
 extern void spindle_consume_log_add(Relation crel, int64 id,
 									FullTransactionId fxid, CommandId cid);
 extern int64 spindle_consume_log_floor(Relation crel);

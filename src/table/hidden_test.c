@@ -10,7 +10,7 @@
  * Locks.  Superusers only.  The queue table RowExclusiveLock (as DML: an
  * index build's ShareLock keeps it out), each spindle it touches
  * RowExclusiveLock, the consumer relation RowExclusiveLock, all to the end
- * of the transaction; the consume log's writer lock for the call.  Then,
+ * of the transaction; the consume log's lock (exclusive) for the call.  Then,
  * for each event, the share lock of its page while it checks that the
  * event is visible and has no xmax (HeapTupleSatisfiesUpdate is TM_Ok, or
  * the xmax is this transaction's row lock) and that no live entry covers
