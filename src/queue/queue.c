@@ -328,7 +328,6 @@ static bool acked_leases_cut = false;	/* cut by PRE_COMMIT */
 static void no_room_for_item(void);
 static void join_last_ack(QueueState *qs, QueueItem *item, uint32 generation);
 static QueueItem *join_last_claim(QueueState *qs, QueueItem *item);
-static bool ack_one(Relation facade, QueueState *qs, int64 msg_id);
 static void fail_portals(SubTransactionId subid);
 static void undo_leases(SubTransactionId subid);
 static void save_handed_back(void);
@@ -3330,28 +3329,36 @@ item_of_parked(Relation facade, QueueState *qs, int64 msg_id, bool *leased)
 	return item;
 }
 
+/* One id of an ack: what its claim found (ack_claim), what became of it */
+typedef struct AckClaim
+{
+	int64		msg_id;
+	QueueItem  *item;			/* its claim, if it needed one */
+	uint32		generation;		/* the item's, when claimed */
+	bool		leased;			/* a parked lease holds it (no claim) */
+	bool		from_parked;	/* the claimed item came from a parked run */
+	bool		examine;		/* the event itself decides */
+	bool		purged;
+} AckClaim;
+
 /*
- * Purge msg_id of the queue in the caller's transaction if it is an event
- * no one has purged or claimed; returns whether it did.
+ * First step of an ack of a->msg_id (dir knows its spindle): claim it in
+ * qs unless it is behind the head and neither in an item nor parked
+ * (purged for good), or claimed by a transaction; set a->examine if the
+ * event itself is to decide.  A parked lease and an event at or past the
+ * head take no claim.  Takes the state's lock.
  */
-static bool
-ack_one(Relation facade, QueueState *qs, int64 msg_id)
+static void
+ack_claim(Relation facade, QueueState *qs, SpindleDirectory *dir,
+		  AckClaim *a)
 {
 	QueueItem  *item;
-	uint32		generation = 0;
-	bool		leased = false;
-	bool		from_parked = false;
-	SpindleDirectory *dir;
-	Candidate	c;
-	bool		purged;
-	int			cache_slot;
-	TimestampTz now = GetCurrentTimestamp();
-	TransactionId xid = GetCurrentTransactionId();
+	int64		msg_id = a->msg_id;
 
+	a->item = NULL;
+	a->leased = a->from_parked = a->examine = a->purged = false;
 	if (msg_id < 0)
-		return false;
-	/* read before the state lock: it may read the catalog */
-	dir = spindle_directory_acquire_upto_event(facade, msg_id);
+		return;
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
@@ -3363,12 +3370,9 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 	{
 		/* behind the head and in no item: parked, or purged for good */
 		LWLockRelease(spindle_queue_lock(qs));
-		item = item_of_parked(facade, qs, msg_id, &leased);
-		if (item == NULL && !leased)
-		{
-			spindle_directory_release(dir);
-			return false;
-		}
+		item = item_of_parked(facade, qs, msg_id, &a->leased);
+		if (item == NULL && !a->leased)
+			return;
 		if (item == NULL)
 			LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	}
@@ -3377,10 +3381,9 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 		if (item->kind == QITEM_CLAIM)
 		{
 			LWLockRelease(spindle_queue_lock(qs));
-			spindle_directory_release(dir);
-			return false;		/* being consumed by a transaction */
+			return;				/* being consumed by a transaction */
 		}
-		from_parked = item->parked;
+		a->from_parked = item->parked;
 		if ((item = carve(qs, item, msg_id)) == NULL)
 		{
 			LWLockRelease(spindle_queue_lock(qs));
@@ -3388,43 +3391,75 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 		}
 		item->kind = QITEM_CLAIM;
 		item->owner = MyProc->pgprocno;
-		item->xid = xid;
-		generation = item->generation;
+		item->xid = GetCurrentTransactionId();
+		a->generation = item->generation;
+		a->item = item;
 		remember_claim(qs, item);
 	}
 	LWLockRelease(spindle_queue_lock(qs));
+	a->examine = true;
+}
 
-	/* the event itself decides */
-	memset(&c, 0, sizeof(c));
-	c.msg_id = msg_id;
+/*
+ * Examine the events of the claims a[0..n) that are to be examined, in
+ * one pass over their pages (examine() sorts nothing: they are sorted by
+ * location here), purging the deliverable ones; sets a[i].purged.
+ */
+static void
+ack_examine(Relation facade, SpindleDirectory *dir, AckClaim *a, int n)
+{
+	Candidate  *c = palloc0(sizeof(Candidate) * Max(n, 1));
+	int			m = 0;
+	int			cache_slot;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (a[i].examine)
+		{
+			c[m].msg_id = a[i].msg_id;
+			c[m].source = i;
+			m++;
+		}
 	cache_slot = spindle_cache_find(RelationGetRelid(facade));
-	cache_fill(facade, dir, cache_slot, &c, 1);
-	locate(facade, dir, &c, 1, now);
-	if (c.located)
-		examine(facade, dir, &c, 1, DT_NOEND - 1, NULL, true, false);
-	spindle_directory_release(dir);
-	purged = c.located && c.outcome == EV_DELIVER;
-	cache_done(facade, cache_slot, &c, 1, true);
+	cache_fill(facade, dir, cache_slot, c, m);
+	locate(facade, dir, c, m, GetCurrentTimestamp());
+	qsort(c, m, sizeof(Candidate), cmp_candidate_location);
+	examine(facade, dir, c, m, DT_NOEND - 1, NULL, true, false);
+	for (i = 0; i < m; i++)
+		a[c[i].source].purged = c[i].located && c[i].outcome == EV_DELIVER;
+	cache_done(facade, cache_slot, c, m, true);
+	pfree(c);
+}
 
-	if (item != NULL && purged)
+/*
+ * Last step of an ack: record what became of a's claim (purged, or left
+ * to be examined again) and of a parked lease it purged.  Takes the
+ * state's lock.
+ */
+static void
+ack_done(Relation facade, QueueState *qs, AckClaim *a)
+{
+	QueueItem  *item = a->item;
+
+	if (item != NULL && a->purged)
 	{
-		mark_purge(qs, item, generation);
-		join_last_ack(qs, item, generation);
-		if (from_parked)
-			note_acked_lease(RelationGetRelid(facade), msg_id, false);
+		mark_purge(qs, item, a->generation);
+		join_last_ack(qs, item, a->generation);
+		if (a->from_parked)
+			note_acked_lease(RelationGetRelid(facade), a->msg_id, false);
 	}
-	if (item == NULL && purged)
+	if (item == NULL && a->purged)
 	{
 		register_callbacks();
 		acked_unclaimed = true;
-		if (leased)
-			note_acked_lease(RelationGetRelid(facade), msg_id, true);
+		if (a->leased)
+			note_acked_lease(RelationGetRelid(facade), a->msg_id, true);
 	}
-	if (item != NULL && !purged)
+	if (item != NULL && !a->purged)
 	{
 		/* not ours to purge: leave it as it was, examined again */
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
-		if (item->generation == generation && item->kind == QITEM_CLAIM)
+		if (item->generation == a->generation && item->kind == QITEM_CLAIM)
 		{
 			item->kind = QITEM_RETURNED;
 			item->owner = -1;
@@ -3432,7 +3467,70 @@ ack_one(Relation facade, QueueState *qs, int64 msg_id)
 		}
 		LWLockRelease(spindle_queue_lock(qs));
 	}
-	return purged;
+}
+
+static int
+cmp_ack_msgid(const void *a, const void *b)
+{
+	int64		x = (*(AckClaim *const *) a)->msg_id;
+	int64		y = (*(AckClaim *const *) b)->msg_id;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/*
+ * Purge the events a[0..n) of the queue in the caller's transaction where
+ * each is an event no one has purged or claimed; sets a[i].purged.  An id
+ * given twice is purged once (its later copies say false).  The claims
+ * are made first, then the events whose claim needed no item (parked
+ * leases, events at the head) are examined together, one pass over their
+ * pages: one look at the consume log per page and one entry (or purge
+ * record) per page for a batch of leases, not per id.  An id whose claim
+ * took an item is examined at once, so that a large ack never holds more
+ * of the queue's items than one at a time (review q1).
+ */
+static void
+ack_ids(Relation facade, QueueState *qs, AckClaim *a, int n)
+{
+	AckClaim  **sorted = palloc(sizeof(AckClaim *) * Max(n, 1));
+	SpindleDirectory *dir;
+	int64		newest = -1;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		sorted[i] = &a[i];
+		newest = Max(newest, a[i].msg_id);
+	}
+	qsort(sorted, n, sizeof(AckClaim *), cmp_ack_msgid);
+	/* read before the state lock: it may read the catalog */
+	dir = spindle_directory_acquire_upto_event(facade, Max(newest, 0));
+	for (i = 0; i < n; i++)
+	{
+		AckClaim   *x = sorted[i];
+
+		if (i > 0 && sorted[i - 1]->msg_id == x->msg_id)
+		{
+			x->examine = x->purged = false;
+			x->item = NULL;
+			continue;			/* a copy: the first one decides */
+		}
+		ack_claim(facade, qs, dir, x);
+		if (x->examine && x->item != NULL)
+		{
+			ack_examine(facade, dir, x, 1);
+			x->examine = false;
+			ack_done(facade, qs, x);
+		}
+		else
+			x->item = NULL;
+	}
+	ack_examine(facade, dir, a, n);
+	spindle_directory_release(dir);
+	for (i = 0; i < n; i++)
+		if (a[i].examine)
+			ack_done(facade, qs, &a[i]);
+	pfree(sorted);
 }
 
 static int64
@@ -3458,15 +3556,16 @@ spindle_ack(PG_FUNCTION_ARGS)
 	int64		msg_id = get_msg_id(fcinfo, 1);
 	Relation	rel;
 	QueueState *qs;
-	bool		done;
+	AckClaim	a;
 
 	PreventCommandIfReadOnly("spindle.ack()");
 	rel = open_queue(fcinfo, RowExclusiveLock, &q);
 	qs = spindle_queue_state_pin(RelationGetRelid(rel));
-	done = ack_one(rel, qs, msg_id);
+	a.msg_id = msg_id;
+	ack_ids(rel, qs, &a, 1);
 	spindle_queue_state_unpin(qs);
 	table_close(rel, NoLock);
-	PG_RETURN_BOOL(done);
+	PG_RETURN_BOOL(a.purged);
 }
 
 /*
@@ -3485,6 +3584,7 @@ spindle_ack_many(PG_FUNCTION_ARGS)
 	int			i;
 	Relation	rel;
 	QueueState *qs;
+	AckClaim   *acks;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	if (PG_ARGISNULL(1))
@@ -3507,15 +3607,20 @@ spindle_ack_many(PG_FUNCTION_ARGS)
 	rel = open_queue(fcinfo, RowExclusiveLock, &q);
 	qs = spindle_queue_state_pin(RelationGetRelid(rel));
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	acks = palloc(sizeof(AckClaim) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		acks[i].msg_id = DatumGetInt64(ids[i]);
+	ack_ids(rel, qs, acks, n);
 	for (i = 0; i < n; i++)
 	{
 		Datum		out = ids[i];
 		bool		outnull = false;
 
-		if (ack_one(rel, qs, DatumGetInt64(ids[i])))
+		if (acks[i].purged)
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 								 &out, &outnull);
 	}
+	pfree(acks);
 	spindle_queue_state_unpin(qs);
 	table_close(rel, NoLock);
 	return (Datum) 0;
