@@ -368,7 +368,9 @@ full_below_locked(Oid facade)
 static bool
 known_full_locked(Oid facade, const SpindleEntry *sp)
 {
-	return sp->filled_at != 0 || sp->spindle_no < full_below_locked(facade);
+	/* the full mark covers event spindles, which fill in order: no annex */
+	return sp->filled_at != 0 ||
+		(!spindle_is_annex(sp) && sp->spindle_no < full_below_locked(facade));
 }
 
 /*
@@ -420,7 +422,8 @@ evict_marks(void)
  * raiser is dropped; a rollback would leave it behind for a later table
  * with the same OID, or, for TRUNCATE, for spindles that come back), nor
  * in recovery (a standby sees no drop), nor for a spindle whose capacity
- * this transaction changed (full at a capacity a rollback can take away).
+ * this transaction changed (full at a capacity a rollback can take away),
+ * nor for an annex (it fills on its own, out of the order of the mark).
  * Returns whether the mark covers it.  Takes SlotsLock; no other LWLock
  * may be held.
  */
@@ -432,7 +435,7 @@ raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
 	bool		found;
 	bool		covered;
 
-	if (RecoveryInProgress() ||
+	if (spindle_is_annex(sp) || RecoveryInProgress() ||
 		facade->rd_createSubid != InvalidSubTransactionId ||
 		facade->rd_firstRelfilenodeSubid != InvalidSubTransactionId ||
 		seg->rd_createSubid != InvalidSubTransactionId ||
@@ -754,8 +757,11 @@ evict_entries(void)
 static SlotState
 ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 {
-	SpindleEntry sp = dir->spindles[i];
-	Oid			next = (i + 1 < dir->nspindles) ? dir->spindles[i + 1].segment : InvalidOid;
+	SpindleEntry sp = *spindle_dir_entry(dir, i);
+
+	/* an annex fills on its own: the spindle after it says nothing */
+	Oid			next = (!spindle_is_annex(&sp) && i + 1 < dir->nspindles) ?
+		dir->spindles[i + 1].segment : InvalidOid;
 	SlotEntry  *e;
 	Relation	seg;
 	Relation	nextseg = NULL;
@@ -925,7 +931,8 @@ advance_to(SlotEntry *e, int64 at, int nwanted, int64 *skipped)
 }
 
 /*
- * Reserve up to nwanted slots in spindle i of dir: returns how many it got
+ * Reserve up to nwanted slots in spindle i of dir (spindle_dir_entry: an
+ * index past dir->nspindles is an annex's): returns how many it got
  * (0 when the spindle is full or gone) and sets *first to the k of the
  * first one.  The caller must hold a lock on the spindle's relation from
  * before this call until its tuples are placed and their slot map entries
@@ -948,7 +955,7 @@ int
 spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
 					  int64 at, int nwanted, int64 *first)
 {
-	SpindleEntry *sp = &dir->spindles[i];
+	SpindleEntry *sp = spindle_dir_entry(dir, i);
 	int64		skipped = 0;
 
 	for (;;)

@@ -166,9 +166,17 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
 	memset(c, 0, sizeof(SpindleCounts));
 	c->latest_removed = InvalidTransactionId;
 	/* read after the horizon: an entry it finds dead stays dead */
-	log = spindle_consume_log_over(RelationGetRelid(facade), sp->first_no,
-								   sp->first_no + sp->vcount,
-								   &nlog, &floor);
+	if (spindle_is_annex(sp))
+	{
+		/* no event numbers: the consume log covers none of its copies */
+		log = NULL;
+		nlog = 0;
+		floor = PG_INT64_MIN;
+	}
+	else
+		log = spindle_consume_log_over(RelationGetRelid(facade), sp->first_no,
+									   sp->first_no + sp->vcount,
+									   &nlog, &floor);
 	for (blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -709,10 +717,56 @@ bool		spindle_drop_held_back = false;
 /* A spindle found all dead under AccessShareLock, still open with it. */
 typedef struct DropCandidate
 {
-	int			index;			/* in the directory */
+	int			index;			/* in the directory (spindle_dir_entry) */
 	Relation	seg;
 	TransactionId horizon;		/* latest_removed of that count */
 } DropCandidate;
+
+/*
+ * The annexes of dir whose copies are all dead (at least one: an annex
+ * never given a copy is ready for the next), added to *cands as
+ * collect_droppable adds spindles, up to max_drops in all.  An annex
+ * fills on its own, so it goes when all its copies are dead whether full
+ * or not: the next copy then takes a new annex.  Counted every time
+ * (count_cached spares only the all-dead ones): annexes are few.
+ */
+static void
+collect_droppable_annexes(Relation facade, SpindleDirectory *dir,
+						  bool use_cache, int max_drops, List **cands,
+						  TransactionId *horizon)
+{
+	for (int j = 0; j < dir->nannexes && list_length(*cands) < max_drops; j++)
+	{
+		SpindleEntry *sp = &dir->annexes[j];
+		Relation	seg = spindle_open_segment(facade, sp, AccessShareLock);
+		SpindleCounts c;
+		DropCandidate *cand;
+
+		if (seg == NULL)
+			continue;
+		if (use_cache)
+			count_cached(facade, sp, seg, &c);
+		else
+			spindle_count_segment(facade, sp, seg, &c);
+		if (c.events == 0 || c.dead < c.events ||
+			spindle_locked_by_others(sp->segment))
+		{
+			if (c.events > 0 && c.live == 0 && c.inserting == 0)
+				spindle_drop_held_back = true;	/* not yet dead, or locked */
+			relation_close(seg, AccessShareLock);
+			continue;
+		}
+		cand = palloc(sizeof(DropCandidate));
+		cand->index = dir->nspindles + j;
+		cand->seg = seg;
+		cand->horizon = c.latest_removed;
+		if (TransactionIdIsValid(c.latest_removed) &&
+			(!TransactionIdIsValid(*horizon) ||
+			 TransactionIdFollows(c.latest_removed, *horizon)))
+			*horizon = c.latest_removed;
+		*cands = lappend(*cands, cand);
+	}
+}
 
 /*
  * The counting pass of plan_drops: count the full spindles of dir under
@@ -776,6 +830,8 @@ collect_droppable(Relation facade, SpindleDirectory *dir, SettledPass *pass,
 			*horizon = c.latest_removed;
 		cands = lappend(cands, cand);
 	}
+	collect_droppable_annexes(facade, dir, use_cache, max_drops, &cands,
+							  horizon);
 	return cands;
 }
 
@@ -875,7 +931,7 @@ execute_drops(DropPlan *plan, int64 *bytes_freed)
 	foreach(lc, plan->cands)
 	{
 		DropCandidate *cand = (DropCandidate *) lfirst(lc);
-		SpindleEntry *sp = &plan->dir->spindles[cand->index];
+		SpindleEntry *sp = spindle_dir_entry(plan->dir, cand->index);
 		int64		bytes = -1;
 
 		/* not covered: this transaction holds an ACCESS EXCLUSIVE lock */
@@ -1153,8 +1209,8 @@ spindle_cleanup_dropped(Relation facade, bool force)
 }
 
 /*
- * Run each spindle's own (slot-preserving) vacuum; see segment_am.c.  The
- * caller holds ShareUpdateExclusiveLock on the facade.
+ * Run each spindle's own (slot-preserving) vacuum, annexes included; see
+ * segment_am.c.  The caller holds ShareUpdateExclusiveLock on the facade.
  */
 void
 spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
@@ -1163,9 +1219,9 @@ spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
 	SpindleDirectory *dir = spindle_directory_acquire(facade);
 	int			i;
 
-	for (i = 0; i < dir->nspindles; i++)
+	for (i = 0; i < spindle_dir_nall(dir); i++)
 	{
-		Relation	seg = spindle_open_segment(facade, &dir->spindles[i],
+		Relation	seg = spindle_open_segment(facade, spindle_dir_entry(dir, i),
 											   ShareUpdateExclusiveLock);
 
 		if (seg == NULL)

@@ -37,6 +37,7 @@ extern void spindle_directory_forget(Oid facade);
 extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot);
+extern SpindleEntry *spindle_find_annex(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_by_event(SpindleDirectory *dir,
 										   int64 event_no);
 extern int	spindle_find_from_event(SpindleDirectory *dir, int64 event_no);
@@ -96,6 +97,7 @@ extern void spindle_lock_creation(Oid facade);
 extern bool spindle_creation_locked_by_me(Oid facade);
 extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
 extern void spindle_create_spindle_at(Relation facade, int64 first_no);
+extern int64 spindle_create_annex(Relation facade, int generation);
 
 /* ---- facade_am.c / kept_ids.c: inserts that keep supplied numbers ---- */
 
@@ -112,6 +114,11 @@ extern int	spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 							   bool speculative, uint32 specToken);
 extern int	spindle_segment_is_empty(Oid segment);
 extern int	spindle_test_vslot_base;	/* GUC, tests only */
+
+/* ---- annex.c: copies of events placed in annexes ---- */
+
+extern void spindle_annex_place(Relation facade, int generation,
+								TupleTableSlot *slot, ItemPointer vtid);
 
 /* ---- facade_am.c, facade_scan.c: the spindle table AM ---- */
 
