@@ -112,6 +112,14 @@ SELECT id FROM ax WHERE v = 'a101';
 RESET enable_seqscan;
 SELECT * FROM spindle.verify('ax');
 SELECT spindles, events FROM spindle.tables WHERE relation = 'ax'::regclass;
+-- VACUUM (each spindle's own, the annex's too) and VACUUM FULL keep it
+VACUUM ax;
+VACUUM FULL ax;
+SELECT id, v FROM ax WHERE id > 100 OR v = 'copy3' ORDER BY id;
+SET enable_seqscan = off;
+SELECT id, v FROM ax WHERE id = 101;
+RESET enable_seqscan;
+SELECT * FROM spindle.verify('ax');
 
 -- ===================== the usual drop rule ===============================
 -- live copies: the annex stays
@@ -150,6 +158,7 @@ SELECT count(*) AS catalog_rows FROM spindle.spindle_catalog c
 
 -- ===================== a queue: consumers never see an annex =============
 SELECT spindle.create_queue('axq', 4);
+CREATE INDEX axq_msg_id ON spindle_q.axq (msg_id);
 SELECT count(*) FROM (SELECT spindle.enqueue('axq', jsonb_build_object('n', g))
   FROM generate_series(1, 5) g) e;
 SELECT spindle._create_annex('spindle_q.axq', 1) > 0 AS made;
@@ -177,17 +186,26 @@ SELECT spindle.drop_queue('axq');
 -- a copy has no event number: no entry of the log, nor its floor, covers it
 SET spindle.consume_log = on;
 SELECT spindle.create_queue('axl', 4);
+CREATE INDEX axl_msg_id ON spindle_q.axl (msg_id);
 SELECT count(*) FROM (SELECT spindle.enqueue('axl', jsonb_build_object('n', g))
   FROM generate_series(1, 6) g) e;
 SELECT spindle._create_annex('spindle_q.axl', 1) > 0 AS made;
-SELECT spindle._annex_insert('spindle_q.axl', 1,
-         jsonb_populate_record(q, '{"msg_id": 2000001}'))
-  FROM spindle_q.axl q WHERE msg_id = 1 \gset
+-- (copies at k = 0, 1, 2 of the annex: ids 0..2 would be consumed ones)
+SELECT count(spindle._annex_insert('spindle_q.axl', 1,
+         jsonb_populate_record(q, jsonb_build_object('msg_id', 2000000 + msg_id))))
+  FROM spindle_q.axl q WHERE msg_id <= 3;
 SELECT string_agg(msg_id::text, ' ' ORDER BY msg_id) AS dequeued
   FROM spindle.dequeue('axl', 3);
 SELECT msg_id FROM spindle_q.axl ORDER BY msg_id;
 SET enable_seqscan = off;
-SELECT msg_id FROM spindle_q.axl WHERE msg_id = 2000001;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT msg_id FROM spindle_q.axl WHERE msg_id > 2000000;
+SELECT msg_id FROM spindle_q.axl WHERE msg_id > 2000000 ORDER BY msg_id;
+RESET enable_bitmapscan;
+SET enable_indexscan = off;
+EXPLAIN (COSTS OFF) SELECT msg_id FROM spindle_q.axl WHERE msg_id > 2000000;
+SELECT msg_id FROM spindle_q.axl WHERE msg_id > 2000000 ORDER BY msg_id;
+RESET enable_indexscan;
 RESET enable_seqscan;
 SELECT count(*) FROM spindle_q.axl;
 SELECT spindle.drop_spindles('spindle_q.axl');
