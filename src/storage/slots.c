@@ -42,7 +42,9 @@
  * spindle stays full, so a spindle is *known full* when its fill time is in
  * the directory (spindle_catalog.filled_at) or its number lies below its
  * table's *full mark*: one more than the number of the newest spindle seen
- * full, kept per table in a second shared hash.  The mark is raised when an
+ * full, kept per table in a second shared hash.  Annexes (compaction) fill
+ * on their own, out of that order: the mark neither covers nor is raised
+ * by one, and its count from disk never looks at the spindle after it.  The mark is raised when an
  * insert fills a spindle or a count finds one full, only for a spindle and
  * a table that no rollback can take away without a DROP (neither created
  * nor given new storage by the current transaction) and never in recovery;

@@ -1386,15 +1386,6 @@ spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot)
 	return NULL;
 }
 
-/* The annex with this spindle number, or NULL. */
-SpindleEntry *
-spindle_find_annex(SpindleDirectory *dir, int64 spindle_no)
-{
-	for (int i = 0; i < dir->nannexes; i++)
-		if (dir->annexes[i].spindle_no == spindle_no)
-			return &dir->annexes[i];
-	return NULL;
-}
 
 /*
  * Was this facade created or given new storage in the current transaction?

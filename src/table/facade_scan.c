@@ -2,8 +2,8 @@
  *
  * facade_scan.c
  *	  Scans of a spindle table: sequential (spindle after spindle, oldest
- *	  first), parallel (whole spindles handed out to participants), bitmap,
- *	  ANALYZE sampling and index builds.  Each delegates to heapam on one
+ *	  first, then the annexes), parallel (whole spindles and annexes handed
+ *	  out to participants), bitmap, ANALYZE sampling and index builds.  Each delegates to heapam on one
  *	  spindle at a time and gives every tuple its virtual TID, computed from
  *	  the event's hidden k (layout.c).
  *

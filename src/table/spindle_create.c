@@ -27,7 +27,8 @@
  * no catalog row and no pending entry (that is, once cleanup has removed
  * its index entries and forgotten it); spindle numbers only increase, so
  * that creators commit in the order of their numbers (the backend cache
- * relies on it: directory.c).
+ * relies on it: directory.c).  Annexes (spindle_create_annex) take their
+ * numbers and ranges the same way, and no event numbers.
  *
  *-------------------------------------------------------------------------
  */
