@@ -70,8 +70,19 @@ CREATE TABLE ax_one (id int) USING spindle WITH (events_per_spindle = 0);
 SELECT spindle._create_annex('ax_one', 1);
 
 -- ===================== an annex, kept apart ==============================
+-- made by the spindle creator in a committed transaction of its own, as
+-- a ready spindle is: it stays whatever the caller's transaction does
+BEGIN;
 SELECT spindle._create_annex('ax', 1) AS annex_no \gset
+ROLLBACK;
 SELECT * FROM ax_spindles ORDER BY spindle_no;
+-- ... or in the caller's, when nobody else can see the table yet
+BEGIN;
+CREATE TABLE ax_new (id int) USING spindle WITH (events_per_spindle = 4);
+SELECT spindle._create_annex('ax_new', 2) > 0 AS made;
+SELECT kind, generation FROM spindle.spindle_catalog
+ WHERE relation = 'ax_new'::regclass AND kind = 'annex';
+ROLLBACK;
 -- the catalog's rule: an annex has no event numbers, an event spindle has
 UPDATE spindle.spindle_catalog SET first_no = 1 WHERE spindle_no = :annex_no
    AND relation = 'ax'::regclass;

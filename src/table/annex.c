@@ -22,8 +22,11 @@
  * Locks: the table RowExclusiveLock, as DML (an index build's ShareLock
  * keeps it out), and the annex written RowExclusiveLock, both to the end
  * of the transaction, so that the annex cannot be dropped between the
- * reservation of its slot and the commit; the creation lock of the table
- * (spindle_create.c) for _create_annex.  Superusers only.
+ * reservation of its slot and the commit.  An annex is made by the
+ * spindle creator (maintenance.c) in a transaction of its own, which takes
+ * the table's creation lock (spindle_create.c); the caller takes it only
+ * when the creator cannot do the work (spindle_obtain_annex).  Superusers
+ * only.
  *
  * Invariants: a copy takes a slot of the annex's own counter, never one
  * of an event spindle; an annex is never in SpindleDirectory.spindles.
@@ -41,6 +44,8 @@
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/inval.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
@@ -79,9 +84,60 @@ open_for_annex(Oid relid, int generation, const char *fname)
 	return facade;
 }
 
+/* The number of the newest annex of the generation, or 0. */
+static int64
+newest_annex(Relation facade, int generation)
+{
+	SpindleDirectory *dir = spindle_directory_acquire(facade);
+	int64		result = 0;
+
+	for (int j = 0; j < dir->nannexes; j++)
+		if (dir->annexes[j].generation == generation)
+			result = dir->annexes[j].spindle_no;
+	spindle_directory_release(dir);
+	return result;
+}
+
+/*
+ * Make a new annex of the generation for the facade and return its
+ * number.  As a ready spindle is made (obtain_spindles, facade_am.c): by
+ * the spindle creator in a committed transaction of its own, or in the
+ * current transaction when nobody else can see the table yet, when this
+ * transaction holds a lock the creator would wait for, or when the
+ * creator could not make it.  The caller holds at least AccessShareLock
+ * on the facade.
+ */
+int64
+spindle_obtain_annex(Relation facade, int generation)
+{
+	int64		before;
+	int64		made;
+	bool		found;
+
+	/* a table of one unbounded spindle takes none: let it say so here */
+	if ((spindle_rel_capacity_option(RelationGetRelid(facade), &found) != 0 ||
+		 (!found && spindle_events_per_spindle != 0)) &&
+		!spindle_created_here(facade) &&
+		!CheckRelationLockedByMe(facade, AccessExclusiveLock, false) &&
+		!spindle_creation_locked_by_me(RelationGetRelid(facade)))
+	{
+		before = newest_annex(facade, generation);
+		if (spindle_request_annex(facade, generation))
+		{
+			AcceptInvalidationMessages();
+			made = newest_annex(facade, generation);
+			if (made > before)
+				return made;
+		}
+	}
+	made = spindle_create_annex(facade, generation);
+	AcceptInvalidationMessages();
+	return made;
+}
+
 /*
  * spindle._create_annex(rel regclass, generation int) RETURNS bigint: make
- * an annex of that generation for the table, in the current transaction;
+ * an annex of that generation for the table (spindle_obtain_annex);
  * returns its spindle number.
  */
 Datum
@@ -89,7 +145,7 @@ spindle_create_annex_sql(PG_FUNCTION_ARGS)
 {
 	Relation	facade = open_for_annex(PG_GETARG_OID(0), PG_GETARG_INT32(1),
 										"_create_annex");
-	int64		spindle_no = spindle_create_annex(facade, PG_GETARG_INT32(1));
+	int64		spindle_no = spindle_obtain_annex(facade, PG_GETARG_INT32(1));
 
 	table_close(facade, NoLock);
 	PG_RETURN_INT64(spindle_no);

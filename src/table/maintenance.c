@@ -1335,10 +1335,12 @@ typedef struct CreatorArgs
 	Oid			facade;
 	int			count;
 	int64		first_no;		/* > 0: one spindle numbered from there */
+	int			annex_generation;	/* > 0: one annex of that generation */
 	int			test_vslot_base;	/* the requester's, for tests */
 } CreatorArgs;
 
-static bool request_creation(Relation facade, int count, int64 first_no);
+static bool request_creation(Relation facade, int count, int64 first_no,
+							 int annex_generation);
 
 /*
  * Ask a helper process to create `count` ready spindles for the facade in
@@ -1348,7 +1350,7 @@ static bool request_creation(Relation facade, int count, int64 first_no);
 bool
 spindle_request_spindles(Relation facade, int count)
 {
-	return request_creation(facade, count, 0);
+	return request_creation(facade, count, 0, 0);
 }
 
 /*
@@ -1362,11 +1364,23 @@ spindle_request_spindles(Relation facade, int count)
 bool
 spindle_request_spindle_at(Relation facade, int64 first_no)
 {
-	return request_creation(facade, 1, first_no);
+	return request_creation(facade, 1, first_no, 0);
+}
+
+/*
+ * The same for one annex of the given generation (spindle_create_annex):
+ * made ahead like a ready spindle, committed on its own, so that whoever
+ * places copies in it never holds the creation lock.
+ */
+bool
+spindle_request_annex(Relation facade, int generation)
+{
+	return request_creation(facade, 1, 0, generation);
 }
 
 static bool
-request_creation(Relation facade, int count, int64 first_no)
+request_creation(Relation facade, int count, int64 first_no,
+				 int annex_generation)
 {
 	BackgroundWorker bgw;
 	BackgroundWorkerHandle *handle;
@@ -1385,6 +1399,7 @@ request_creation(Relation facade, int count, int64 first_no)
 	args.facade = RelationGetRelid(facade);
 	args.count = count;
 	args.first_no = first_no;
+	args.annex_generation = annex_generation;
 	args.test_vslot_base = spindle_test_vslot_base;
 	memcpy(bgw.bgw_extra, &args, sizeof(args));
 
@@ -1426,7 +1441,9 @@ spindle_creator_main(Datum main_arg)
 		rel = try_relation_open(args.facade, NoLock);
 		if (rel != NULL)
 		{
-			if (spindle_is_facade(rel) && args.first_no > 0)
+			if (spindle_is_facade(rel) && args.annex_generation > 0)
+				(void) spindle_create_annex(rel, args.annex_generation);
+			else if (spindle_is_facade(rel) && args.first_no > 0)
 				spindle_create_spindle_at(rel, args.first_no);
 			else if (spindle_is_facade(rel))
 				(void) spindle_create_spindles(rel, args.count, true);

@@ -116,6 +116,7 @@ extern int	spindle_test_vslot_base;	/* GUC, tests only */
 
 /* ---- annex.c: copies of events placed in annexes ---- */
 
+extern int64 spindle_obtain_annex(Relation facade, int generation);
 extern void spindle_annex_place(Relation facade, int generation,
 								TupleTableSlot *slot, ItemPointer vtid);
 
@@ -245,6 +246,7 @@ extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
 extern bool spindle_request_spindle_at(Relation facade, int64 first_no);
+extern bool spindle_request_annex(Relation facade, int generation);
 extern ErrorData *spindle_catch_and_abort(MemoryContext cxt);
 extern void spindle_log_consumed_conflict(Relation facade,
 										  TransactionId latest);
