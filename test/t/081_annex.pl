@@ -5,7 +5,9 @@
 # every scan; after `pg_ctl -m immediate` the annex and its copies are
 # there, its slot counter is rebuilt from disk (a new copy takes the next
 # slot, none twice), producers still never use it, and verify() is clean
-# on both nodes.  pg_dump of the table dumps the copies as rows.
+# on both nodes.  pg_dump of the table dumps the copies as rows.  An annex
+# whose copies are all dead goes by spindle.drop_spindles() (the drop
+# replays on the standby) and by the worker.
 use strict;
 use warnings;
 
@@ -129,5 +131,23 @@ is( $standby->safe_psql(
 	'0',
 	'standby: the annex is gone');
 check_node($standby, '30|', 'standby after the drop');
+
+# the worker drops an annex whose copies are all dead, as it drops spindles
+$primary->safe_psql(
+	'postgres', q{
+SELECT spindle._create_annex('ax', 2);
+SELECT spindle._annex_insert('ax', 2, ROW(201, 'a201')::ax);
+SELECT spindle._annex_insert('ax', 2, ROW(202, 'a202')::ax);
+DELETE FROM ax WHERE id > 200;
+ALTER SYSTEM SET spindle.enable_worker = on;
+ALTER SYSTEM SET spindle.naptime = '1s';
+SELECT pg_reload_conf();
+});
+ok( defined wait_for(
+		$primary, 'postgres', q{
+SELECT count(*) = 0 FROM spindle.spindle_catalog
+ WHERE kind = 'annex' AND dropped_at IS NULL}, 60, 200),
+	'the worker dropped the annex of dead copies');
+verify_ok($primary, 'postgres', 'ax', 'verify() is clean after the worker\'s drop');
 
 done_testing();
