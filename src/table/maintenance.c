@@ -256,7 +256,10 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
  * the statistics are flushed lazily, so they may not show the delete that
  * unsettled the spindle yet.  The standby-conflict xid is remembered with
  * the count: once every event is dead to all, no event can be deleted any
- * more, so it cannot grow.
+ * more, so it cannot grow.  An annex (collect_droppable_annexes) has no
+ * settled runs: a count that found a live copy and no running transaction
+ * is reused while its delete counter stays and for at most a minute (a
+ * delete the statistics do not show yet delays its drop, never more).
  */
 typedef struct CountCacheEntry
 {
@@ -293,8 +296,10 @@ count_cached(Relation facade, const SpindleEntry *sp, Relation seg,
 	}
 	e = hash_search(count_cache, &relid, HASH_ENTER, &found);
 	if (found && deleted >= 0 && e->deleted == deleted &&
-		e->counts.live == 0 && e->counts.busy == 0 &&
-		(e->counts.purged == e->counts.dead || e->horizon == horizon) &&
+		e->counts.busy == 0 &&
+		((e->counts.live == 0 &&
+		  (e->counts.purged == e->counts.dead || e->horizon == horizon)) ||
+		 (e->counts.live > 0 && spindle_is_annex(sp))) &&
 		!TimestampDifferenceExceeds(e->counted_at, now, 60000))
 	{
 		*c = e->counts;
@@ -727,8 +732,8 @@ typedef struct DropCandidate
  * never given a copy is ready for the next), added to *cands as
  * collect_droppable adds spindles, up to max_drops in all.  An annex
  * fills on its own, so it goes when all its copies are dead whether full
- * or not: the next copy then takes a new annex.  Counted every time
- * (count_cached spares only the all-dead ones): annexes are few.
+ * or not: the next copy then takes a new annex.  The worker's counts are
+ * cached (count_cached): an annex is not read every round.
  */
 static void
 collect_droppable_annexes(Relation facade, SpindleDirectory *dir,

@@ -132,21 +132,30 @@ is( $standby->safe_psql(
 	'standby: the annex is gone');
 check_node($standby, '30|', 'standby after the drop');
 
-# the worker drops an annex whose copies are all dead, as it drops spindles
+# the worker drops an annex whose copies are all dead, as it drops
+# spindles, also once it has counted (and cached) the annex with a live copy
 $primary->safe_psql(
 	'postgres', q{
 SELECT spindle._create_annex('ax', 2);
 SELECT spindle._annex_insert('ax', 2, ROW(201, 'a201')::ax);
 SELECT spindle._annex_insert('ax', 2, ROW(202, 'a202')::ax);
-DELETE FROM ax WHERE id > 200;
+DELETE FROM ax WHERE id = 201;
 ALTER SYSTEM SET spindle.enable_worker = on;
-ALTER SYSTEM SET spindle.naptime = '1s';
+ALTER SYSTEM SET spindle.naptime = '200ms';
 SELECT pg_reload_conf();
 });
+sleep(3);
+is( $primary->safe_psql(
+		'postgres', q{
+SELECT count(*) FROM spindle.spindle_catalog
+ WHERE kind = 'annex' AND dropped_at IS NULL}),
+	'1',
+	'the worker keeps an annex with a live copy');
+$primary->safe_psql('postgres', 'DELETE FROM ax WHERE id = 202');
 ok( defined wait_for(
 		$primary, 'postgres', q{
 SELECT count(*) = 0 FROM spindle.spindle_catalog
- WHERE kind = 'annex' AND dropped_at IS NULL}, 60, 200),
+ WHERE kind = 'annex' AND dropped_at IS NULL}, 120, 200),
 	'the worker dropped the annex of dead copies');
 verify_ok($primary, 'postgres', 'ax', 'verify() is clean after the worker\'s drop');
 
