@@ -44,10 +44,11 @@
  * table's *full mark*: one more than the number of the newest spindle seen
  * full, kept per table in a second shared hash.  Annexes (compaction) fill
  * on their own, out of that order: the mark neither covers nor is raised
- * by one, and its count from disk never looks at the spindle after it.  The mark is raised when an
- * insert fills a spindle or a count finds one full, only for a spindle and
- * a table that no rollback can take away without a DROP (neither created
- * nor given new storage by the current transaction) and never in recovery;
+ * by one, and its count from disk never looks at the spindle after it.
+ * The mark is raised when an insert fills a spindle or a count finds one
+ * full, only for a spindle and a table that no rollback can take away
+ * without a DROP (neither created nor given new storage by the current
+ * transaction) and never in recovery;
  * it is cleared when the spindle that raised it is dropped (every dropped
  * spindle goes through spindle_slots_forget, also when its table is
  * dropped or truncated), so a table whose OID is reused never inherits a

@@ -1386,7 +1386,6 @@ spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot)
 	return NULL;
 }
 
-
 /*
  * Was this facade created or given new storage in the current transaction?
  * Then no other backend can see it or its spindles yet.

@@ -497,7 +497,6 @@ spindle_catalog_add_spindle(Oid facade, const SpindleEntry *sp)
 	Oid			types[8] = {OIDOID, INT8OID, OIDOID, INT8OID, INT8OID, INT8OID,
 	INT8OID, INT4OID};
 	Datum		values[8];
-	SpindleSpi	spi;
 
 	values[0] = ObjectIdGetDatum(facade);
 	values[1] = Int64GetDatum(sp->spindle_no);
@@ -508,18 +507,17 @@ spindle_catalog_add_spindle(Oid facade, const SpindleEntry *sp)
 	values[6] = Int64GetDatum(sp->first_no);
 	values[7] = Int32GetDatum(sp->generation);
 	writing_creation = true;
-	spindle_spi_begin(&spi);
 	if (spindle_is_annex(sp))
-		spi_run("INSERT INTO spindle.spindle_catalog"
-				" (relation, spindle_no, segment, capacity, vbase, vcount,"
-				" kind, generation) VALUES ($1, $2, $3, $4, $5, $6, 'annex', $8)",
-				8, types, values, NULL, false);
+		catalog_write("INSERT INTO spindle.spindle_catalog"
+					  " (relation, spindle_no, segment, capacity, vbase, vcount,"
+					  " kind, generation)"
+					  " VALUES ($1, $2, $3, $4, $5, $6, 'annex', $8)",
+					  8, types, values);
 	else
-		spi_run("INSERT INTO spindle.spindle_catalog"
-				" (relation, spindle_no, segment, capacity, vbase, vcount,"
-				" first_no) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-				7, types, values, NULL, false);
-	spindle_spi_end(&spi);
+		catalog_write("INSERT INTO spindle.spindle_catalog"
+					  " (relation, spindle_no, segment, capacity, vbase, vcount,"
+					  " first_no) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+					  7, types, values);
 	writing_creation = false;
 }
 

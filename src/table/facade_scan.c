@@ -3,9 +3,9 @@
  * facade_scan.c
  *	  Scans of a spindle table: sequential (spindle after spindle, oldest
  *	  first, then the annexes), parallel (whole spindles and annexes handed
- *	  out to participants), bitmap, ANALYZE sampling and index builds.  Each delegates to heapam on one
- *	  spindle at a time and gives every tuple its virtual TID, computed from
- *	  the event's hidden k (layout.c).
+ *	  out to participants), bitmap, ANALYZE sampling and index builds.  Each
+ *	  delegates to heapam on one spindle at a time and gives every tuple its
+ *	  virtual TID, computed from the event's hidden k (layout.c).
  *
  * A scan pins the table's directory for its lifetime, so the list of
  * spindles it walks is the one that existed when it began; spindles that
@@ -289,10 +289,11 @@ next_numbered_above(SpindleDirectory *dir, uint64 last)
 		best = lo;
 	for (int j = 0; j < dir->nannexes; j++)
 	{
-		if ((uint64) dir->annexes[j].spindle_no > last)
+		SpindleEntry *an = &dir->annexes[j];
+
+		if ((uint64) an->spindle_no > last)
 		{
-			if (best < 0 ||
-				dir->annexes[j].spindle_no < spindle_dir_entry(dir, best)->spindle_no)
+			if (best < 0 || an->spindle_no < dir->spindles[best].spindle_no)
 				best = dir->nspindles + j;
 			break;
 		}
