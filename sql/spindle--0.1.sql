@@ -52,8 +52,15 @@ CREATE TABLE spindle.spindle_catalog (
     filled_at   timestamptz,
     dropped_at  timestamptz,          -- set when dropped, until its index
                                       -- entries are gone
-    first_no    bigint NOT NULL,      -- its events are numbered first_no + k
-    PRIMARY KEY (relation, spindle_no)
+    first_no    bigint,               -- its events are numbered first_no + k;
+                                      -- NULL for an annex (no event numbers)
+    -- 'events': filled in order by producers; 'annex': a place apart for
+    -- events that stay (compaction), of generation 1..3
+    kind        text NOT NULL DEFAULT 'events',
+    generation  integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (relation, spindle_no),
+    CHECK ((kind = 'events' AND generation = 0 AND first_no IS NOT NULL) OR
+           (kind = 'annex' AND generation BETWEEN 1 AND 3 AND first_no IS NULL))
 );
 -- dropped spindles waiting for cleanup: every maintenance pass looks them up
 CREATE INDEX spindle_catalog_dropped ON spindle.spindle_catalog (relation)
@@ -215,6 +222,19 @@ CREATE FUNCTION spindle._consume_log_write(queue regclass, first bigint,
     len bigint DEFAULT 1) RETURNS bigint
     AS 'MODULE_PATHNAME', 'spindle_consume_log_write' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION spindle._consume_log_write(regclass, bigint, bigint) FROM PUBLIC;
+-- Test only (superusers; docs/design.md, "Compaction", section 2): stand-ins
+-- for the relocator.  Make an annex of a generation (1..3) for a table, in
+-- the current transaction; place a copy of a row of the table's row type in
+-- its newest annex of that generation with room (heap insert, slot map,
+-- index entries; no constraint or trigger runs, no id is assigned).
+CREATE FUNCTION spindle._create_annex(rel regclass, generation int)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'spindle_create_annex_sql' LANGUAGE C STRICT VOLATILE;
+CREATE FUNCTION spindle._annex_insert(rel regclass, generation int,
+    "row" anyelement) RETURNS tid
+    AS 'MODULE_PATHNAME', 'spindle_annex_insert_sql' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION spindle._create_annex(regclass, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION spindle._annex_insert(regclass, int, anyelement) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_upsert(regclass, int, bigint, bigint, int,
     timestamptz, int, bigint, int, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_remove(regclass, int, bigint, bigint) FROM PUBLIC;

@@ -27,6 +27,8 @@
  *	append order no spindle after one that is not full has events (ready
  *				spindles have none); without a slot counter, a spindle
  *				with events after it is full (see still_unfilled).
+ *				Annexes fill on their own and are left out of this
+ *				check; every other check covers them.
  *	index		every entry of every index of the table is a virtual TID in
  *				the range of a live spindle whose map entry is set, of a
  *				dropped spindle not yet retired, or of a pending range (a
@@ -128,6 +130,7 @@ typedef struct VRow
 	int64		vcount;
 	bool		filled;			/* filled_at is set */
 	bool		dropped;		/* dropped_at is set */
+	bool		annex;			/* of kind 'annex': fills on its own */
 	/* found by the spindle walk */
 	bool		exists;
 	bool		walked;			/* its events were read */
@@ -248,7 +251,8 @@ read_rows(Oid facade, VRow **out)
 	values[0] = ObjectIdGetDatum(facade);
 	spindle_spi_begin(&ctx);
 	n = spindle_spi_exec("SELECT spindle_no, segment, capacity, vbase, vcount,"
-						 " filled_at IS NOT NULL, dropped_at IS NOT NULL"
+						 " filled_at IS NOT NULL, dropped_at IS NOT NULL,"
+						 " kind = 'annex'"
 						 " FROM spindle.spindle_catalog WHERE relation = $1"
 						 " ORDER BY spindle_no",
 						 1, types, values, NULL, true);
@@ -266,6 +270,7 @@ read_rows(Oid facade, VRow **out)
 		rows[i].vcount = DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
 		rows[i].filled = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
 		rows[i].dropped = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
+		rows[i].annex = DatumGetBool(SPI_getbinval(tup, desc, 8, &isnull));
 	}
 	spindle_spi_end(&ctx);
 	*out = rows;
@@ -506,9 +511,9 @@ check_directory(VerifyState *vs, SpindleDirectory *dir)
 	}
 
 	/* the backend's cached directory says what the rows say */
-	for (j = 0; j < dir->nspindles; j++)
+	for (j = 0; j < spindle_dir_nall(dir); j++)
 	{
-		SpindleEntry *sp = &dir->spindles[j];
+		SpindleEntry *sp = spindle_dir_entry(dir, j);
 
 		for (i = 0; i < vs->nrows; i++)
 		{
@@ -516,6 +521,11 @@ check_directory(VerifyState *vs, SpindleDirectory *dir)
 
 			if (r->spindle_no != sp->spindle_no || r->dropped)
 				continue;
+			if (r->annex != spindle_is_annex(sp))
+				vreport(vs, "directory: spindle %lld: this backend's directory holds it as %s, its row says %s",
+						(long long) sp->spindle_no,
+						spindle_is_annex(sp) ? "an annex" : "an event spindle",
+						r->annex ? "an annex" : "an event spindle");
 			if (r->segment != sp->segment || r->vbase != sp->vbase ||
 				r->vcount != sp->vcount)
 				vreport(vs, "directory: spindle %lld: this backend's directory has relation %u and slots [%lld, %lld), its row relation %u and slots [%lld, %lld)",
@@ -862,7 +872,7 @@ still_unfilled(VerifyState *vs, VRow *r)
 	return unfilled;
 }
 
-/* No spindle after one that is not full has events. */
+/* No spindle after one that is not full has events (annexes aside). */
 static void
 check_order(VerifyState *vs)
 {
@@ -874,7 +884,7 @@ check_order(VerifyState *vs)
 		VRow	   *r = &vs->rows[i];
 		int64		counter;
 
-		if (r->dropped || !r->walked)
+		if (r->dropped || !r->walked || r->annex)
 			continue;
 		if (unfilled >= 0 && r->has_events)
 		{

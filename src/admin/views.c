@@ -130,7 +130,8 @@ load_catalog(Oid relid, int *nrows)
 
 	spindle_spi_begin(&spi);
 	n = spindle_spi_exec("SELECT relation, spindle_no, segment, capacity, vbase, vcount,"
-						 " created_at, filled_at, first_no FROM spindle.spindle_catalog"
+						 " created_at, filled_at, first_no, generation"
+						 " FROM spindle.spindle_catalog"
 						 " WHERE dropped_at IS NULL AND relation OPERATOR(pg_catalog.<>) 0"
 						 " AND ($1 OPERATOR(pg_catalog.=) 0 OR relation OPERATOR(pg_catalog.=) $1)"
 						 " ORDER BY relation, spindle_no",
@@ -155,6 +156,9 @@ load_catalog(Oid relid, int *nrows)
 			r->sp.filled_at = 0;
 		/* counts from disk map events to msg_ids (the consume log) */
 		r->sp.first_no = DatumGetInt64(SPI_getbinval(tup, td, 9, &isnull));
+		if (isnull)
+			r->sp.first_no = 0; /* an annex: no event numbers */
+		r->sp.generation = DatumGetInt32(SPI_getbinval(tup, td, 10, &isnull));
 	}
 	spindle_spi_end(&spi);
 	*nrows = (int) n;
@@ -283,15 +287,23 @@ static void
 spindle_figures_ext(CatRow *rows, int nrows, int i, bool sizes, Figures *f)
 {
 	CatRow	   *r = &rows[i];
-	const SpindleEntry *next = (i + 1 < nrows &&
-								rows[i + 1].relation == r->relation) ?
-		&rows[i + 1].sp : NULL;
+	const SpindleEntry *next = NULL;
 	SpindleCountersInfo ci;
 	bool		have;
 	bool		recovery = RecoveryInProgress();
 	bool		usable;
 	int64		main_size;
 
+	/* the event spindle after it (an annex fills on its own: none) */
+	for (int j = i + 1; !spindle_is_annex(&r->sp) && j < nrows &&
+		 rows[j].relation == r->relation; j++)
+	{
+		if (!spindle_is_annex(&rows[j].sp))
+		{
+			next = &rows[j].sp;
+			break;
+		}
+	}
 	memset(f, 0, sizeof(*f));
 	f->exists = SearchSysCacheExists1(RELOID, ObjectIdGetDatum(r->sp.segment));
 	if (!f->exists)
@@ -516,7 +528,8 @@ spindle_spindle_info(PG_FUNCTION_ARGS)
 			Figures    *f = &figs[i - start];
 
 			spindle_figures(rows, nrows, i, f);
-			if (f->exists && (f->full || (f->known && f->events > 0)))
+			if (f->exists && !spindle_is_annex(&rows[i].sp) &&
+				(f->full || (f->known && f->events > 0)))
 				any_events = true;
 		}
 		for (i = start; i < end; i++)
@@ -530,7 +543,9 @@ spindle_spindle_info(PG_FUNCTION_ARGS)
 
 			if (!f->exists)
 				continue;
-			if (f->full)
+			if (spindle_is_annex(sp))
+				state = "annex";	/* never the open one: kept apart */
+			else if (f->full)
 				state = "full";
 			else if (f->known && f->events > 0)
 				state = "open";
@@ -765,13 +780,15 @@ queue_count_for_limit(Oid relid, int64 *counted, int64 *unpurged,
 	/* the caller holds the table's lock; its spindles from the directory */
 	rel = relation_open(relid, AccessShareLock);
 	dir = spindle_directory_acquire(rel);
-	rows = palloc(sizeof(CatRow) * Max(dir->nspindles, 1));
-	for (i = 0; i < dir->nspindles; i++)
+	/* the annexes' copies too, as spindle.queues counts them */
+	rows = palloc(sizeof(CatRow) * Max(spindle_dir_nall(dir), 1));
+	for (i = 0; i < spindle_dir_nall(dir); i++)
 	{
 		rows[i].relation = relid;
-		rows[i].sp = dir->spindles[i];
+		rows[i].sp = *spindle_dir_entry(dir, i);
 	}
-	known = rows_unpurged(rows, dir->nspindles, true, unpurged, &oldest);
+	known = rows_unpurged(rows, spindle_dir_nall(dir), true, unpurged,
+						  &oldest);
 	spindle_directory_release(dir);
 	relation_close(rel, AccessShareLock);
 	pfree(rows);

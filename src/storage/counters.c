@@ -788,11 +788,13 @@ count_unpurged(Oid facade, const SpindleEntry *sp, Relation seg,
 	TransactionId oldest_xmin = GetOldestNonRemovableTransactionId(seg);
 	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
 	TransactionId checked_xid = InvalidTransactionId;
-	int			nlog;
-	int64		floor;
-	SpindleConsumed *log = spindle_consume_log_over(facade, sp->first_no,
-													sp->first_no + sp->vcount,
-													&nlog, &floor);
+	int			nlog = 0;
+	int64		floor = PG_INT64_MIN;
+
+	/* an annex has no event numbers: the consume log covers none of it */
+	SpindleConsumed *log = spindle_is_annex(sp) ? NULL :
+		spindle_consume_log_over(facade, sp->first_no,
+								 sp->first_no + sp->vcount, &nlog, &floor);
 
 	*unpurged = 0;
 	*latest = InvalidTransactionId;

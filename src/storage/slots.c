@@ -42,10 +42,13 @@
  * spindle stays full, so a spindle is *known full* when its fill time is in
  * the directory (spindle_catalog.filled_at) or its number lies below its
  * table's *full mark*: one more than the number of the newest spindle seen
- * full, kept per table in a second shared hash.  The mark is raised when an
- * insert fills a spindle or a count finds one full, only for a spindle and
- * a table that no rollback can take away without a DROP (neither created
- * nor given new storage by the current transaction) and never in recovery;
+ * full, kept per table in a second shared hash.  Annexes (compaction) fill
+ * on their own, out of that order: the mark neither covers nor is raised
+ * by one, and its count from disk never looks at the spindle after it.
+ * The mark is raised when an insert fills a spindle or a count finds one
+ * full, only for a spindle and a table that no rollback can take away
+ * without a DROP (neither created nor given new storage by the current
+ * transaction) and never in recovery;
  * it is cleared when the spindle that raised it is dropped (every dropped
  * spindle goes through spindle_slots_forget, also when its table is
  * dropped or truncated), so a table whose OID is reused never inherits a
@@ -368,7 +371,9 @@ full_below_locked(Oid facade)
 static bool
 known_full_locked(Oid facade, const SpindleEntry *sp)
 {
-	return sp->filled_at != 0 || sp->spindle_no < full_below_locked(facade);
+	/* the full mark covers event spindles, which fill in order: no annex */
+	return sp->filled_at != 0 ||
+		(!spindle_is_annex(sp) && sp->spindle_no < full_below_locked(facade));
 }
 
 /*
@@ -420,7 +425,8 @@ evict_marks(void)
  * raiser is dropped; a rollback would leave it behind for a later table
  * with the same OID, or, for TRUNCATE, for spindles that come back), nor
  * in recovery (a standby sees no drop), nor for a spindle whose capacity
- * this transaction changed (full at a capacity a rollback can take away).
+ * this transaction changed (full at a capacity a rollback can take away),
+ * nor for an annex (it fills on its own, out of the order of the mark).
  * Returns whether the mark covers it.  Takes SlotsLock; no other LWLock
  * may be held.
  */
@@ -432,7 +438,7 @@ raise_full_mark(Relation facade, Relation seg, const SpindleEntry *sp)
 	bool		found;
 	bool		covered;
 
-	if (RecoveryInProgress() ||
+	if (spindle_is_annex(sp) || RecoveryInProgress() ||
 		facade->rd_createSubid != InvalidSubTransactionId ||
 		facade->rd_firstRelfilenodeSubid != InvalidSubTransactionId ||
 		seg->rd_createSubid != InvalidSubTransactionId ||
@@ -754,8 +760,11 @@ evict_entries(void)
 static SlotState
 ensure_entry(Relation facade, SpindleDirectory *dir, int i)
 {
-	SpindleEntry sp = dir->spindles[i];
-	Oid			next = (i + 1 < dir->nspindles) ? dir->spindles[i + 1].segment : InvalidOid;
+	SpindleEntry sp = *spindle_dir_entry(dir, i);
+
+	/* an annex fills on its own: the spindle after it says nothing */
+	Oid			next = (!spindle_is_annex(&sp) && i + 1 < dir->nspindles) ?
+		dir->spindles[i + 1].segment : InvalidOid;
 	SlotEntry  *e;
 	Relation	seg;
 	Relation	nextseg = NULL;
@@ -925,7 +934,8 @@ advance_to(SlotEntry *e, int64 at, int nwanted, int64 *skipped)
 }
 
 /*
- * Reserve up to nwanted slots in spindle i of dir: returns how many it got
+ * Reserve up to nwanted slots in spindle i of dir (spindle_dir_entry: an
+ * index past dir->nspindles is an annex's): returns how many it got
  * (0 when the spindle is full or gone) and sets *first to the k of the
  * first one.  The caller must hold a lock on the spindle's relation from
  * before this call until its tuples are placed and their slot map entries
@@ -948,7 +958,7 @@ int
 spindle_slots_take_at(Relation facade, SpindleDirectory *dir, int i,
 					  int64 at, int nwanted, int64 *first)
 {
-	SpindleEntry *sp = &dir->spindles[i];
+	SpindleEntry *sp = spindle_dir_entry(dir, i);
 	int64		skipped = 0;
 
 	for (;;)

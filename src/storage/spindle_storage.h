@@ -44,7 +44,23 @@ typedef struct SpindleEntry
 	int64		first_no;		/* its events are numbered first_no + k */
 	TimestampTz created_at;
 	TimestampTz filled_at;		/* 0 if not recorded */
+	int32		generation;		/* 0: an event spindle; 1.. an annex */
 } SpindleEntry;
+
+/*
+ * Annexes (design.md, "Compaction", section 2): spindles of kind 'annex',
+ * of generation 1 to SPINDLE_ANNEX_GENERATIONS, that hold copies of events
+ * that stay.  They have no event numbers (first_no is 0 in the entry,
+ * NULL in the catalog): nothing numbered by first_no + k applies to them,
+ * and they are never in SpindleDirectory.spindles, which fill in order.
+ */
+#define SPINDLE_ANNEX_GENERATIONS 3
+
+static inline bool
+spindle_is_annex(const SpindleEntry *sp)
+{
+	return sp->generation > 0;
+}
 
 /* A spindle's relation and its place in the directory (directory.c). */
 typedef struct SpindleSegRef
@@ -67,7 +83,9 @@ typedef struct SpindleDirectory
 	MemoryContext cxt;			/* holds this struct and its arrays */
 	int			pins;
 	int			nspindles;
-	SpindleEntry *spindles;		/* ordered by spindle_no */
+	SpindleEntry *spindles;		/* ordered by spindle_no; no annex */
+	int			nannexes;
+	SpindleEntry *annexes;		/* the annexes, ordered by spindle_no */
 	int		   *byvbase;		/* indexes into spindles, ordered by vbase */
 	int64		events_per_spindle; /* table option, for new spindles */
 	int			open_hint;		/* no spindle before this one has room */
@@ -80,6 +98,7 @@ typedef struct SpindleDirectory
 
 	/* the rest is private to directory.c: how it is kept up to date */
 	int			nalloc;			/* room in spindles[] */
+	int			annex_alloc;	/* room in annexes[] */
 	SpindleSegRef *byseg;		/* one per spindle, ordered by segment */
 	int64		max_spindle_no; /* highest number among the rows read */
 	int64		event_end;		/* one past the highest event number of a
@@ -93,6 +112,25 @@ typedef struct SpindleDirectory
 	int			nrecheck;
 	int64		recheck[SPINDLE_DIR_MAX_RECHECK];	/* spindle numbers */
 } SpindleDirectory;
+
+/*
+ * What readers walk (scans, index builds, ANALYZE, drops, verify): the
+ * spindles, then the annexes, as one sequence of spindle_dir_nall(dir)
+ * entries.  Code that relies on spindles filling in order uses
+ * dir->spindles alone.
+ */
+static inline int
+spindle_dir_nall(const SpindleDirectory *dir)
+{
+	return dir->nspindles + dir->nannexes;
+}
+
+static inline SpindleEntry *
+spindle_dir_entry(SpindleDirectory *dir, int i)
+{
+	return i < dir->nspindles ? &dir->spindles[i] :
+		&dir->annexes[i - dir->nspindles];
+}
 
 /*
  * The events a spindle may hold: its capacity, within its range of TIDs

@@ -40,6 +40,12 @@
  * have arrived are processed, and the snapshot only after them (see
  * "Order" below).  The cache itself is backend-local and takes no lock.
  *
+ * Annexes (spindles of kind 'annex': design.md, "Compaction", section 2)
+ * are kept apart, in dir->annexes, never in dir->spindles: everything that
+ * relies on spindles filling in order walks dir->spindles alone, and only
+ * readers (spindle_dir_entry, spindle_find_by_vslot) meet annexes.  A
+ * change to an annex's row has its directory read in full.
+ *
  * Invariants kept here: a directory is never older than the last
  * invalidation its backend processed, and never holds two spindles with
  * overlapping ranges; a directory that may hold rows of the current
@@ -144,6 +150,8 @@ seg_owner_forget(SpindleDirectory *dir)
 
 	for (i = 0; i < dir->nspindles; i++)
 		seg_owner_remove(dir->facade, dir->spindles[i].segment);
+	for (i = 0; i < dir->nannexes; i++)
+		seg_owner_remove(dir->facade, dir->annexes[i].segment);
 }
 
 static List *dir_graveyard = NIL;	/* stale, still pinned directories */
@@ -263,6 +271,10 @@ note_segment_invalidation(SpindleDirectory *dir, Oid relid)
 			dir->needs_full = true;
 		dir->stale = true;
 	}
+	/* an annex (few, and rarely changed): read the directory in full */
+	for (lo = 0; lo < dir->nannexes; lo++)
+		if (dir->annexes[lo].segment == relid)
+			dir->stale = dir->needs_full = true;
 }
 
 /*
@@ -484,7 +496,28 @@ new_directory(Oid facade, int nalloc)
 	dir->spindles = MemoryContextAlloc(cxt, sizeof(SpindleEntry) * dir->nalloc);
 	dir->byvbase = MemoryContextAlloc(cxt, sizeof(int) * dir->nalloc);
 	dir->byseg = MemoryContextAlloc(cxt, sizeof(SpindleSegRef) * dir->nalloc);
+	dir->annex_alloc = 2;
+	dir->annexes = MemoryContextAlloc(cxt,
+									  sizeof(SpindleEntry) * dir->annex_alloc);
 	return dir;
+}
+
+/*
+ * Append an annex (numbered above dir's annexes) to dir->annexes, and map
+ * its relation to the facade.  Annexes are never in dir->spindles.
+ */
+static void
+add_annex(SpindleDirectory *dir, const SpindleEntry *sp)
+{
+	Assert(spindle_is_annex(sp));
+	if (dir->nannexes == dir->annex_alloc)
+	{
+		dir->annex_alloc *= 2;
+		dir->annexes = repalloc(dir->annexes,
+								sizeof(SpindleEntry) * dir->annex_alloc);
+	}
+	dir->annexes[dir->nannexes++] = *sp;
+	seg_owner_add(dir->facade, sp, 1);
 }
 
 /* Make room for n spindles in dir->spindles (the other arrays are rebuilt). */
@@ -508,12 +541,16 @@ copy_directory(SpindleDirectory *dir)
 	SpindleEntry *spindles = copy->spindles;
 	int		   *byvbase = copy->byvbase;
 	SpindleSegRef *byseg = copy->byseg;
+	SpindleEntry *annexes = MemoryContextAlloc(cxt, sizeof(SpindleEntry) *
+											   dir->annex_alloc);
 
 	memcpy(copy, dir, sizeof(SpindleDirectory));
 	copy->cxt = cxt;
 	copy->spindles = spindles;
 	copy->byvbase = byvbase;
 	copy->byseg = byseg;
+	copy->annexes = annexes;
+	memcpy(annexes, dir->annexes, sizeof(SpindleEntry) * dir->nannexes);
 	copy->pins = 0;
 	copy->nrecheck = 0;
 	memcpy(spindles, dir->spindles, sizeof(SpindleEntry) * dir->nspindles);
@@ -594,6 +631,13 @@ read_directory(Relation facade, SpindleCatalogRels *cr, Snapshot snap,
 
 		spindle_catalog_decode_row(td, tup, &sp, &dropped);
 		dir->max_spindle_no = Max(dir->max_spindle_no, sp.spindle_no);
+		if (spindle_is_annex(&sp))
+		{
+			/* kept apart; says nothing of the event spindles around it */
+			if (!dropped)
+				add_annex(dir, &sp);
+			continue;
+		}
 		dir->event_end = Max(dir->event_end, sp.first_no + sp.vcount);
 		if (dropped && tail_only)
 			break;
@@ -613,6 +657,14 @@ read_directory(Relation facade, SpindleCatalogRels *cr, Snapshot snap,
 
 		dir->spindles[i] = dir->spindles[n - 1 - i];
 		dir->spindles[n - 1 - i] = tmp;
+	}
+	/* the tail's annexes too were read newest first */
+	for (i = 0; tail_only && i < dir->nannexes / 2; i++)
+	{
+		SpindleEntry tmp = dir->annexes[i];
+
+		dir->annexes[i] = dir->annexes[dir->nannexes - 1 - i];
+		dir->annexes[dir->nannexes - 1 - i] = tmp;
 	}
 	dir->nspindles = n;
 	dir->partial = tail_only && tup != NULL;
@@ -759,6 +811,16 @@ read_changes(SpindleDirectory *dir, SpindleCatalogRels *cr, Snapshot snap,
 
 		spindle_catalog_decode_row(td, tup, &sp, &dropped);
 		maxno = Max(maxno, sp.spindle_no);
+		if (spindle_is_annex(&sp))
+		{
+			/* numbered above dir's annexes too: appended in order */
+			if (!dropped)
+			{
+				add_annex(dir, &sp);
+				*changed = true;
+			}
+			continue;
+		}
 		event_end = Max(event_end, sp.first_no + sp.vcount);
 		if (dropped)
 			continue;
@@ -808,7 +870,7 @@ read_changes(SpindleDirectory *dir, SpindleCatalogRels *cr, Snapshot snap,
 	dir->max_spindle_no = maxno;
 	dir->event_end = event_end;
 	if (nadded == 0 && removed == NULL)
-		return true;
+		return true;			/* (annexes added need no reordering) */
 	*changed = true;
 	ok = apply_changes(dir, removed, added, nadded);
 	if (added != NULL)
@@ -1216,7 +1278,7 @@ spindle_directory_release(SpindleDirectory *dir)
 	}
 }
 
-/* The entry with this spindle number, or NULL. */
+/* The event spindle (never an annex) with this number, or NULL. */
 SpindleEntry *
 spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no)
 {
@@ -1286,7 +1348,10 @@ spindle_find_from_event(SpindleDirectory *dir, int64 event_no)
 	return lo;
 }
 
-/* The spindle whose range of virtual slots holds vslot, or NULL. */
+/*
+ * The spindle or annex whose range of virtual slots holds vslot, or NULL
+ * (readers' lookup: TIDs of annex copies resolve like any other).
+ */
 SpindleEntry *
 spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot)
 {
@@ -1310,6 +1375,14 @@ spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot)
 	}
 	if (best != NULL && vslot < best->vbase + best->vcount)
 		return best;
+	/* else maybe an annex's: they are few */
+	for (lo = 0; lo < dir->nannexes; lo++)
+	{
+		SpindleEntry *sp = &dir->annexes[lo];
+
+		if (vslot >= sp->vbase && vslot < sp->vbase + sp->vcount)
+			return sp;
+	}
 	return NULL;
 }
 

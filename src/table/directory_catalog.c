@@ -184,7 +184,9 @@ catalog_write(const char *sql, int nargs, Oid *types, Datum *values)
 #define Anum_sc_filled_at	8
 #define Anum_sc_dropped_at	9
 #define Anum_sc_first_no	10
-#define Natts_sc			10
+#define Anum_sc_kind		11
+#define Anum_sc_generation	12
+#define Natts_sc			12
 
 /* spindle.table_catalog */
 #define Anum_tc_retire_slots	4
@@ -204,7 +206,9 @@ static const struct
 	{"created_at", TIMESTAMPTZOID},
 	{"filled_at", TIMESTAMPTZOID},
 	{"dropped_at", TIMESTAMPTZOID},
-	{"first_no", INT8OID}
+	{"first_no", INT8OID},
+	{"kind", TEXTOID},
+	{"generation", INT4OID}
 };
 
 /* A table of schema spindle, with AccessShareLock (kept to the end). */
@@ -318,7 +322,10 @@ spindle_catalog_decode_row(TupleDesc td, HeapTuple tup, SpindleEntry *sp,
 	sp->capacity = DatumGetInt64(v[Anum_sc_capacity - 1]);
 	sp->vbase = DatumGetInt64(v[Anum_sc_vbase - 1]);
 	sp->vcount = DatumGetInt64(v[Anum_sc_vcount - 1]);
-	sp->first_no = DatumGetInt64(v[Anum_sc_first_no - 1]);
+	/* an annex has no event numbers (NULL); its generation says it is one */
+	if (!n[Anum_sc_first_no - 1])
+		sp->first_no = DatumGetInt64(v[Anum_sc_first_no - 1]);
+	sp->generation = DatumGetInt32(v[Anum_sc_generation - 1]);
 	if (!n[Anum_sc_created_at - 1])
 		sp->created_at = DatumGetTimestampTz(v[Anum_sc_created_at - 1]);
 	if (!n[Anum_sc_filled_at - 1])
@@ -373,8 +380,8 @@ catalog_has_rows(SpindleCatalogRels *cr, Oid facade, int64 lo, int64 hi,
 
 /*
  * The highest spindle number in the facade's catalog rows, or 0; and in
- * *event_end one past the event numbers of that spindle (the highest), or
- * 0.
+ * *event_end one past the event numbers of the highest event spindle (not
+ * an annex: it has none), or 0.
  */
 int64
 spindle_catalog_max_spindle_no(SpindleCatalogRels *cr, Oid facade,
@@ -388,16 +395,20 @@ spindle_catalog_max_spindle_no(SpindleCatalogRels *cr, Oid facade,
 	*event_end = 0;
 	scan = spindle_catalog_scan_rows(cr, facade, PG_INT64_MIN, PG_INT64_MAX,
 									 snap, keys);
-	tup = systable_getnext_ordered(scan, BackwardScanDirection);
-	if (tup != NULL)
+	while ((tup = systable_getnext_ordered(scan, BackwardScanDirection)) != NULL)
 	{
 		SpindleEntry sp;
 		bool		dropped;
 
 		spindle_catalog_decode_row(RelationGetDescr(cr->heap), tup, &sp,
 								   &dropped);
-		result = sp.spindle_no;
-		*event_end = sp.first_no + sp.vcount;
+		if (result == 0)
+			result = sp.spindle_no;
+		if (!spindle_is_annex(&sp))
+		{
+			*event_end = sp.first_no + sp.vcount;
+			break;
+		}
 	}
 	systable_endscan_ordered(scan);
 	return result;
@@ -476,15 +487,16 @@ spindle_register_table(Oid facade)
  * Record a spindle just created (spindle_create.c): its catalog row, with
  * its relation and its range of virtual slots [vbase, vbase + vcount).  A
  * row a directory read by what changed may take in, so the write does not
- * mark the transaction as one whose directories are read in full.  The
- * caller holds the creation lock.
+ * mark the transaction as one whose directories are read in full.  An
+ * annex (sp->generation > 0) is recorded as of kind 'annex', without
+ * first_no.  The caller holds the creation lock.
  */
 void
 spindle_catalog_add_spindle(Oid facade, const SpindleEntry *sp)
 {
-	Oid			types[7] = {OIDOID, INT8OID, OIDOID, INT8OID, INT8OID, INT8OID,
-	INT8OID};
-	Datum		values[7];
+	Oid			types[8] = {OIDOID, INT8OID, OIDOID, INT8OID, INT8OID, INT8OID,
+	INT8OID, INT4OID};
+	Datum		values[8];
 
 	values[0] = ObjectIdGetDatum(facade);
 	values[1] = Int64GetDatum(sp->spindle_no);
@@ -493,11 +505,19 @@ spindle_catalog_add_spindle(Oid facade, const SpindleEntry *sp)
 	values[4] = Int64GetDatum(sp->vbase);
 	values[5] = Int64GetDatum(sp->vcount);
 	values[6] = Int64GetDatum(sp->first_no);
+	values[7] = Int32GetDatum(sp->generation);
 	writing_creation = true;
-	catalog_write("INSERT INTO spindle.spindle_catalog"
-				  " (relation, spindle_no, segment, capacity, vbase, vcount,"
-				  " first_no) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-				  7, types, values);
+	if (spindle_is_annex(sp))
+		catalog_write("INSERT INTO spindle.spindle_catalog"
+					  " (relation, spindle_no, segment, capacity, vbase, vcount,"
+					  " kind, generation)"
+					  " VALUES ($1, $2, $3, $4, $5, $6, 'annex', $8)",
+					  8, types, values);
+	else
+		catalog_write("INSERT INTO spindle.spindle_catalog"
+					  " (relation, spindle_no, segment, capacity, vbase, vcount,"
+					  " first_no) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+					  7, types, values);
 	writing_creation = false;
 }
 

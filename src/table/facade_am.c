@@ -851,7 +851,8 @@ consumed_check(bool queue, Relation rel, SpindleEntry *sp, int64 k,
 {
 	TM_Result	result;
 
-	if (!queue)
+	/* an annex's copies have no event numbers: the log holds none */
+	if (!queue || spindle_is_annex(sp))
 		return TM_Ok;
 	result = spindle_hidden_dml_check(rel, sp, k, vtid, policy, tmfd);
 	return result == TM_WouldBlock ? TM_BeingModified : result;
@@ -959,7 +960,7 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(rel));
 	k = spindle_tid_to_vslot(&vtid) - sp.vbase;
-	queue = spindle_hidden_applies(rel);
+	queue = spindle_hidden_applies(rel) && !spindle_is_annex(&sp);
 	/* consumed already, or being consumed? (hidden.c, lock protocol) */
 	result = queue ?
 		spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy, tmfd) : TM_Ok;
@@ -1016,7 +1017,7 @@ facade_tuple_fetch_row_version(Relation rel, ItemPointer tid,
 		found = false;
 	else
 		found = heap_methods->tuple_fetch_row_version(seg, &ptid, snapshot, slot);
-	if (found &&
+	if (found && !spindle_is_annex(&sp) &&
 		spindle_event_hidden(rel, &sp, spindle_tid_to_vslot(&vtid) - sp.vbase,
 							 snapshot))
 	{
@@ -1118,7 +1119,8 @@ facade_tuple_satisfies_snapshot(Relation rel, TupleTableSlot *slot,
 
 	if (!heap_methods->tuple_satisfies_snapshot(rel, slot, snapshot))
 		return false;
-	if (spindle_resolve_tid(rel, &slot->tts_tid, &sp, &ptid) != TID_IN_SPINDLE)
+	if (spindle_resolve_tid(rel, &slot->tts_tid, &sp, &ptid) != TID_IN_SPINDLE ||
+		spindle_is_annex(&sp))
 		return true;
 	return !spindle_event_hidden(rel, &sp,
 								 spindle_tid_to_vslot(&slot->tts_tid) -
@@ -1217,6 +1219,9 @@ static bool
 fetch_hidden(FacadeIndexFetch *f, SpindleEntry *sp, int64 k,
 			 Snapshot snapshot)
 {
+	/* an annex's copies have no event numbers: the log hides none */
+	if (spindle_is_annex(sp))
+		return false;
 	if (!f->hide_ready || f->hide.snapshot != snapshot ||
 		f->hide_curcid != snapshot->curcid)
 	{

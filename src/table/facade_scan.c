@@ -2,10 +2,10 @@
  *
  * facade_scan.c
  *	  Scans of a spindle table: sequential (spindle after spindle, oldest
- *	  first), parallel (whole spindles handed out to participants), bitmap,
- *	  ANALYZE sampling and index builds.  Each delegates to heapam on one
- *	  spindle at a time and gives every tuple its virtual TID, computed from
- *	  the event's hidden k (layout.c).
+ *	  first, then the annexes), parallel (whole spindles and annexes handed
+ *	  out to participants), bitmap, ANALYZE sampling and index builds.  Each
+ *	  delegates to heapam on one spindle at a time and gives every tuple its
+ *	  virtual TID, computed from the event's hidden k (layout.c).
  *
  * A scan pins the table's directory for its lifetime, so the list of
  * spindles it walks is the one that existed when it began; spindles that
@@ -61,8 +61,9 @@ typedef struct FacadeScanDescData
 	SpindleDirectory *dir;		/* pinned */
 	uint32		heap_flags;		/* flags for the per-spindle heap scans */
 
-	/* serial and parallel scans: position in dir->spindles */
-	int			cur;			/* -1 before the first, nspindles after last */
+	/* serial and parallel scans: position in spindles, then annexes */
+	int			cur;			/* -1 before the first, spindle_dir_nall
+								 * after the last (spindle_dir_entry) */
 	Relation	curseg;
 	TableScanDesc curscan;
 	SpindleEntry *cursp;
@@ -131,12 +132,12 @@ open_spindle(FacadeScanDesc s, int i)
 	Relation	seg;
 	MemoryContext oldcxt;
 
-	seg = spindle_open_segment(s->base.rs_rd, &s->dir->spindles[i],
+	seg = spindle_open_segment(s->base.rs_rd, spindle_dir_entry(s->dir, i),
 							   AccessShareLock);
 	if (seg == NULL)
 		return false;
 	s->curseg = seg;
-	s->cursp = &s->dir->spindles[i];
+	s->cursp = spindle_dir_entry(s->dir, i);
 	oldcxt = MemoryContextSwitchTo(GetMemoryChunkContext(s));
 	s->curscan = spindle_heap_methods()->scan_begin(seg, s->base.rs_snapshot,
 													s->base.rs_nkeys,
@@ -256,7 +257,8 @@ hidden_in_scan(FacadeScanDesc s, TupleTableSlot *slot)
 {
 	HeapTuple	tuple;
 
-	if (s->hide.crel == NULL)
+	/* an annex's copies have no event numbers: the log hides none */
+	if (s->hide.crel == NULL || spindle_is_annex(s->cursp))
 		return false;
 	tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
 	return spindle_hide_event(&s->hide, s->cursp,
@@ -264,10 +266,46 @@ hidden_in_scan(FacadeScanDesc s, TupleTableSlot *slot)
 }
 
 /*
+ * The entry (spindle_dir_entry) of dir numbered lowest above last, or -1.
+ * Spindles and annexes are each ordered by number.
+ */
+static int
+next_numbered_above(SpindleDirectory *dir, uint64 last)
+{
+	int			lo = 0,
+				hi = dir->nspindles;
+	int			best = -1;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if ((uint64) dir->spindles[mid].spindle_no <= last)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < dir->nspindles)
+		best = lo;
+	for (int j = 0; j < dir->nannexes; j++)
+	{
+		SpindleEntry *an = &dir->annexes[j];
+
+		if ((uint64) an->spindle_no > last)
+		{
+			if (best < 0 || an->spindle_no < dir->spindles[best].spindle_no)
+				best = dir->nspindles + j;
+			break;
+		}
+	}
+	return best;
+}
+
+/*
  * The next spindle of a parallel scan: claim, in increasing spindle_no
- * order, the first spindle of our directory above everything claimed so
- * far.  A spindle missing from some participant's directory was created
- * after the scan's snapshot and holds nothing it can see.
+ * order, the first spindle or annex of our directory above everything
+ * claimed so far.  A spindle missing from some participant's directory
+ * was created after the scan's snapshot and holds nothing it can see.
  */
 static bool
 parallel_next_spindle(FacadeScanDesc s)
@@ -278,18 +316,15 @@ parallel_next_spindle(FacadeScanDesc s)
 	for (;;)
 	{
 		uint64		last = pg_atomic_read_u64(&ps->last_claimed);
-		int			i;
+		int			i = next_numbered_above(s->dir, last);
 
-		for (i = s->cur + 1; i < s->dir->nspindles; i++)
-			if ((uint64) s->dir->spindles[i].spindle_no > last)
-				break;
-		if (i >= s->dir->nspindles)
+		if (i < 0)
 		{
-			s->cur = s->dir->nspindles;
+			s->cur = spindle_dir_nall(s->dir);
 			return false;
 		}
 		if (pg_atomic_compare_exchange_u64(&ps->last_claimed, &last,
-										   (uint64) s->dir->spindles[i].spindle_no))
+										   (uint64) spindle_dir_entry(s->dir, i)->spindle_no))
 		{
 			s->cur = i;
 			if (open_spindle(s, i))
@@ -342,9 +377,9 @@ facade_scan_getnextslot(TableScanDesc sscan, ScanDirection direction,
 		}
 		else
 		{
-			if (s->cur >= s->dir->nspindles - 1)
+			if (s->cur >= spindle_dir_nall(s->dir) - 1)
 			{
-				s->cur = s->dir->nspindles;
+				s->cur = spindle_dir_nall(s->dir);
 				ExecClearTuple(slot);
 				return false;
 			}
@@ -583,8 +618,9 @@ spindle_bitmap_no_prefetch(void)
  */
 
 /*
- * The slots ANALYZE samples: per spindle of dir (in directory order) the
- * first sample slot into start[] (if not NULL), the total as result.
+ * The slots ANALYZE samples: per spindle of dir, annexes included (in the
+ * order of spindle_dir_entry), the first sample slot into start[] (if not
+ * NULL), the total as result.
  */
 static int64
 analyze_slots(SpindleDirectory *dir, int64 *start)
@@ -592,11 +628,11 @@ analyze_slots(SpindleDirectory *dir, int64 *start)
 	int64		total = 0;
 	int			i;
 
-	for (i = 0; i < dir->nspindles; i++)
+	for (i = 0; i < spindle_dir_nall(dir); i++)
 	{
 		if (start != NULL)
 			start[i] = total;
-		total += spindle_effective_capacity(&dir->spindles[i]);
+		total += spindle_effective_capacity(spindle_dir_entry(dir, i));
 	}
 	return total;
 }
@@ -631,7 +667,7 @@ static int64
 analyze_vslot(FacadeScanDesc s, int64 c, SpindleEntry **sp)
 {
 	int			lo = 0,
-				hi = s->dir->nspindles - 1;
+				hi = spindle_dir_nall(s->dir) - 1;
 
 	/* the last spindle whose first sample slot is <= c */
 	while (lo < hi)
@@ -643,7 +679,7 @@ analyze_vslot(FacadeScanDesc s, int64 c, SpindleEntry **sp)
 		else
 			hi = mid - 1;
 	}
-	*sp = &s->dir->spindles[lo];
+	*sp = spindle_dir_entry(s->dir, lo);
 	return (*sp)->vbase + (c - s->astart[lo]);
 }
 
@@ -656,7 +692,7 @@ facade_scan_analyze_next_block(TableScanDesc sscan, BlockNumber blockno,
 
 	if (s->astart == NULL)
 	{
-		s->astart = palloc(sizeof(int64) * Max(s->dir->nspindles, 1));
+		s->astart = palloc(sizeof(int64) * Max(spindle_dir_nall(s->dir), 1));
 		s->atotal = analyze_slots(s->dir, s->astart);
 		s->astretch = analyze_stretch(s->atotal);
 	}
@@ -772,8 +808,8 @@ facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
 		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 		ReleaseBuffer(buf);
 		/* consumed by a committed entry (or ours): a dead row (hidden.c) */
-		if (sample && spindle_event_hidden(rel, sp, v - sp->vbase,
-										   SnapshotSelf))
+		if (sample && !spindle_is_annex(sp) &&
+			spindle_event_hidden(rel, sp, v - sp->vbase, SnapshotSelf))
 		{
 			ExecClearTuple(slot);
 			*liverows -= s->aweight;
@@ -834,7 +870,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	 * a RECENTLY_DEAD tuple.  The build's ShareLock keeps writers of
 	 * entries out, so none is in progress.
 	 */
-	if (tupleIsAlive &&
+	if (tupleIsAlive && !spindle_is_annex(bs->sp) &&
 		spindle_hide_event(&bs->hide, bs->sp,
 						   spindle_tid_to_vslot(&vtid) - bs->sp->vbase))
 		tupleIsAlive = false;
@@ -914,14 +950,15 @@ facade_index_build_range_scan(Relation table_rel, Relation index_rel,
 	}
 
 	dir = spindle_directory_acquire(table_rel);
-	for (int i = 0; i < dir->nspindles; i++)
+	/* the annexes too */
+	for (int i = 0; i < spindle_dir_nall(dir); i++)
 	{
-		Relation	seg = spindle_open_segment(table_rel, &dir->spindles[i],
-											   ShareLock);
+		SpindleEntry *sp = spindle_dir_entry(dir, i);
+		Relation	seg = spindle_open_segment(table_rel, sp, ShareLock);
 
 		if (seg == NULL)
 			continue;
-		reltuples += build_spindle(&bs, seg, &dir->spindles[i], index_rel,
+		reltuples += build_spindle(&bs, seg, sp, index_rel,
 								   index_info, anyvisible);
 		/* the facade's ShareLock keeps writers out; one spindle at a time */
 		relation_close(seg, ShareLock);

@@ -166,9 +166,17 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
 	memset(c, 0, sizeof(SpindleCounts));
 	c->latest_removed = InvalidTransactionId;
 	/* read after the horizon: an entry it finds dead stays dead */
-	log = spindle_consume_log_over(RelationGetRelid(facade), sp->first_no,
-								   sp->first_no + sp->vcount,
-								   &nlog, &floor);
+	if (spindle_is_annex(sp))
+	{
+		/* no event numbers: the consume log covers none of its copies */
+		log = NULL;
+		nlog = 0;
+		floor = PG_INT64_MIN;
+	}
+	else
+		log = spindle_consume_log_over(RelationGetRelid(facade), sp->first_no,
+									   sp->first_no + sp->vcount,
+									   &nlog, &floor);
 	for (blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -248,7 +256,10 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
  * the statistics are flushed lazily, so they may not show the delete that
  * unsettled the spindle yet.  The standby-conflict xid is remembered with
  * the count: once every event is dead to all, no event can be deleted any
- * more, so it cannot grow.
+ * more, so it cannot grow.  An annex (collect_droppable_annexes) has no
+ * settled runs: a count that found a live copy and no running transaction
+ * is reused while its delete counter stays and for at most a minute (a
+ * delete the statistics do not show yet delays its drop, never more).
  */
 typedef struct CountCacheEntry
 {
@@ -285,8 +296,10 @@ count_cached(Relation facade, const SpindleEntry *sp, Relation seg,
 	}
 	e = hash_search(count_cache, &relid, HASH_ENTER, &found);
 	if (found && deleted >= 0 && e->deleted == deleted &&
-		e->counts.live == 0 && e->counts.busy == 0 &&
-		(e->counts.purged == e->counts.dead || e->horizon == horizon) &&
+		e->counts.busy == 0 &&
+		((e->counts.live == 0 &&
+		  (e->counts.purged == e->counts.dead || e->horizon == horizon)) ||
+		 (e->counts.live > 0 && spindle_is_annex(sp))) &&
 		!TimestampDifferenceExceeds(e->counted_at, now, 60000))
 	{
 		*c = e->counts;
@@ -709,10 +722,56 @@ bool		spindle_drop_held_back = false;
 /* A spindle found all dead under AccessShareLock, still open with it. */
 typedef struct DropCandidate
 {
-	int			index;			/* in the directory */
+	int			index;			/* in the directory (spindle_dir_entry) */
 	Relation	seg;
 	TransactionId horizon;		/* latest_removed of that count */
 } DropCandidate;
+
+/*
+ * The annexes of dir whose copies are all dead (at least one: an annex
+ * never given a copy is ready for the next), added to *cands as
+ * collect_droppable adds spindles, up to max_drops in all.  An annex
+ * fills on its own, so it goes when all its copies are dead whether full
+ * or not: the next copy then takes a new annex.  The worker's counts are
+ * cached (count_cached): an annex is not read every round.
+ */
+static void
+collect_droppable_annexes(Relation facade, SpindleDirectory *dir,
+						  bool use_cache, int max_drops, List **cands,
+						  TransactionId *horizon)
+{
+	for (int j = 0; j < dir->nannexes && list_length(*cands) < max_drops; j++)
+	{
+		SpindleEntry *sp = &dir->annexes[j];
+		Relation	seg = spindle_open_segment(facade, sp, AccessShareLock);
+		SpindleCounts c;
+		DropCandidate *cand;
+
+		if (seg == NULL)
+			continue;
+		if (use_cache)
+			count_cached(facade, sp, seg, &c);
+		else
+			spindle_count_segment(facade, sp, seg, &c);
+		if (c.events == 0 || c.dead < c.events ||
+			spindle_locked_by_others(sp->segment))
+		{
+			if (c.events > 0 && c.live == 0 && c.inserting == 0)
+				spindle_drop_held_back = true;	/* not yet dead, or locked */
+			relation_close(seg, AccessShareLock);
+			continue;
+		}
+		cand = palloc(sizeof(DropCandidate));
+		cand->index = dir->nspindles + j;
+		cand->seg = seg;
+		cand->horizon = c.latest_removed;
+		if (TransactionIdIsValid(c.latest_removed) &&
+			(!TransactionIdIsValid(*horizon) ||
+			 TransactionIdFollows(c.latest_removed, *horizon)))
+			*horizon = c.latest_removed;
+		*cands = lappend(*cands, cand);
+	}
+}
 
 /*
  * The counting pass of plan_drops: count the full spindles of dir under
@@ -776,6 +835,8 @@ collect_droppable(Relation facade, SpindleDirectory *dir, SettledPass *pass,
 			*horizon = c.latest_removed;
 		cands = lappend(cands, cand);
 	}
+	collect_droppable_annexes(facade, dir, use_cache, max_drops, &cands,
+							  horizon);
 	return cands;
 }
 
@@ -875,7 +936,7 @@ execute_drops(DropPlan *plan, int64 *bytes_freed)
 	foreach(lc, plan->cands)
 	{
 		DropCandidate *cand = (DropCandidate *) lfirst(lc);
-		SpindleEntry *sp = &plan->dir->spindles[cand->index];
+		SpindleEntry *sp = spindle_dir_entry(plan->dir, cand->index);
 		int64		bytes = -1;
 
 		/* not covered: this transaction holds an ACCESS EXCLUSIVE lock */
@@ -1153,8 +1214,8 @@ spindle_cleanup_dropped(Relation facade, bool force)
 }
 
 /*
- * Run each spindle's own (slot-preserving) vacuum; see segment_am.c.  The
- * caller holds ShareUpdateExclusiveLock on the facade.
+ * Run each spindle's own (slot-preserving) vacuum, annexes included; see
+ * segment_am.c.  The caller holds ShareUpdateExclusiveLock on the facade.
  */
 void
 spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
@@ -1163,9 +1224,9 @@ spindle_vacuum_spindles(Relation facade, struct VacuumParams *params,
 	SpindleDirectory *dir = spindle_directory_acquire(facade);
 	int			i;
 
-	for (i = 0; i < dir->nspindles; i++)
+	for (i = 0; i < spindle_dir_nall(dir); i++)
 	{
-		Relation	seg = spindle_open_segment(facade, &dir->spindles[i],
+		Relation	seg = spindle_open_segment(facade, spindle_dir_entry(dir, i),
 											   ShareUpdateExclusiveLock);
 
 		if (seg == NULL)
@@ -1279,10 +1340,12 @@ typedef struct CreatorArgs
 	Oid			facade;
 	int			count;
 	int64		first_no;		/* > 0: one spindle numbered from there */
+	int			annex_generation;	/* > 0: one annex of that generation */
 	int			test_vslot_base;	/* the requester's, for tests */
 } CreatorArgs;
 
-static bool request_creation(Relation facade, int count, int64 first_no);
+static bool request_creation(Relation facade, int count, int64 first_no,
+							 int annex_generation);
 
 /*
  * Ask a helper process to create `count` ready spindles for the facade in
@@ -1292,7 +1355,7 @@ static bool request_creation(Relation facade, int count, int64 first_no);
 bool
 spindle_request_spindles(Relation facade, int count)
 {
-	return request_creation(facade, count, 0);
+	return request_creation(facade, count, 0, 0);
 }
 
 /*
@@ -1306,11 +1369,23 @@ spindle_request_spindles(Relation facade, int count)
 bool
 spindle_request_spindle_at(Relation facade, int64 first_no)
 {
-	return request_creation(facade, 1, first_no);
+	return request_creation(facade, 1, first_no, 0);
+}
+
+/*
+ * The same for one annex of the given generation (spindle_create_annex):
+ * made ahead like a ready spindle, committed on its own, so that whoever
+ * places copies in it never holds the creation lock.
+ */
+bool
+spindle_request_annex(Relation facade, int generation)
+{
+	return request_creation(facade, 1, 0, generation);
 }
 
 static bool
-request_creation(Relation facade, int count, int64 first_no)
+request_creation(Relation facade, int count, int64 first_no,
+				 int annex_generation)
 {
 	BackgroundWorker bgw;
 	BackgroundWorkerHandle *handle;
@@ -1329,6 +1404,7 @@ request_creation(Relation facade, int count, int64 first_no)
 	args.facade = RelationGetRelid(facade);
 	args.count = count;
 	args.first_no = first_no;
+	args.annex_generation = annex_generation;
 	args.test_vslot_base = spindle_test_vslot_base;
 	memcpy(bgw.bgw_extra, &args, sizeof(args));
 
@@ -1370,7 +1446,9 @@ spindle_creator_main(Datum main_arg)
 		rel = try_relation_open(args.facade, NoLock);
 		if (rel != NULL)
 		{
-			if (spindle_is_facade(rel) && args.first_no > 0)
+			if (spindle_is_facade(rel) && args.annex_generation > 0)
+				(void) spindle_create_annex(rel, args.annex_generation);
+			else if (spindle_is_facade(rel) && args.first_no > 0)
 				spindle_create_spindle_at(rel, args.first_no);
 			else if (spindle_is_facade(rel))
 				(void) spindle_create_spindles(rel, args.count, true);

@@ -27,7 +27,8 @@
  * no catalog row and no pending entry (that is, once cleanup has removed
  * its index entries and forgotten it); spindle numbers only increase, so
  * that creators commit in the order of their numbers (the backend cache
- * relies on it: directory.c).
+ * relies on it: directory.c).  Annexes (spindle_create_annex) take their
+ * numbers and ranges the same way, and no event numbers.
  *
  *-------------------------------------------------------------------------
  */
@@ -895,7 +896,8 @@ count_ready_spindles(SpindleCatalogRels *cr, Oid facade, Snapshot snap, int enou
 		int			e;
 
 		spindle_catalog_decode_row(td, tup, &sp, &dropped);
-		if (dropped)
+		/* an empty annex is no ready spindle: producers never use one */
+		if (dropped || spindle_is_annex(&sp))
 			continue;
 		e = spindle_segment_is_empty(sp.segment);
 		if (e < 0)
@@ -939,6 +941,67 @@ spindle_create_spindle_at(Relation facade, int64 first_no)
 {
 	Assert(first_no > 0);
 	(void) create_spindles(facade, 1, false, first_no);
+}
+
+/*
+ * Create an annex of the given generation (1..SPINDLE_ANNEX_GENERATIONS)
+ * for the facade in the current transaction, as a ready spindle is made:
+ * under the creation lock, with a range of virtual slots of its own at the
+ * table's capacity, a spindle number after every other, and no event
+ * numbers (design.md, "Compaction", section 2).  Producers never place
+ * events in it (the directory keeps it apart).  The caller holds at least
+ * AccessShareLock on the facade.  Returns its spindle number.
+ */
+int64
+spindle_create_annex(Relation facade, int generation)
+{
+	Oid			relid = RelationGetRelid(facade);
+	SpindleCatalogRels cr;
+	Snapshot	snap;
+	Allocator	alloc;
+	SpindleEntry sp;
+	int64		event_end;
+	int64		floor;
+	bool		found;
+
+	Assert(generation >= 1 && generation <= SPINDLE_ANNEX_GENERATIONS);
+	spindle_check_layout(facade);
+	spindle_register_table(relid);
+	spindle_lock_creation(relid);
+	spindle_catalog_open(&cr);
+	snap = spindle_catalog_snapshot();
+
+	memset(&sp, 0, sizeof(sp));
+	sp.generation = generation;
+	sp.capacity = spindle_rel_capacity_option(relid, &found);
+	if (!found)
+		sp.capacity = spindle_events_per_spindle;
+	if (sp.capacity == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("spindle table \"%s\" has a single unbounded spindle and takes no annex",
+						RelationGetRelationName(facade))));
+	forget_committed_pending(facade);
+	created_spindles = true;
+	floor = spindle_catalog_max_spindle_no(&cr, relid, snap, &event_end) + 1;
+	allocator_begin(&alloc, facade, &cr, snap);
+	sp.spindle_no = spindle_next_spindle_no(facade, floor);
+	if (!allocator_take(&alloc, sp.capacity, sp.spindle_no, &sp.vbase,
+						&sp.vcount))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("spindle table \"%s\" has no room for an annex of %lld events",
+						RelationGetRelationName(facade), (long long) sp.capacity),
+				 errdetail("A spindle table holds at most %lld events in spindles that are not yet dropped; %lld are taken.",
+						   (long long) SPINDLE_VSLOTS, (long long) alloc.all.taken),
+				 errhint("Consume or purge events so that full spindles can be dropped.")));
+	create_one_spindle(facade, &sp);
+	allocator_end(&alloc);
+	UnregisterSnapshot(snap);
+	spindle_catalog_close(&cr);
+	CacheInvalidateRelcacheByRelid(relid);
+	CommandCounterIncrement();
+	return sp.spindle_no;
 }
 
 /*

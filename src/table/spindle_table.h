@@ -96,6 +96,7 @@ extern void spindle_lock_creation(Oid facade);
 extern bool spindle_creation_locked_by_me(Oid facade);
 extern int	spindle_create_spindles(Relation facade, int count, bool ready_only);
 extern void spindle_create_spindle_at(Relation facade, int64 first_no);
+extern int64 spindle_create_annex(Relation facade, int generation);
 
 /* ---- facade_am.c / kept_ids.c: inserts that keep supplied numbers ---- */
 
@@ -112,6 +113,12 @@ extern int	spindle_place_kept(Relation facade, SpindleDirectory **dirp,
 							   bool speculative, uint32 specToken);
 extern int	spindle_segment_is_empty(Oid segment);
 extern int	spindle_test_vslot_base;	/* GUC, tests only */
+
+/* ---- annex.c: copies of events placed in annexes ---- */
+
+extern int64 spindle_obtain_annex(Relation facade, int generation);
+extern void spindle_annex_place(Relation facade, int generation,
+								TupleTableSlot *slot, ItemPointer vtid);
 
 /* ---- facade_am.c, facade_scan.c: the spindle table AM ---- */
 
@@ -239,6 +246,7 @@ extern void spindle_vacuum_spindles(Relation facade, struct VacuumParams *params
 									BufferAccessStrategy bstrategy);
 extern bool spindle_request_spindles(Relation facade, int count);
 extern bool spindle_request_spindle_at(Relation facade, int64 first_no);
+extern bool spindle_request_annex(Relation facade, int generation);
 extern ErrorData *spindle_catch_and_abort(MemoryContext cxt);
 extern void spindle_log_consumed_conflict(Relation facade,
 										  TransactionId latest);
