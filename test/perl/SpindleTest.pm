@@ -15,7 +15,7 @@ our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue
   start_load stop_load drain_queue check_consistent check_read_counts
   next_epoch log_counts install_wait_backend kill9_and_wait
   psql_ok sleep_until read_events spindle_node parked_node explain_cost median cost_beside
-  ack_all_verify);
+  ack_all_verify standby_pair);
 
 # Why directory $d is no small file system of its own that this user can
 # write to (at most 64 MB), or '' if it is one: the disk-full and disk
@@ -542,6 +542,26 @@ spindle.enable_worker = off
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION spindle');
 	return $node;
+}
+
+# A primary (spindle preloaded, the extension created, $pconf appended)
+# and a streaming standby made from its backup ($sconf appended), both
+# started; the nodes are named $prefix . 'primary' and $prefix . 'standby'.
+sub standby_pair
+{
+	my ($prefix, $pconf, $sconf) = @_;
+	my $primary = PostgreSQL::Test::Cluster->new(($prefix // '') . 'primary');
+	$primary->init(allows_streaming => 1);
+	$primary->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'spindle'\n" . ($pconf // ''));
+	$primary->start;
+	$primary->safe_psql('postgres', 'CREATE EXTENSION spindle');
+	$primary->backup('b');
+	my $standby = PostgreSQL::Test::Cluster->new(($prefix // '') . 'standby');
+	$standby->init_from_backup($primary, 'b', has_streaming => 1);
+	$standby->append_conf('postgresql.conf', $sconf) if defined $sconf;
+	$standby->start;
+	return ($primary, $standby);
 }
 
 # The same with autovacuum off too (nothing moves unless the test moves

@@ -21,11 +21,8 @@ use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 use Time::HiRes qw(usleep);
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
+my ($primary, $standby) = standby_pair(
+	'', q{
 max_worker_processes = 16
 spindle.naptime = 200ms
 # on only for the worker case below
@@ -33,21 +30,12 @@ spindle.enable_worker = off
 # the standby checks that replaying each heap2 record (the conflict record
 # among them) gives the primary's page
 wal_consistency_checking = 'heap2'
-});
-$primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION spindle');
-$primary->backup('b');
-
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->append_conf(
-	'postgresql.conf', q{
+}, q{
 hot_standby_feedback = off
 max_standby_streaming_delay = 1s
 wal_receiver_status_interval = 1s
 log_error_verbosity = verbose
 });
-$standby->start;
 
 # Drop the droppable spindles of $table on the primary, retrying while the
 # primary's xmin horizon may still lag behind the DELETE that just

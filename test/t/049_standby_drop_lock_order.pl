@@ -26,26 +26,14 @@ use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 use Time::HiRes qw(usleep);
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
+my ($primary, $standby) = standby_pair(
+	'', q{
 spindle.enable_worker = off
-});
-$primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION spindle');
-$primary->backup('b');
-
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->append_conf(
-	'postgresql.conf', q{
+}, q{
 hot_standby_feedback = off
 max_standby_streaming_delay = -1
 wal_receiver_status_interval = 1s
 });
-$standby->start;
 
 $primary->safe_psql(
 	'postgres', q{

@@ -10,28 +10,20 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use SpindleTest;
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'spindle'
+my ($primary, $standby) = standby_pair(
+	'', q{
 spindle.enable_worker = off
 effective_io_concurrency = 16
 maintenance_io_concurrency = 16
 max_parallel_workers_per_gather = 0
 });
-$primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION spindle');
-
-my $backup_name = 'my_backup';
-$primary->backup($backup_name);
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, $backup_name, has_streaming => 1);
-$standby->start;
 
 $primary->safe_psql(
 	'postgres', q{

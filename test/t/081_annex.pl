@@ -18,19 +18,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SpindleTest;
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'spindle'
-spindle.enable_worker = off
-});
-$primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION spindle');
-$primary->backup('b');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->start;
+my ($primary, $standby) = standby_pair('', "spindle.enable_worker = off\n");
 
 $primary->safe_psql(
 	'postgres', q{

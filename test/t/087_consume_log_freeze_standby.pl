@@ -18,31 +18,19 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 
-my $primary = PostgreSQL::Test::Cluster->new('freeze_primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'spindle'
+my ($primary, $standby) = standby_pair(
+	'freeze_', q{
 max_worker_processes = 16
 autovacuum = off
 # settle would fold the entries (with a conflict of its own) first
 spindle.enable_worker = off
 spindle.consume_log = on
-});
-$primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION spindle');
-$primary->backup('b');
-
-my $standby = PostgreSQL::Test::Cluster->new('freeze_standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->append_conf(
-	'postgresql.conf', q{
+}, q{
 hot_standby_feedback = off
 max_standby_streaming_delay = 100ms
 wal_receiver_status_interval = 1s
 log_error_verbosity = verbose
 });
-$standby->start;
 
 # A standby REPEATABLE READ transaction counting spindle_q.$q, in a
 # subtransaction rolled back at once: the transaction keeps its snapshot
