@@ -159,6 +159,19 @@ CREATE UNIQUE INDEX ux2_a ON ux2 (a);
 DELETE FROM ux2 WHERE ctid = (SELECT max(ctid) FROM ux2 WHERE a = 1);
 CREATE UNIQUE INDEX ux2_a ON ux2 (a);
 SELECT a FROM ux2 ORDER BY a;
+-- an exclusion constraint: the check meets each row once (it found the
+-- new row's own tuple twice and refused every insert), and refuses a
+-- conflict, across spindles and after a DELETE
+CREATE TABLE xc (id int, v text, EXCLUDE USING btree (id WITH =))
+  USING spindle WITH (events_per_spindle = 4);
+INSERT INTO xc SELECT g, 'v' || g FROM generate_series(1, 6) g;
+INSERT INTO xc VALUES (3, 'again');
+\echo :SQLSTATE
+DELETE FROM xc WHERE id = 3;
+INSERT INTO xc VALUES (3, 'again');
+SELECT id, v FROM xc ORDER BY id;
+DROP TABLE xc;
+
 -- the books balance
 SELECT (SELECT sum(events) - sum(purged_events) FROM spindle.spindles
          WHERE relation = 'ux'::regclass) AS live_events,

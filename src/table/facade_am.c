@@ -1299,6 +1299,16 @@ spindle_fetch_event(Relation rel, IndexFetchTableData *scan,
 	}
 	found = heap_methods->index_fetch_tuple(f->hfetch, &ptid, snapshot, slot,
 											call_again, all_dead);
+
+	/*
+	 * Heap asks to be called again for a non-MVCC snapshot, to follow a HOT
+	 * chain; a spindle has none (an UPDATE is a delete and an insert), and
+	 * the call again would start from the root with first_call set (ptid is
+	 * ours, made anew from the virtual TID) and return the same tuple: an
+	 * exclusion constraint's check found its own tuple twice and refused
+	 * every insert.
+	 */
+	*call_again = false;
 	if (found)
 	{
 		check_event(slot, &sp, &vtid);
