@@ -139,10 +139,14 @@ ANALYZE spindle_q.rq;
 SELECT reltuples FROM pg_class WHERE oid = 'spindle_q.rq'::regclass;
 -- a unique index built now indexes one live copy per msg_id
 CREATE UNIQUE INDEX rq_msg_id_u ON spindle_q.rq (msg_id);
-DROP INDEX spindle_q.rq_msg_id_u;
 
 -- ===================== DML on a moved copy is refused ====================
 SELECT spindle._create_annex('spindle_q.rq', 1) > 0 AS second_annex;
+-- (with a unique index: the copy's unique check finds the old copy hidden
+-- by the entry written before it)
+SELECT spindle._relocate('spindle_q.rq', 8, 1) IS NOT NULL AS moved_under_unique;
+SELECT count(*), count(DISTINCT msg_id) FROM spindle_q.rq;
+DROP INDEX spindle_q.rq_msg_id_u;
 -- a cursor positioned on the old copy: WHERE CURRENT OF reads it with the
 -- statement's snapshot, which the move hides it from: nothing is changed
 BEGIN;
@@ -157,6 +161,7 @@ DELETE FROM spindle_q.rq WHERE msg_id = 6;
 SELECT count(*) FROM spindle_q.rq;
 ROLLBACK;
 SELECT count(*) FROM spindle_q.rq;
+SELECT spindle._create_annex('spindle_q.rq', 1) > 0 AS third_annex;
 -- a statement whose snapshot still sees the old copy (the move runs in
 -- the same command, from an InitPlan) is refused when it reaches it
 -- (following the move to the new copy is a later step)
@@ -175,7 +180,7 @@ RESET enable_bitmapscan;
 SELECT msg_id, payload->>'n' AS n FROM spindle_q.rq WHERE msg_id = 7;
 
 -- ===================== VACUUM of the consumer relation ===================
--- tree 3 now: 2, 5 and 9 moved (committed), 6 and 7 (aborted)
+-- tree 3 now: 2, 5, 8 and 9 moved (committed), 6 and 7 (aborted)
 SELECT count(*) AS entries, count(*) FILTER (WHERE awaited = 2) AS frozen
   FROM spindle._run_scan('spindle_q.rq', 3, 0, 9223372036854775806);
 SELECT format('VACUUM pg_spindle.c%s', 'spindle_q.rq'::regclass::oid) AS vac \gset
@@ -204,6 +209,7 @@ SELECT count(*) FROM spindle_q.rq;
 SELECT * FROM rq_all;
 SELECT count(*) AS old_tids FROM spindle_q.rq
  WHERE ctid IN (:'old2', :'old5', :'old9');
+SELECT payload->>'n' AS n FROM spindle_q.rq WHERE msg_id = 8;
 -- and a moved event whose entry is frozen is not moved again
 SELECT spindle._relocate('spindle_q.rq', 5, 1);
 -- VACUUM of the queue table itself, verify()
