@@ -212,7 +212,10 @@ SELECT count(*) AS old_tids FROM spindle_q.rq
 SELECT payload->>'n' AS n FROM spindle_q.rq WHERE msg_id = 8;
 -- and a moved event whose entry is frozen is not moved again
 SELECT spindle._relocate('spindle_q.rq', 5, 1);
--- VACUUM of the queue table itself, verify()
+-- VACUUM of the queue table itself, VACUUM FULL (the spindles stay, the
+-- indexes are rebuilt, the hidden copies not alive), verify()
 VACUUM spindle_q.rq;
 SELECT count(*) FROM spindle_q.rq;
+VACUUM FULL spindle_q.rq;
+SELECT * FROM rq_all;
 SELECT * FROM spindle.verify('spindle_q.rq');

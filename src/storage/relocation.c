@@ -36,7 +36,8 @@
  * numbers 3 and 4, ExclusiveLock, consumer_tree.c's writer lock): the one
  * relocator of a table takes both and keeps them to the end of its
  * transaction (spindle_reloc_lock), so relocators of one queue take
- * turns; VACUUM's freeze takes tree 3's for its pass.  Nothing here takes
+ * turns; VACUUM's freeze takes tree 3's for its pass if free (it does not
+ * wait for a relocator: spindle_reloc_freeze).  Nothing here takes
  * an event page's lock; the mover may hold one (share) around
  * spindle_reloc_add, as the consume log's writers do.
  *
@@ -64,15 +65,23 @@
 StaticAssertDecl(SPINDLE_MAX_CAPACITY <= (INT64CONST(1) << SPINDLE_RELOC_K_BITS),
 				 "a slot number fits in the low bits of a relocation key");
 
+/* Can copy (spindle_no, k) be named by a key? */
+static bool
+key_ok(int64 spindle_no, int64 k)
+{
+	return spindle_no >= 1 && spindle_no <= SPINDLE_RELOC_MAX_SPINDLE_NO &&
+		k >= 0 && k < SPINDLE_MAX_CAPACITY;
+}
+
 /*
  * The key of copy (spindle_no, k); errors out (nothing written) if it is
- * out of the range keys can name.
+ * out of the range keys can name.  Readers ask key_ok first: no entry
+ * names such a copy.
  */
 int64
 spindle_reloc_key(int64 spindle_no, int64 k)
 {
-	if (spindle_no < 1 || spindle_no > SPINDLE_RELOC_MAX_SPINDLE_NO ||
-		k < 0 || k >= SPINDLE_MAX_CAPACITY)
+	if (!key_ok(spindle_no, k))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("copy (%lld, %lld) cannot be named by a relocation entry",
@@ -174,6 +183,8 @@ spindle_reloc_probe(Relation crel, int64 spindle_no, int64 k,
 	SpindleTree t;
 	SpindleRun	r;
 
+	if (!key_ok(spindle_no, k))
+		return false;
 	reloc_tree(crel, SPINDLE_TREE_RELOC, false, &t);
 	if (!spindle_tree_lookup(&t, spindle_reloc_key(spindle_no, k), &r))
 		return false;
@@ -197,8 +208,9 @@ spindle_reloc_read(Relation crel, int64 spindle_no, int64 lo_k, int64 hi_k,
 	int64		hi;
 
 	*n = 0;
+	lo_k = Max(lo_k, 0);
 	hi_k = Min(hi_k, SPINDLE_MAX_CAPACITY);
-	if (lo_k >= hi_k)
+	if (lo_k >= hi_k || !key_ok(spindle_no, lo_k))
 		return NULL;
 	x = spindle_reloc_key(spindle_no, lo_k);
 	hi = spindle_reloc_key(spindle_no, hi_k - 1) + 1;
@@ -370,6 +382,20 @@ spindle_reloc_remove_aborted(Relation crel)
 	return removed;
 }
 
+/* The oldest normal xid among e[0..n), or InvalidTransactionId. */
+static TransactionId
+oldest_xid(const SpindleRelocation *e, int n)
+{
+	TransactionId oldest = InvalidTransactionId;
+
+	for (int i = 0; i < n; i++)
+		if (TransactionIdIsNormal(e[i].xid) &&
+			(!TransactionIdIsValid(oldest) ||
+			 TransactionIdPrecedes(e[i].xid, oldest)))
+			oldest = e[i].xid;
+	return oldest;
+}
+
 /*
  * VACUUM of a consumer relation: entries' xids must stay resolvable in
  * clog while the entries exist.  Entries committed before freeze_limit
@@ -378,9 +404,11 @@ spindle_reloc_remove_aborted(Relation crel)
  * not see the mover committed must not lose the old copy); aborted ones
  * go.  Returns the oldest xid an entry still holds (InvalidTransactionId
  * if none), below which relfrozenxid must not move.  Takes tree 3's
- * writer lock for the pass, so it waits for a relocator's transaction
- * (no entry that qualifies can appear meanwhile: a mover's xid follows
- * freeze_limit).  Reads the whole tree.
+ * writer lock for the pass without waiting (no entry that qualifies can
+ * appear meanwhile: a mover's xid follows freeze_limit); while a
+ * relocator holds it, nothing is changed and the oldest xid of the
+ * entries read is returned (a running mover's entries have xids no older
+ * than the vacuum's OldestXmin).  Reads the whole tree.
  */
 TransactionId
 spindle_reloc_freeze(Relation crel, TransactionId freeze_limit)
@@ -393,7 +421,14 @@ spindle_reloc_freeze(Relation crel, TransactionId freeze_limit)
 
 	if (!spindle_reloc_exists(crel))
 		return InvalidTransactionId;
-	LockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock);
+	if (!ConditionalLockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock))
+	{
+		e = read_all(crel, &n);
+		oldest = oldest_xid(e, n);
+		if (e != NULL)
+			pfree(e);
+		return oldest;
+	}
 	e = read_all(crel, &n);
 	for (int i = 0; i < n; i++)
 		if (TransactionIdIsNormal(e[i].xid) &&
