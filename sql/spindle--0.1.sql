@@ -239,7 +239,8 @@ REVOKE ALL ON FUNCTION spindle._annex_insert(regclass, int, anyelement) FROM PUB
 -- live event of a queue table into its newest annex of a generation with
 -- room, in the current transaction (relocation entry in tree 3 of the
 -- consumer relation, copy with the same columns and append time, index
--- entries); returns the copy's TID.  Consumers do not follow moves yet.
+-- entries); returns the copy's TID.  Consumers do not follow moves yet
+-- (they deliver the old copy): never on a queue being consumed.
 CREATE FUNCTION spindle._relocate(rel regclass, msg_id bigint, generation int)
     RETURNS tid
     AS 'MODULE_PATHNAME', 'spindle_relocate_sql' LANGUAGE C STRICT VOLATILE;

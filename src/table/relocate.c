@@ -26,8 +26,9 @@
  *	   gets the event's oldest copy if it has none.
  *
  * The old copy is not written.  Consumers (dequeue, read, ack) do not
- * follow tree 3 yet: the function is for tests of the hiding rule
- * (hidden.c), and a moved event is invisible to consumers until they do.
+ * read tree 3 yet: they still deliver and purge the old copy, after which
+ * the annex copy stays visible to plain SQL.  The function is for tests
+ * of the hiding rule (hidden.c) only, never on a queue being consumed.
  *
  * Locks: the queue table RowExclusiveLock and the annex RowExclusiveLock
  * (annex.c), the consumer relation RowExclusiveLock and the relocator's
