@@ -146,6 +146,13 @@ SELECT spindle._create_annex('spindle_q.rq', 1) > 0 AS second_annex;
 -- by the entry written before it)
 SELECT spindle._relocate('spindle_q.rq', 8, 1) IS NOT NULL AS moved_under_unique;
 SELECT count(*), count(DISTINCT msg_id) FROM spindle_q.rq;
+-- foreign key checks find (and lock) the new copies; deleting a moved
+-- event's new copy is checked against the referencing rows
+CREATE TABLE rq_ref (m bigint REFERENCES spindle_q.rq (msg_id));
+INSERT INTO rq_ref VALUES (2), (8);
+SELECT count(*) AS refs FROM rq_ref;
+DELETE FROM spindle_q.rq WHERE msg_id = 8;
+DROP TABLE rq_ref;
 DROP INDEX spindle_q.rq_msg_id_u;
 -- a cursor positioned on the old copy: WHERE CURRENT OF reads it with the
 -- statement's snapshot, which the move hides it from: nothing is changed
