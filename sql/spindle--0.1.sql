@@ -235,6 +235,16 @@ CREATE FUNCTION spindle._annex_insert(rel regclass, generation int,
     AS 'MODULE_PATHNAME', 'spindle_annex_insert_sql' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION spindle._create_annex(regclass, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._annex_insert(regclass, int, anyelement) FROM PUBLIC;
+-- Test only (superusers; docs/design.md, "Compaction", section 3): move one
+-- live event of a queue table into its newest annex of a generation with
+-- room, in the current transaction (relocation entry in tree 3 of the
+-- consumer relation, copy with the same columns and append time, index
+-- entries); returns the copy's TID.  Consumers do not follow moves yet
+-- (they deliver the old copy): never on a queue being consumed.
+CREATE FUNCTION spindle._relocate(rel regclass, msg_id bigint, generation int)
+    RETURNS tid
+    AS 'MODULE_PATHNAME', 'spindle_relocate_sql' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION spindle._relocate(regclass, bigint, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_upsert(regclass, int, bigint, bigint, int,
     timestamptz, int, bigint, int, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_remove(regclass, int, bigint, bigint) FROM PUBLIC;

@@ -470,6 +470,11 @@ meta_relation_copy_for_cluster(Relation OldTable, Relation NewTable,
 	if (TransactionIdIsNormal(oldest_entry) &&
 		TransactionIdPrecedes(oldest_entry, *xid_cutoff))
 		*xid_cutoff = oldest_entry;
+	/* the relocation entries' too (relocation.c) */
+	oldest_entry = spindle_reloc_freeze(OldTable, *xid_cutoff);
+	if (TransactionIdIsNormal(oldest_entry) &&
+		TransactionIdPrecedes(oldest_entry, *xid_cutoff))
+		*xid_cutoff = oldest_entry;
 	FlushRelationBuffers(OldTable);
 	RelationTruncate(NewTable, 0);
 	RelationCopyStorage(RelationGetSmgr(OldTable), RelationGetSmgr(NewTable),
@@ -482,10 +487,11 @@ meta_relation_copy_for_cluster(Relation OldTable, Relation NewTable,
 
 /*
  * VACUUM (manual, autovacuum, anti-wraparound) of a consumer relation.
- * The consume log's entries are frozen (committed before the freeze
- * limit) or removed (aborted), and relfrozenxid moves to the vacuum's
- * OldestXmin or to the oldest xid an entry still holds, if older
- * (consume_log.c).  The caller holds ShareUpdateExclusiveLock.
+ * The consume log's entries and the relocation entries are frozen
+ * (committed before the freeze limit) or removed (aborted), and
+ * relfrozenxid moves to the vacuum's OldestXmin or to the oldest xid an
+ * entry still holds, if older (consume_log.c, relocation.c).  The caller
+ * holds ShareUpdateExclusiveLock.
  */
 static void
 meta_relation_vacuum(Relation rel, struct VacuumParams *params,
@@ -507,6 +513,11 @@ meta_relation_vacuum(Relation rel, struct VacuumParams *params,
 								 &freeze_limit, &multi_cutoff);
 	/* the consume log's entries keep their xids' clog */
 	oldest_entry = spindle_consume_log_freeze(rel, freeze_limit);
+	if (TransactionIdIsNormal(oldest_entry) &&
+		TransactionIdPrecedes(oldest_entry, oldest_xmin))
+		oldest_xmin = oldest_entry;
+	/* and the relocation entries theirs (relocation.c) */
+	oldest_entry = spindle_reloc_freeze(rel, freeze_limit);
 	if (TransactionIdIsNormal(oldest_entry) &&
 		TransactionIdPrecedes(oldest_entry, oldest_xmin))
 		oldest_xmin = oldest_entry;

@@ -639,7 +639,8 @@ typedef struct SpindleRun
 
 /*
  * Trees of the consumer relation by number: 0 and 1 are queue_parked.c's
- * (parked runs, their due index), 2 the consume log (consume_log.c).
+ * (parked runs, their due index), 2 the consume log (consume_log.c), 3
+ * and 4 the relocation entries and the oldest copies (relocation.c).
  */
 #define SPINDLE_TREE_CONSUME_LOG	2
 
@@ -906,6 +907,53 @@ extern PGDLLIMPORT SpindleFreezeConflictFn spindle_consume_log_freeze_conflict_h
 extern void spindle_consume_log_add_run(Relation crel, int64 first,
 										int64 len, FullTransactionId fxid,
 										CommandId cid);
+
+/*
+ * relocation.c: trees 3 and 4 of a queue's consumer relation (compaction,
+ * docs/design.md "Compaction of sparse spindles", sections 3, 4 and 6).
+ * Tree 3 holds one relocation entry per moved copy, keyed by the copy it
+ * hides; tree 4 maps a msg_id to its oldest copy.  A copy (spindle_no, k)
+ * is keyed spindle_no << SPINDLE_RELOC_K_BITS | k: k < SPINDLE_MAX_CAPACITY
+ * < 2^26, and spindle_no is checked to be below 2^37 (spindle_reloc_key),
+ * so the key is a positive int64.
+ */
+#define SPINDLE_TREE_RELOC		3
+#define SPINDLE_TREE_RELOC_IDS	4
+#define SPINDLE_RUN_RELOCATED	7	/* tree 3 */
+#define SPINDLE_RUN_OLDEST_COPY 8	/* tree 4 */
+#define SPINDLE_RELOC_K_BITS	26
+#define SPINDLE_RELOC_MAX_SPINDLE_NO \
+	((INT64CONST(1) << (63 - SPINDLE_RELOC_K_BITS)) - 1)
+
+/* A relocation entry: copy (source_no, source_k) moved to (target_no, target_k) */
+typedef struct SpindleRelocation
+{
+	int64		source_no;
+	int64		source_k;
+	int64		target_no;
+	int64		target_k;
+	TransactionId xid;			/* the mover; FrozenTransactionId: frozen */
+	CommandId	cid;			/* the mover's command */
+	uint16		flags;			/* none defined yet */
+} SpindleRelocation;
+
+extern int64 spindle_reloc_key(int64 spindle_no, int64 k);
+extern void spindle_crel_trees_present(Relation crel, bool *log, bool *reloc);
+extern bool spindle_reloc_exists(Relation crel);
+extern void spindle_reloc_lock(Relation crel);
+extern bool spindle_reloc_probe(Relation crel, int64 spindle_no, int64 k,
+								SpindleRelocation *e);
+extern SpindleRelocation *spindle_reloc_read(Relation crel, int64 spindle_no,
+											 int64 lo_k, int64 hi_k, int *n);
+extern void spindle_reloc_add(Relation crel, const SpindleRelocation *e);
+extern void spindle_reloc_note_oldest(Relation crel, int64 msg_id,
+									  int64 spindle_no, int64 k);
+extern bool spindle_reloc_oldest(Relation crel, int64 msg_id,
+								 int64 *spindle_no, int64 *k);
+extern bool spindle_reloc_aborted(const SpindleRelocation *e);
+extern int	spindle_reloc_remove_aborted(Relation crel);
+extern TransactionId spindle_reloc_freeze(Relation crel,
+										  TransactionId freeze_limit);
 
 /* consumer_test.c: the test-only spindle._run_*() functions and GUCs */
 extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */

@@ -203,6 +203,57 @@ insert_index_entries(Relation facade, TupleTableSlot *slot)
 }
 
 /*
+ * Reserve one slot for a copy in the newest annex of the generation with
+ * room (errors out if none): *as holds the pinned directory, the annex
+ * (open RowExclusiveLock) and the slot, for spindle_annex_fill.  The
+ * relocator writes its entry between the two (design, section 3: the
+ * entry names the reserved slot and precedes the copy, so that the
+ * copy's unique checks already find the old copy hidden).  The caller
+ * holds RowExclusiveLock on the facade.
+ */
+void
+spindle_annex_reserve(Relation facade, int generation, SpindleAnnexSlot *as)
+{
+	as->dir = spindle_directory_acquire(facade);
+	as->index = reserve_annex_slot(facade, as->dir, generation, &as->seg,
+								   &as->k);
+	as->spindle_no = spindle_dir_entry(as->dir, as->index)->spindle_no;
+}
+
+/*
+ * Place a copy of the row in slot (of the facade's descriptor) in the
+ * annex slot as reserved, with append time appended (0: now); returns its
+ * virtual TID in *vtid and releases what as holds (the annex stays locked
+ * to the end of the transaction).
+ */
+void
+spindle_annex_fill(Relation facade, SpindleAnnexSlot *as,
+				   TupleTableSlot *slot, uint32 appended, ItemPointer vtid)
+{
+	SpindleEntry *sp = spindle_dir_entry(as->dir, as->index);
+	HeapTuple	tuple;
+
+	/* purged if this (sub)transaction aborts (counters.c) */
+	spindle_counters_inserted(RelationGetRelid(facade), sp->segment, 1);
+	tuple = spindle_form_event(facade, slot, (int32) as->k,
+							   appended != 0 ? appended : spindle_time_now());
+	tuple->t_tableOid = RelationGetRelid(as->seg);
+	heap_insert(as->seg, tuple, GetCurrentCommandId(true), 0, NULL);
+	spindle_slotmap_set(facade, sp->vbase + as->k, 1, &tuple->t_self);
+	spindle_slots_placed(sp);
+	spindle_vslot_to_tid(sp->vbase + as->k, vtid);
+	heap_freetuple(tuple);
+	/* kept to the end of the transaction: the annex stays */
+	relation_close(as->seg, NoLock);
+	spindle_directory_release(as->dir);
+	as->seg = NULL;
+	as->dir = NULL;
+
+	spindle_slot_set_identity(slot, facade, vtid);
+	insert_index_entries(facade, slot);
+}
+
+/*
  * Place a copy of the row in slot (of the facade's descriptor) in an
  * annex of the given generation; returns its virtual TID in *vtid.  The
  * caller holds RowExclusiveLock on the facade.
@@ -211,30 +262,10 @@ void
 spindle_annex_place(Relation facade, int generation, TupleTableSlot *slot,
 					ItemPointer vtid)
 {
-	SpindleDirectory *dir = spindle_directory_acquire(facade);
-	SpindleEntry *sp;
-	Relation	seg;
-	HeapTuple	tuple;
-	int64		k;
-	int			i;
+	SpindleAnnexSlot as;
 
-	i = reserve_annex_slot(facade, dir, generation, &seg, &k);
-	sp = spindle_dir_entry(dir, i);
-	/* purged if this (sub)transaction aborts (counters.c) */
-	spindle_counters_inserted(RelationGetRelid(facade), sp->segment, 1);
-	tuple = spindle_form_event(facade, slot, (int32) k, spindle_time_now());
-	tuple->t_tableOid = RelationGetRelid(seg);
-	heap_insert(seg, tuple, GetCurrentCommandId(true), 0, NULL);
-	spindle_slotmap_set(facade, sp->vbase + k, 1, &tuple->t_self);
-	spindle_slots_placed(sp);
-	spindle_vslot_to_tid(sp->vbase + k, vtid);
-	heap_freetuple(tuple);
-	/* kept to the end of the transaction: the annex stays */
-	relation_close(seg, NoLock);
-	spindle_directory_release(dir);
-
-	spindle_slot_set_identity(slot, facade, vtid);
-	insert_index_entries(facade, slot);
+	spindle_annex_reserve(facade, generation, &as);
+	spindle_annex_fill(facade, &as, slot, 0, vtid);
 }
 
 /*

@@ -877,6 +877,9 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 			 RelationGetRelationName(rel));
 	k = spindle_tid_to_vslot(tid) - sp.vbase;
 	queue = spindle_hidden_applies(rel);
+	/* moved by compaction: refused (hidden.c) */
+	if (queue)
+		spindle_reloc_dml_check(rel, &sp, k);
 	/* consumed already, or being consumed? (hidden.c, lock protocol) */
 	result = consumed_check(queue, rel, &sp, k, tid,
 							wait ? LockWaitBlock : LockWaitSkip, tmfd);
@@ -889,6 +892,8 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 	/* an entry written while heap deleted: wait for it, then look again */
 	if (result == TM_Ok)
 	{
+		if (queue)
+			spindle_reloc_dml_check(rel, &sp, k);
 		result = consumed_check(queue, rel, &sp, k, tid,
 								wait ? LockWaitBlock : LockWaitSkip, tmfd);
 		if (result != TM_Ok)
@@ -961,6 +966,8 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 			 RelationGetRelationName(rel));
 	k = spindle_tid_to_vslot(&vtid) - sp.vbase;
 	queue = spindle_hidden_applies(rel) && !spindle_is_annex(&sp);
+	/* moved by compaction: refused (hidden.c) */
+	spindle_reloc_dml_check(rel, &sp, k);
 	/* consumed already, or being consumed? (hidden.c, lock protocol) */
 	result = queue ?
 		spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy, tmfd) : TM_Ok;
@@ -973,6 +980,8 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 	else
 		ptid = vtid;
 	/* an entry written while heap locked: wait for it, then look again */
+	if (result == TM_Ok)
+		spindle_reloc_dml_check(rel, &sp, k);
 	if (result == TM_Ok && queue)
 	{
 		result = spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy,
@@ -1017,7 +1026,7 @@ facade_tuple_fetch_row_version(Relation rel, ItemPointer tid,
 		found = false;
 	else
 		found = heap_methods->tuple_fetch_row_version(seg, &ptid, snapshot, slot);
-	if (found && !spindle_is_annex(&sp) &&
+	if (found &&
 		spindle_event_hidden(rel, &sp, spindle_tid_to_vslot(&vtid) - sp.vbase,
 							 snapshot))
 	{
@@ -1119,8 +1128,7 @@ facade_tuple_satisfies_snapshot(Relation rel, TupleTableSlot *slot,
 
 	if (!heap_methods->tuple_satisfies_snapshot(rel, slot, snapshot))
 		return false;
-	if (spindle_resolve_tid(rel, &slot->tts_tid, &sp, &ptid) != TID_IN_SPINDLE ||
-		spindle_is_annex(&sp))
+	if (spindle_resolve_tid(rel, &slot->tts_tid, &sp, &ptid) != TID_IN_SPINDLE)
 		return true;
 	return !spindle_event_hidden(rel, &sp,
 								 spindle_tid_to_vslot(&slot->tts_tid) -
@@ -1219,9 +1227,6 @@ static bool
 fetch_hidden(FacadeIndexFetch *f, SpindleEntry *sp, int64 k,
 			 Snapshot snapshot)
 {
-	/* an annex's copies have no event numbers: the log hides none */
-	if (spindle_is_annex(sp))
-		return false;
 	if (!f->hide_ready || f->hide.snapshot != snapshot ||
 		f->hide_curcid != snapshot->curcid)
 	{

@@ -249,16 +249,15 @@ identify(FacadeScanDesc s, SpindleEntry *sp, TupleTableSlot *slot)
 }
 
 /*
- * Does the consume log hide the slot's tuple (of the current spindle,
- * visible to heap's test) from the scan?
+ * Does the consume log or a relocation entry hide the slot's tuple (of
+ * the current spindle or annex, visible to heap's test) from the scan?
  */
 static bool
 hidden_in_scan(FacadeScanDesc s, TupleTableSlot *slot)
 {
 	HeapTuple	tuple;
 
-	/* an annex's copies have no event numbers: the log hides none */
-	if (s->hide.crel == NULL || spindle_is_annex(s->cursp))
+	if (s->hide.crel == NULL)
 		return false;
 	tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
 	return spindle_hide_event(&s->hide, s->cursp,
@@ -807,8 +806,11 @@ facade_scan_analyze_next_tuple(TableScanDesc sscan, TransactionId OldestXmin,
 			ExecStoreBufferHeapTuple(tuple, slot, buf);
 		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 		ReleaseBuffer(buf);
-		/* consumed by a committed entry (or ours): a dead row (hidden.c) */
-		if (sample && !spindle_is_annex(sp) &&
+		/*
+		 * consumed or moved by a committed entry (or ours): a dead row
+		 * (hidden.c)
+		 */
+		if (sample &&
 			spindle_event_hidden(rel, sp, v - sp->vbase, SnapshotSelf))
 		{
 			ExecClearTuple(slot);
@@ -870,7 +872,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	 * a RECENTLY_DEAD tuple.  The build's ShareLock keeps writers of
 	 * entries out, so none is in progress.
 	 */
-	if (tupleIsAlive && !spindle_is_annex(bs->sp) &&
+	if (tupleIsAlive &&
 		spindle_hide_event(&bs->hide, bs->sp,
 						   spindle_tid_to_vslot(&vtid) - bs->sp->vbase))
 		tupleIsAlive = false;

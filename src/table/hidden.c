@@ -52,6 +52,20 @@
  * event is both consumed by a committed entry and deleted by a committed
  * DELETE.
  *
+ * Relocation entries (tree 3, storage/relocation.c; design "Compaction of
+ * sparse spindles", section 4).  A copy (spindle_no, k) of an event, in
+ * an event spindle or an annex, is hidden iff tree 3 has an entry for it
+ * whose mover (xid, cid), for the reader, counts as a committed deletion:
+ * the same rule as above, applied to the entry's xid and command id.  The
+ * new copy's xmin and cmin are the mover's, so every snapshot sees
+ * exactly one copy.  MVCC scans read, when they enter a spindle or annex,
+ * the slots its entries hide (one range read of tree 3, after the
+ * snapshot); fetches and other snapshots probe for the one copy.  A
+ * queue table whose metapage names no tree 3 pays nothing more: the flag
+ * is read in the metapage look made for the consume log
+ * (spindle_crel_trees_present).  DML on a hidden copy is refused with
+ * 40001 (spindle_reloc_dml_check); following the move is a later step.
+ *
  * Locks taken here: the consumer relation AccessShareLock, to the end of
  * the transaction; buffer locks of the consumer relation one at a time
  * (consumer_tree.c), never while an event page is locked by the reader.
@@ -216,9 +230,18 @@ spindle_hide_begin(SpindleHide *h, Relation facade, Snapshot snapshot,
 	if (h->crel == NULL)
 		return;
 	h->by_spindle = by_spindle;
-	/* no log yet: nothing an MVCC snapshot taken before now can miss */
-	if (IsMVCCSnapshot(snapshot) && !spindle_consume_log_exists(h->crel))
-		spindle_hide_end(h);
+	h->log = h->reloc = true;
+	/*
+	 * No log, no relocation entries yet: nothing an MVCC snapshot taken
+	 * before now can miss (one look at the metapage for both).  Other
+	 * snapshots read the trees for each event.
+	 */
+	if (IsMVCCSnapshot(snapshot))
+	{
+		spindle_crel_trees_present(h->crel, &h->log, &h->reloc);
+		if (!h->log && !h->reloc)
+			spindle_hide_end(h);
+	}
 }
 
 void
@@ -231,6 +254,10 @@ spindle_hide_end(SpindleHide *h)
 		pfree(h->ranges);
 	h->ranges = NULL;
 	h->nranges = 0;
+	if (h->moved != NULL)
+		pfree(h->moved);
+	h->moved = NULL;
+	h->nmoved = 0;
 	h->spindle_no = 0;
 }
 
@@ -262,7 +289,90 @@ verdict_cached(const SpindleConsumed *e, Snapshot snapshot, VerdictCache *vc)
 	return vc->own ? entry_verdict(e, snapshot) : vc->verdict;
 }
 
-/* Read the hidden ranges of spindle sp (h->by_spindle). */
+/* A relocation entry as the rule for one entry reads it. */
+static SpindleHideVerdict
+reloc_verdict(const SpindleRelocation *r, Snapshot snapshot)
+{
+	SpindleConsumed e;
+
+	e.first = 0;
+	e.len = 1;
+	e.fxid = FullTransactionIdFromEpochAndXid(0, r->xid);
+	e.cid = r->cid;
+	return entry_verdict(&e, snapshot);
+}
+
+/*
+ * Read the slots of spindle (or annex) sp that relocation entries hide
+ * from snap into h->moved: one range read of tree 3, after the snapshot
+ * (see "Coherence").  In h->cxt.
+ */
+static void
+moved_enter(SpindleHide *h, SpindleEntry *sp, Snapshot snap)
+{
+	SpindleRelocation *e;
+	int			n;
+
+	if (h->moved != NULL)
+		pfree(h->moved);
+	h->moved = NULL;
+	h->nmoved = 0;
+	e = spindle_reloc_read(h->crel, sp->spindle_no, 0, sp->vcount, &n);
+	if (n == 0)
+		return;
+	h->moved = palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+		if (reloc_verdict(&e[i], snap) == SPINDLE_HIDE_YES)
+			h->moved[h->nmoved++] = e[i].source_k;
+	pfree(e);
+}
+
+/* Is slot k in h->moved (sorted)? */
+static bool
+in_moved(SpindleHide *h, int64 k)
+{
+	int			lo = 0,
+				hi = h->nmoved;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (h->moved[mid] == k)
+			return true;
+		if (h->moved[mid] < k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/*
+ * Does a relocation entry hide copy k of sp from h's snapshot (h->reloc,
+ * not by_spindle)?  One probe of tree 3.  With SnapshotDirty, a move in
+ * progress leaves it visible and sets the snapshot's xmax to its xid.
+ */
+static bool
+moved_probe(SpindleHide *h, SpindleEntry *sp, int64 k)
+{
+	SpindleRelocation r;
+
+	if (!spindle_reloc_probe(h->crel, sp->spindle_no, k, &r))
+		return false;
+	switch (reloc_verdict(&r, h->snapshot))
+	{
+		case SPINDLE_HIDE_YES:
+			return true;
+		case SPINDLE_HIDE_RUNNING:
+			h->snapshot->xmax = r.xid;
+			return false;
+		default:
+			return false;
+	}
+}
+
+/* Read the hidden ranges and moved slots of spindle sp (h->by_spindle). */
 static void
 hide_enter(SpindleHide *h, SpindleEntry *sp)
 {
@@ -279,11 +389,21 @@ hide_enter(SpindleHide *h, SpindleEntry *sp)
 	h->ranges = NULL;
 	h->nranges = 0;
 	h->hint = 0;
+	h->floor = PG_INT64_MIN;
 	if (!IsMVCCSnapshot(snap))
 	{
 		/* index builds: committed or own, as SnapshotSelf */
 		self.snapshot_type = SNAPSHOT_SELF;
 		snap = &self;
+	}
+	h->spindle_no = sp->spindle_no;
+	if (h->reloc)
+		moved_enter(h, sp, snap);
+	/* an annex's copies have no event numbers: the log hides none */
+	if (!h->log || spindle_is_annex(sp))
+	{
+		MemoryContextSwitchTo(old);
+		return;
 	}
 	e = spindle_consume_log_read(h->crel, sp->first_no,
 								 sp->first_no + sp->vcount, &n);
@@ -300,7 +420,6 @@ hide_enter(SpindleHide *h, SpindleEntry *sp)
 		pfree(e);
 	/* after the entries: see spindle_consume_log_floor */
 	h->floor = spindle_consume_log_floor(h->crel);
-	h->spindle_no = sp->spindle_no;
 	MemoryContextSwitchTo(old);
 }
 
@@ -361,8 +480,17 @@ spindle_hide_event(SpindleHide *h, SpindleEntry *sp, int64 k)
 	{
 		if (h->spindle_no != sp->spindle_no)
 			hide_enter(h, sp);
+		if (h->nmoved > 0 && in_moved(h, k))
+			return true;
+		/* an annex's copies have no event numbers: the log hides none */
+		if (!h->log || spindle_is_annex(sp))
+			return false;
 		return id < h->floor || in_ranges(h, id);
 	}
+	if (h->reloc && moved_probe(h, sp, k))
+		return true;
+	if (!h->log || spindle_is_annex(sp))
+		return false;
 	if (!spindle_consume_log_probe(h->crel, id, &e))
 		return id < spindle_consume_log_floor(h->crel);
 	switch (entry_verdict(&e, h->snapshot))
@@ -484,4 +612,39 @@ spindle_hidden_dml_check(Relation facade, SpindleEntry *sp, int64 k,
 	}
 	relation_close(crel, NoLock);
 	return result;
+}
+
+/*
+ * DML (DELETE, UPDATE, row locks) on copy k of sp (a spindle or an
+ * annex) of facade: refused with 40001 if a relocation entry of a live
+ * mover (committed, frozen, in progress, or this transaction) hides it.
+ * Following the move to the new copy (TM_Updated, EvalPlanQual: design,
+ * section 4, "Plain DML") is not built yet; until then the statement
+ * fails rather than act on a copy that may be hidden.  Called before
+ * heap's call and again after it returned TM_Ok (an entry written in
+ * between).  One probe of tree 3 for a queue table (one look at the
+ * metapage when it has none); nothing for other tables.  No buffer lock
+ * held.
+ */
+void
+spindle_reloc_dml_check(Relation facade, SpindleEntry *sp, int64 k)
+{
+	Oid			croid = hidden_crel_oid(facade);
+	Relation	crel;
+	SpindleRelocation r;
+	bool		moved;
+
+	if (!OidIsValid(croid) ||
+		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
+		return;
+	moved = spindle_reloc_probe(crel, sp->spindle_no, k, &r) &&
+		!spindle_reloc_aborted(&r);
+	relation_close(crel, NoLock);
+	if (moved)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent relocation"),
+				 errdetail("A row of spindle table \"%s\" was moved to an annex by compaction.",
+						   RelationGetRelationName(facade)),
+				 errhint("Retry the transaction.")));
 }

@@ -120,6 +120,24 @@ extern int64 spindle_obtain_annex(Relation facade, int generation);
 extern void spindle_annex_place(Relation facade, int generation,
 								TupleTableSlot *slot, ItemPointer vtid);
 
+/* an annex slot reserved for a copy (spindle_annex_reserve) */
+typedef struct SpindleAnnexSlot
+{
+	SpindleDirectory *dir;		/* pinned */
+	int			index;			/* the annex, for spindle_dir_entry */
+	Relation	seg;			/* the annex, RowExclusiveLock */
+	int64		spindle_no;		/* the annex's number */
+	int64		k;				/* the slot */
+} SpindleAnnexSlot;
+
+extern void spindle_annex_reserve(Relation facade, int generation,
+								  SpindleAnnexSlot *as);
+extern void spindle_annex_fill(Relation facade, SpindleAnnexSlot *as,
+							   TupleTableSlot *slot, uint32 appended,
+							   ItemPointer vtid);
+
+/* ---- relocate.c: moving an event into an annex (test function) ---- */
+
 /* ---- facade_am.c, facade_scan.c: the spindle table AM ---- */
 
 extern const TableAmRoutine *spindle_facade_routine(void);
@@ -302,6 +320,11 @@ typedef struct SpindleHide
 	int			hint;			/* where the last search ended */
 	int64		floor;			/* the log's floor when ranges were read */
 	MemoryContext cxt;			/* where ranges live */
+	bool		log;			/* the consume log is read */
+	bool		reloc;			/* relocation entries (tree 3) are read */
+	int			nmoved;
+	int64	   *moved;			/* by_spindle: slots (k) of spindle_no
+								 * hidden by relocation entries, sorted */
 } SpindleHide;
 
 extern void spindle_hide_begin(SpindleHide *h, Relation facade,
@@ -316,6 +339,8 @@ extern TM_Result spindle_hidden_dml_check(Relation facade, SpindleEntry *sp,
 										  int64 k, ItemPointer vtid,
 										  LockWaitPolicy policy,
 										  TM_FailureData *tmfd);
+extern void spindle_reloc_dml_check(Relation facade, SpindleEntry *sp,
+									int64 k);
 
 /* ---- hooks: what the table layer tells the layers above ---- */
 

@@ -7,7 +7,9 @@
 # slot, none twice), producers still never use it, and verify() is clean
 # on both nodes.  pg_dump of the table dumps the copies as rows.  An annex
 # whose copies are all dead goes by spindle.drop_spindles() (the drop
-# replays on the standby) and by the worker.
+# replays on the standby) and by the worker.  Events of a queue table
+# moved into an annex by spindle._relocate (compaction step 2) are seen
+# once on both nodes, after a crash and after VACUUM froze their entries.
 use strict;
 use warnings;
 
@@ -146,5 +148,74 @@ SELECT count(*) = 0 FROM spindle.spindle_catalog
  WHERE kind = 'annex' AND dropped_at IS NULL}, 120, 200),
 	'the worker dropped the annex of dead copies');
 verify_ok($primary, 'postgres', 'ax', 'verify() is clean after the worker\'s drop');
+
+# Relocation (compaction step 2, design section 4 "Step 2 as built"):
+# events of a queue table moved into an annex by spindle._relocate; the
+# entries (tree 3 and 4 of the consumer relation, records of the tree)
+# replay on the standby, which sees each event once, by every scan; a
+# crash keeps them; an aborted move hides nothing; VACUUM's freeze of the
+# entries replays too.
+$primary->safe_psql(
+	'postgres', q{
+ALTER SYSTEM SET spindle.enable_worker = off;
+SELECT pg_reload_conf();
+SELECT spindle.create_queue('rq', 4);
+SELECT spindle.enqueue('rq', jsonb_build_object('n', g)) FROM generate_series(1, 10) g;
+CREATE INDEX rq_msg_id ON spindle_q.rq (msg_id);
+CREATE TABLE rq_old AS SELECT msg_id, ctid::text AS t FROM spindle_q.rq;
+SELECT spindle._create_annex('spindle_q.rq', 1);
+});
+$primary->safe_psql(
+	'postgres', q{
+WITH ids AS MATERIALIZED
+  (SELECT msg_id FROM spindle_q.rq WHERE payload->>'n' IN ('2', '5', '9'))
+SELECT count(spindle._relocate('spindle_q.rq', msg_id, 1)) FROM ids;
+});
+$primary->safe_psql(
+	'postgres', q{
+BEGIN;
+SELECT spindle._relocate('spindle_q.rq', msg_id, 1)
+  FROM spindle_q.rq WHERE payload->>'n' = '3';
+ROLLBACK;
+});
+my $rq = q{SELECT count(*), count(DISTINCT msg_id),
+  string_agg(payload->>'n', ',' ORDER BY msg_id) FROM spindle_q.rq WHERE msg_id > 0};
+my $rq_moved = q{SELECT string_agg(q.payload->>'n', ',' ORDER BY q.msg_id)
+  FROM spindle_q.rq q JOIN rq_old o USING (msg_id) WHERE q.ctid::text <> o.t};
+
+sub check_moved
+{
+	my ($node, $what) = @_;
+	for my $c (@checks)
+	{
+		my ($settings, $name) = @$c;
+		my $set = join('', map { "SET $_;" } split /, /, $settings);
+		is($node->safe_psql('postgres', "$set $rq"),
+			'10|10|1,2,3,4,5,6,7,8,9,10',
+			"$what: $name sees each moved event once");
+	}
+	is($node->safe_psql('postgres', $rq_moved), '2,5,9',
+		"$what: the moved events are seen in their new copies");
+	is( $node->safe_psql(
+			'postgres', q{SELECT count(*) FROM spindle_q.rq
+			  WHERE ctid IN (SELECT t::tid FROM rq_old)}),
+		'7', "$what: TID scans of the old copies find the unmoved ones only");
+	verify_ok($node, 'postgres', 'spindle_q.rq', "$what: verify() is clean");
+}
+
+$primary->wait_for_catchup($standby);
+check_moved($primary, 'primary, moved');
+check_moved($standby, 'standby, moved');
+$primary->stop('immediate');
+$primary->start;
+check_moved($primary, 'primary, moved, after a crash');
+$primary->safe_psql('postgres',
+	q{SELECT format('VACUUM (FREEZE) pg_spindle.c%s', 'spindle_q.rq'::regclass::oid) \gexec});
+is( $primary->safe_psql(
+		'postgres', q{SELECT count(*) FILTER (WHERE awaited = 2), count(*)
+		  FROM spindle._run_scan('spindle_q.rq', 3, 0, 9223372036854775806)}),
+	'3|3', 'VACUUM froze the committed entries and removed the aborted one');
+$primary->wait_for_catchup($standby);
+check_moved($standby, 'standby, entries frozen');
 
 done_testing();

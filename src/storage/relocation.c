@@ -1,0 +1,470 @@
+/*-------------------------------------------------------------------------
+ *
+ * relocation.c
+ *	  Relocation entries of a queue (compaction of sparse spindles,
+ *	  docs/design.md "Compaction of sparse spindles", sections 3, 4 and 6):
+ *	  tree 3 of the queue's consumer relation (SPINDLE_TREE_RELOC) says
+ *	  which copies of events were moved, and by whom; tree 4
+ *	  (SPINDLE_TREE_RELOC_IDS) maps a moved event's msg_id to its oldest
+ *	  copy.  Both are trees of consumer_tree.c.  Readers (the hiding rule)
+ *	  are in table/hidden.c; the mover (the test-only spindle._relocate) in
+ *	  table/relocate.c; the freeze is called by VACUUM of the consumer
+ *	  relation (consumer_rel.c), beside the consume log's.
+ *
+ * A copy is named by (spindle_no, k), k its slot in its spindle or annex,
+ * and keyed spindle_no << SPINDLE_RELOC_K_BITS | k (spindle_reloc_key).
+ * That cannot overflow: k < SPINDLE_MAX_CAPACITY (131072 x 291, below
+ * 2^26) and spindle_no, numbered from 1 per table, is refused above
+ * SPINDLE_RELOC_MAX_SPINDLE_NO (2^37 - 1: more spindles than a table makes
+ * in centuries at one a millisecond), so the key is a positive int64.
+ *
+ * Field mapping of the 32-byte SpindleRun, tree 3 (kind RELOCATED):
+ *
+ *	first		the key of the copy hidden (the source)
+ *	len			1
+ *	due			the key of the new copy (the target)
+ *	awaited		the mover's xid (FrozenTransactionId once frozen)
+ *	read_count	the mover's CommandId
+ *	flags		SpindleRelocation.flags
+ *
+ * tree 4 (kind OLDEST_COPY): first the msg_id, len 1, due the key of the
+ * event's oldest copy that may still exist.
+ *
+ * Locks.  Readers hold the consumer relation AccessShareLock and read as
+ * any reader of the tree, one buffer lock at a time.  Writers hold the
+ * relation RowExclusiveLock and the trees' writer locks (LockPage of block
+ * numbers 3 and 4, ExclusiveLock, consumer_tree.c's writer lock): the one
+ * relocator of a table takes both and keeps them to the end of its
+ * transaction (spindle_reloc_lock), so relocators of one queue take
+ * turns; VACUUM's freeze takes tree 3's for its pass if free (it does not
+ * wait for a relocator: spindle_reloc_freeze).  Nothing here takes
+ * an event page's lock; the mover may hold one (share) around
+ * spindle_reloc_add, as the consume log's writers do.
+ *
+ * Invariants: one entry per copy (an entry of an aborted xid may be
+ * replaced); an entry's xid is normal and resolvable in clog (VACUUM keeps
+ * the consumer relation's relfrozenxid at or below it:
+ * spindle_reloc_freeze), or FrozenTransactionId (committed for everyone).
+ * Entries of aborted xids hide nothing and may go at any time.  Entries
+ * whose source still exists are never removed otherwise (removal after
+ * the source's drop is not built yet).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "utils/rel.h"
+
+#include "storage/spindle_storage.h"
+
+StaticAssertDecl(SPINDLE_MAX_CAPACITY <= (INT64CONST(1) << SPINDLE_RELOC_K_BITS),
+				 "a slot number fits in the low bits of a relocation key");
+
+/* Can copy (spindle_no, k) be named by a key? */
+static bool
+key_ok(int64 spindle_no, int64 k)
+{
+	return spindle_no >= 1 && spindle_no <= SPINDLE_RELOC_MAX_SPINDLE_NO &&
+		k >= 0 && k < SPINDLE_MAX_CAPACITY;
+}
+
+/*
+ * The key of copy (spindle_no, k); errors out (nothing written) if it is
+ * out of the range keys can name.  Readers ask key_ok first: no entry
+ * names such a copy.
+ */
+int64
+spindle_reloc_key(int64 spindle_no, int64 k)
+{
+	if (!key_ok(spindle_no, k))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("copy (%lld, %lld) cannot be named by a relocation entry",
+						(long long) spindle_no, (long long) k)));
+	return (spindle_no << SPINDLE_RELOC_K_BITS) | k;
+}
+
+static void
+key_split(int64 key, int64 *spindle_no, int64 *k)
+{
+	*spindle_no = key >> SPINDLE_RELOC_K_BITS;
+	*k = key & ((INT64CONST(1) << SPINDLE_RELOC_K_BITS) - 1);
+}
+
+/* Open tree sub of crel (writer: the caller holds its lock). */
+static void
+reloc_tree(Relation crel, uint32 sub, bool writer, SpindleTree *t)
+{
+	t->crel = crel;
+	t->sub = sub;
+	t->writer = writer;
+	t->meta_blk = InvalidBlockNumber;
+}
+
+static bool
+entry_from_run(const SpindleRun *r, SpindleRelocation *e)
+{
+	if (r->kind != SPINDLE_RUN_RELOCATED)
+		return false;
+	key_split(r->first, &e->source_no, &e->source_k);
+	key_split((int64) r->due, &e->target_no, &e->target_k);
+	e->xid = (TransactionId) r->awaited;
+	e->cid = (CommandId) r->read_count;
+	e->flags = r->flags;
+	return true;
+}
+
+static void
+run_from_entry(const SpindleRelocation *e, SpindleRun *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->first = spindle_reloc_key(e->source_no, e->source_k);
+	r->len = 1;
+	r->due = (TimestampTz) spindle_reloc_key(e->target_no, e->target_k);
+	r->awaited = (uint32) e->xid;
+	r->read_count = (int32) e->cid;
+	r->kind = SPINDLE_RUN_RELOCATED;
+	r->flags = e->flags;
+}
+
+/*
+ * Which of the consume log and tree 3 exist, in one look at the metapage
+ * (share lock for a moment): what a reader of a queue table asks once.
+ */
+void
+spindle_crel_trees_present(Relation crel, bool *log, bool *reloc)
+{
+	Buffer		buf;
+	SpindleCrelMeta *meta;
+
+	*log = *reloc = false;
+	if (RelationGetNumberOfBlocks(crel) == 0)
+		return;
+	buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_SHARE);
+	meta = SpindleCrelGetMeta(BufferGetPage(buf));
+	*log = meta->trees[SPINDLE_TREE_CONSUME_LOG] != InvalidBlockNumber;
+	*reloc = meta->trees[SPINDLE_TREE_RELOC] != InvalidBlockNumber;
+	UnlockReleaseBuffer(buf);
+}
+
+/* Was any copy of this queue ever moved (does tree 3 exist)? */
+bool
+spindle_reloc_exists(Relation crel)
+{
+	bool		log,
+				reloc;
+
+	spindle_crel_trees_present(crel, &log, &reloc);
+	return reloc;
+}
+
+/*
+ * Become the queue's relocator: the writer locks of trees 3 and 4, to the
+ * end of the transaction.  The caller holds crel RowExclusiveLock and no
+ * buffer lock.
+ */
+void
+spindle_reloc_lock(Relation crel)
+{
+	LockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock);
+	LockPage(crel, SPINDLE_TREE_RELOC_IDS, ExclusiveLock);
+}
+
+/* The entry hiding copy (spindle_no, k), into *e; false if none. */
+bool
+spindle_reloc_probe(Relation crel, int64 spindle_no, int64 k,
+					SpindleRelocation *e)
+{
+	SpindleTree t;
+	SpindleRun	r;
+
+	if (!key_ok(spindle_no, k))
+		return false;
+	reloc_tree(crel, SPINDLE_TREE_RELOC, false, &t);
+	if (!spindle_tree_lookup(&t, spindle_reloc_key(spindle_no, k), &r))
+		return false;
+	return entry_from_run(&r, e);
+}
+
+/*
+ * The entries hiding copies lo_k <= k < hi_k of spindle spindle_no, in k
+ * order, as a palloc'd array (*n of them; NULL if none).  One descent of
+ * the tree per entry plus one (a spindle without entries costs one probe).
+ */
+SpindleRelocation *
+spindle_reloc_read(Relation crel, int64 spindle_no, int64 lo_k, int64 hi_k,
+				   int *n)
+{
+	SpindleTree t;
+	SpindleRun	r;
+	SpindleRelocation *out = NULL;
+	int			nalloc = 0;
+	int64		x;
+	int64		hi;
+
+	*n = 0;
+	lo_k = Max(lo_k, 0);
+	hi_k = Min(hi_k, SPINDLE_MAX_CAPACITY);
+	if (lo_k >= hi_k || !key_ok(spindle_no, lo_k))
+		return NULL;
+	x = spindle_reloc_key(spindle_no, lo_k);
+	hi = spindle_reloc_key(spindle_no, hi_k - 1) + 1;
+	reloc_tree(crel, SPINDLE_TREE_RELOC, false, &t);
+	while (x < hi && spindle_tree_next(&t, x, &r) && r.first < hi)
+	{
+		x = spindle_run_end(&r);
+		if (*n >= nalloc)
+		{
+			nalloc = nalloc ? nalloc * 2 : 16;
+			out = out ? repalloc(out, nalloc * sizeof(SpindleRelocation)) :
+				palloc(nalloc * sizeof(SpindleRelocation));
+		}
+		if (entry_from_run(&r, &out[*n]))
+			(*n)++;
+	}
+	return out;
+}
+
+/*
+ * Write entry e (creating tree 3 on the first one).  The caller holds the
+ * relocator's locks (spindle_reloc_lock) and has checked that no entry of
+ * a live xid hides e's source (one of an aborted xid is replaced).
+ * WAL-logged by the tree (STRAGGLE, splits).
+ */
+void
+spindle_reloc_add(Relation crel, const SpindleRelocation *e)
+{
+	SpindleTree t;
+	SpindleRun	r;
+
+	run_from_entry(e, &r);
+	reloc_tree(crel, SPINDLE_TREE_RELOC, true, &t);
+	spindle_tree_upsert(&t, &r);
+}
+
+/*
+ * Record (spindle_no, k) as msg_id's oldest copy in tree 4, unless the
+ * tree has one for it already (a later move keeps the first source).  The
+ * caller holds the relocator's locks.
+ */
+void
+spindle_reloc_note_oldest(Relation crel, int64 msg_id, int64 spindle_no,
+						  int64 k)
+{
+	SpindleTree t;
+	SpindleRun	r;
+
+	reloc_tree(crel, SPINDLE_TREE_RELOC_IDS, true, &t);
+	if (msg_id == PG_INT64_MAX || spindle_tree_lookup(&t, msg_id, &r))
+		return;
+	memset(&r, 0, sizeof(r));
+	r.first = msg_id;
+	r.len = 1;
+	r.due = (TimestampTz) spindle_reloc_key(spindle_no, k);
+	r.kind = SPINDLE_RUN_OLDEST_COPY;
+	spindle_tree_upsert(&t, &r);
+}
+
+/* msg_id's oldest copy as tree 4 has it; false if none. */
+bool
+spindle_reloc_oldest(Relation crel, int64 msg_id, int64 *spindle_no,
+					 int64 *k)
+{
+	SpindleTree t;
+	SpindleRun	r;
+
+	reloc_tree(crel, SPINDLE_TREE_RELOC_IDS, false, &t);
+	if (!spindle_tree_lookup(&t, msg_id, &r) ||
+		r.kind != SPINDLE_RUN_OLDEST_COPY)
+		return false;
+	key_split((int64) r.due, spindle_no, k);
+	return true;
+}
+
+/* Did e's mover abort (or never commit before a crash)? */
+bool
+spindle_reloc_aborted(const SpindleRelocation *e)
+{
+	return TransactionIdIsNormal(e->xid) &&
+		!TransactionIdIsCurrentTransactionId(e->xid) &&
+		!TransactionIdIsInProgress(e->xid) &&
+		!TransactionIdDidCommit(e->xid);
+}
+
+/* Every entry of tree 3, in key order (*n of them). */
+static SpindleRelocation *
+read_all(Relation crel, int *n)
+{
+	SpindleTree t;
+	SpindleRun	r;
+	SpindleRelocation *out = NULL;
+	int			nalloc = 0;
+	int64		x = PG_INT64_MIN;
+
+	*n = 0;
+	reloc_tree(crel, SPINDLE_TREE_RELOC, false, &t);
+	while (spindle_tree_next(&t, x, &r))
+	{
+		x = spindle_run_end(&r);
+		if (*n >= nalloc)
+		{
+			nalloc = nalloc ? nalloc * 2 : 16;
+			out = out ? repalloc(out, nalloc * sizeof(SpindleRelocation)) :
+				palloc(nalloc * sizeof(SpindleRelocation));
+		}
+		if (entry_from_run(&r, &out[*n]))
+			(*n)++;
+	}
+	return out;
+}
+
+/* Remove entry e (tree 3's writer lock held). */
+static void
+remove_entry(Relation crel, const SpindleRelocation *e)
+{
+	SpindleTree t;
+	int64		key = spindle_reloc_key(e->source_no, e->source_k);
+	int32		rc;
+
+	reloc_tree(crel, SPINDLE_TREE_RELOC, true, &t);
+	(void) spindle_tree_cut(&t, key, key + 1, &rc);
+}
+
+/*
+ * Freeze entry e in place: its xid becomes FrozenTransactionId (tree 3's
+ * writer lock held).
+ */
+static void
+freeze_entry(Relation crel, const SpindleRelocation *e)
+{
+	SpindleTree t;
+	SpindleRelocation f = *e;
+	SpindleRun	r;
+
+	f.xid = FrozenTransactionId;
+	run_from_entry(&f, &r);
+	reloc_tree(crel, SPINDLE_TREE_RELOC, true, &t);
+	if (!spindle_tree_replace_exact(&t, &r))
+		elog(ERROR, "relocation entry of copy (%lld, %lld) changed under VACUUM",
+			 (long long) e->source_no, (long long) e->source_k);
+}
+
+/*
+ * Remove the entries of aborted movers (they hide nothing and nothing
+ * chains through them).  Takes tree 3's writer lock for the pass (waits
+ * for a relocator's transaction).  Returns how many went.
+ */
+int
+spindle_reloc_remove_aborted(Relation crel)
+{
+	SpindleRelocation *e;
+	int			n;
+	int			removed = 0;
+
+	if (!spindle_reloc_exists(crel))
+		return 0;
+	LockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock);
+	e = read_all(crel, &n);
+	for (int i = 0; i < n; i++)
+		if (spindle_reloc_aborted(&e[i]))
+		{
+			remove_entry(crel, &e[i]);
+			removed++;
+		}
+	if (e != NULL)
+		pfree(e);
+	UnlockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock);
+	return removed;
+}
+
+/* The oldest normal xid among e[0..n), or InvalidTransactionId. */
+static TransactionId
+oldest_xid(const SpindleRelocation *e, int n)
+{
+	TransactionId oldest = InvalidTransactionId;
+
+	for (int i = 0; i < n; i++)
+		if (TransactionIdIsNormal(e[i].xid) &&
+			(!TransactionIdIsValid(oldest) ||
+			 TransactionIdPrecedes(e[i].xid, oldest)))
+			oldest = e[i].xid;
+	return oldest;
+}
+
+/*
+ * VACUUM of a consumer relation: entries' xids must stay resolvable in
+ * clog while the entries exist.  Entries committed before freeze_limit
+ * become FROZEN in place, after the standby conflict of the newest of
+ * them is written (the consume log's hook: a standby snapshot that does
+ * not see the mover committed must not lose the old copy); aborted ones
+ * go.  Returns the oldest xid an entry still holds (InvalidTransactionId
+ * if none), below which relfrozenxid must not move.  Takes tree 3's
+ * writer lock for the pass without waiting (no entry that qualifies can
+ * appear meanwhile: a mover's xid follows freeze_limit); while a
+ * relocator holds it, nothing is changed and the oldest xid of the
+ * entries read is returned (a running mover's entries have xids no older
+ * than the vacuum's OldestXmin).  Reads the whole tree.
+ */
+TransactionId
+spindle_reloc_freeze(Relation crel, TransactionId freeze_limit)
+{
+	SpindleRelocation *e;
+	int			n;
+	TransactionId oldest = InvalidTransactionId;
+	TransactionId latest = InvalidTransactionId;
+	Oid			queue;
+
+	if (!spindle_reloc_exists(crel))
+		return InvalidTransactionId;
+	if (!ConditionalLockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock))
+	{
+		e = read_all(crel, &n);
+		oldest = oldest_xid(e, n);
+		if (e != NULL)
+			pfree(e);
+		return oldest;
+	}
+	e = read_all(crel, &n);
+	for (int i = 0; i < n; i++)
+		if (TransactionIdIsNormal(e[i].xid) &&
+			TransactionIdPrecedes(e[i].xid, freeze_limit) &&
+			TransactionIdDidCommit(e[i].xid) &&
+			(!TransactionIdIsValid(latest) ||
+			 TransactionIdFollows(e[i].xid, latest)))
+			latest = e[i].xid;
+	queue = spindle_consumer_rel_queue(crel);
+	if (TransactionIdIsValid(latest) && OidIsValid(queue) &&
+		spindle_consume_log_freeze_conflict_hook != NULL &&
+		!spindle_consume_log_freeze_conflict_hook(queue, latest))
+		latest = InvalidTransactionId;	/* freeze nothing this time */
+	for (int i = 0; i < n; i++)
+	{
+		TransactionId xid = e[i].xid;
+
+		if (!TransactionIdIsNormal(xid))
+			continue;
+		if (spindle_reloc_aborted(&e[i]))
+		{
+			remove_entry(crel, &e[i]);
+			continue;
+		}
+		if (TransactionIdIsValid(latest) &&
+			TransactionIdPrecedesOrEquals(xid, latest) &&
+			TransactionIdDidCommit(xid))
+		{
+			freeze_entry(crel, &e[i]);
+			continue;
+		}
+		if (!TransactionIdIsValid(oldest) || TransactionIdPrecedes(xid, oldest))
+			oldest = xid;
+	}
+	if (e != NULL)
+		pfree(e);
+	UnlockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock);
+	return oldest;
+}
