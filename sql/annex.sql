@@ -233,3 +233,20 @@ RESET spindle.consume_log;
 
 DROP TABLE ax_heap, ax_one;
 DROP ROLE ax_user;
+
+-- the planner's row estimate counts the annexes' copies (it counted the
+-- event spindles only: 10 rows for a table of 10 events and 200 copies)
+CREATE TABLE ax_est (id int, v text) USING spindle WITH (events_per_spindle = 400);
+INSERT INTO ax_est SELECT g, 'e' FROM generate_series(1, 10) g;
+SELECT spindle._create_annex('ax_est', 1) > 0 AS made;
+SELECT count(spindle._annex_insert('ax_est', 1, ROW(1000 + g, 'c')::ax_est))
+  FROM generate_series(1, 200) g;
+SELECT count(*) FROM ax_est;
+CREATE FUNCTION pg_temp.est_rows(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE plan json;
+BEGIN
+  EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO plan;
+  RETURN (plan->0->'Plan'->>'Plan Rows')::float8;
+END $$;
+SELECT pg_temp.est_rows('SELECT * FROM ax_est') >= 210 AS estimate_counts_copies;
+DROP TABLE ax_est;

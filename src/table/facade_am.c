@@ -1747,6 +1747,16 @@ estimate_events(Relation rel, SpindleDirectory *dir)
 			used = (i < n - 1) ? spindle_effective_capacity(sp) : 0;
 		events += used;
 	}
+	/* annexes (few): the copies they handed out, or their capacity */
+	for (i = 0; i < dir->nannexes; i++)
+	{
+		SpindleEntry *sp = &dir->annexes[i];
+		int64		used;
+
+		if (!spindle_slots_peek(sp->segment, sp->spindle_no, &used))
+			used = spindle_effective_capacity(sp);
+		events += used;
+	}
 	return events;
 }
 
