@@ -226,3 +226,24 @@ SELECT count(*) FROM spindle_q.rq;
 VACUUM FULL spindle_q.rq;
 SELECT * FROM rq_all;
 SELECT * FROM spindle.verify('spindle_q.rq');
+
+-- a refused move takes no annex slot (four refusals filled an annex of
+-- four); read-only transactions and relations that do not exist refused
+SELECT spindle.create_queue('rlk', 4);
+SELECT count(spindle.enqueue('rlk', jsonb_build_object('n', g)))
+  FROM generate_series(1, 10) g;
+SELECT spindle._create_annex('spindle_q.rlk', 1) > 0 AS annex;
+DELETE FROM spindle_q.rlk WHERE msg_id = 3;
+SELECT spindle._relocate('spindle_q.rlk', 3, 1);
+SELECT spindle._relocate('spindle_q.rlk', 3, 1);
+SELECT spindle._relocate('spindle_q.rlk', 3, 1);
+SELECT spindle._relocate('spindle_q.rlk', 3, 1);
+SELECT spindle._relocate('spindle_q.rlk', 4, 1) IS NOT NULL AS moved;
+SELECT count(*), count(DISTINCT msg_id) FROM spindle_q.rlk;
+BEGIN READ ONLY;
+SELECT spindle._relocate('spindle_q.rlk', 5, 1);
+ROLLBACK;
+SELECT spindle._relocate(0, 1, 1);
+SELECT spindle._create_annex(0, 1);
+SELECT * FROM spindle.verify('spindle_q.rlk');
+SELECT spindle.drop_queue('rlk');

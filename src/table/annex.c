@@ -75,7 +75,12 @@ open_for_annex(Oid relid, int generation, const char *fname)
 				 errmsg("annex generation %d is out of range", generation),
 				 errhint("Generations run from 1 to %d.",
 						 SPINDLE_ANNEX_GENERATIONS)));
-	facade = table_open(relid, RowExclusiveLock);
+	PreventCommandIfReadOnly(psprintf("spindle.%s()", fname));
+	facade = try_table_open(relid, RowExclusiveLock);
+	if (facade == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
 	if (!spindle_is_facade(facade))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),

@@ -851,10 +851,11 @@ consumed_check(bool queue, Relation rel, SpindleEntry *sp, int64 k,
 {
 	TM_Result	result;
 
-	/* an annex's copies have no event numbers: the log holds none */
-	if (!queue || spindle_is_annex(sp))
+	if (!queue)
 		return TM_Ok;
-	result = spindle_hidden_dml_check(rel, sp, k, vtid, policy, tmfd);
+	/* moved copies refused; an annex's copies have no ids: no log check */
+	result = spindle_hidden_dml_check(rel, sp, k, vtid, policy, tmfd,
+									  !spindle_is_annex(sp));
 	return result == TM_WouldBlock ? TM_BeingModified : result;
 }
 
@@ -877,10 +878,7 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 			 RelationGetRelationName(rel));
 	k = spindle_tid_to_vslot(tid) - sp.vbase;
 	queue = spindle_hidden_applies(rel);
-	/* moved by compaction: refused (hidden.c) */
-	if (queue)
-		spindle_reloc_dml_check(rel, &sp, k);
-	/* consumed already, or being consumed? (hidden.c, lock protocol) */
+	/* consumed or moved already, or being so? (hidden.c, lock protocol) */
 	result = consumed_check(queue, rel, &sp, k, tid,
 							wait ? LockWaitBlock : LockWaitSkip, tmfd);
 	if (result == TM_Ok)
@@ -892,8 +890,6 @@ facade_tuple_delete(Relation rel, ItemPointer tid, CommandId cid,
 	/* an entry written while heap deleted: wait for it, then look again */
 	if (result == TM_Ok)
 	{
-		if (queue)
-			spindle_reloc_dml_check(rel, &sp, k);
 		result = consumed_check(queue, rel, &sp, k, tid,
 								wait ? LockWaitBlock : LockWaitSkip, tmfd);
 		if (result != TM_Ok)
@@ -965,12 +961,11 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
 			 RelationGetRelationName(rel));
 	k = spindle_tid_to_vslot(&vtid) - sp.vbase;
-	queue = spindle_hidden_applies(rel) && !spindle_is_annex(&sp);
-	/* moved by compaction: refused (hidden.c) */
-	spindle_reloc_dml_check(rel, &sp, k);
-	/* consumed already, or being consumed? (hidden.c, lock protocol) */
+	queue = spindle_hidden_applies(rel);
+	/* consumed or moved already, or being so? (hidden.c, lock protocol) */
 	result = queue ?
-		spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy, tmfd) : TM_Ok;
+		spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy, tmfd,
+								 !spindle_is_annex(&sp)) : TM_Ok;
 	/* there is no later version in a spindle to find: see above */
 	if (result == TM_Ok)
 		result = heap_methods->tuple_lock(seg, &ptid, snapshot, slot, cid,
@@ -980,12 +975,10 @@ facade_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot,
 	else
 		ptid = vtid;
 	/* an entry written while heap locked: wait for it, then look again */
-	if (result == TM_Ok)
-		spindle_reloc_dml_check(rel, &sp, k);
 	if (result == TM_Ok && queue)
 	{
 		result = spindle_hidden_dml_check(rel, &sp, k, &vtid, wait_policy,
-										  tmfd);
+										  tmfd, !spindle_is_annex(&sp));
 		if (result != TM_Ok)
 		{
 			ExecClearTuple(slot);

@@ -64,7 +64,7 @@
  * queue table whose metapage names no tree 3 pays nothing more: the flag
  * is read in the metapage look made for the consume log
  * (spindle_crel_trees_present).  DML on a hidden copy is refused with
- * 40001 (spindle_reloc_dml_check); following the move is a later step.
+ * 40001 (spindle_hidden_dml_check); following the move is a later step.
  *
  * Locks taken here: the consumer relation AccessShareLock, to the end of
  * the transaction; buffer locks of the consumer relation one at a time
@@ -524,6 +524,9 @@ spindle_event_hidden(Relation facade, SpindleEntry *sp, int64 k,
  * ----------------------------------------------------------------
  */
 
+static void reloc_refuse(Relation facade, Relation crel, SpindleEntry *sp,
+						 int64 k);
+
 /* Is facade a queue table, whose DML must check the consume log? */
 bool
 spindle_hidden_applies(Relation facade)
@@ -539,20 +542,35 @@ spindle_hidden_applies(Relation facade)
  * xmax its xid).  One in progress: waited for and looked at again under
  * LockWaitBlock; TM_WouldBlock under LockWaitSkip; 55P03 under
  * LockWaitError.  Called before heap's call and again after it returned
- * TM_Ok (see the lock protocol above).  No buffer lock held.
+ * TM_Ok (see the lock protocol above).  First, and also for an annex's
+ * copy (consumed false: the log holds none of its ids), a copy moved by
+ * compaction is refused (reloc_refuse).  One look at the metapage for a
+ * queue table with neither a log nor a moved copy.  No buffer lock held.
  */
 TM_Result
 spindle_hidden_dml_check(Relation facade, SpindleEntry *sp, int64 k,
 						 ItemPointer vtid, LockWaitPolicy policy,
-						 TM_FailureData *tmfd)
+						 TM_FailureData *tmfd, bool consumed)
 {
 	Oid			croid = hidden_crel_oid(facade);
 	Relation	crel;
 	TM_Result	result = TM_Ok;
+	bool		log;
+	bool		reloc;
 
 	if (!OidIsValid(croid) ||
 		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
 		return TM_Ok;
+	/* one look at the metapage says which trees there are to probe */
+	spindle_crel_trees_present(crel, &log, &reloc);
+	if (reloc)
+		reloc_refuse(facade, crel, sp, k);
+	if (!consumed || !log)
+	{
+		/* no log: no entry, no floor (only settle raises it) */
+		relation_close(crel, NoLock);
+		return TM_Ok;
+	}
 	for (;;)
 	{
 		SpindleConsumed e;
@@ -622,25 +640,17 @@ spindle_hidden_dml_check(Relation facade, SpindleEntry *sp, int64 k,
  * section 4, "Plain DML") is not built yet; until then the statement
  * fails rather than act on a copy that may be hidden.  Called before
  * heap's call and again after it returned TM_Ok (an entry written in
- * between).  One probe of tree 3 for a queue table (one look at the
- * metapage when it has none); nothing for other tables.  No buffer lock
+ * between), from spindle_hidden_dml_check, which has the consumer
+ * relation crel open and has seen that it has a tree 3.  No buffer lock
  * held.
  */
-void
-spindle_reloc_dml_check(Relation facade, SpindleEntry *sp, int64 k)
+static void
+reloc_refuse(Relation facade, Relation crel, SpindleEntry *sp, int64 k)
 {
-	Oid			croid = hidden_crel_oid(facade);
-	Relation	crel;
 	SpindleRelocation r;
-	bool		moved;
 
-	if (!OidIsValid(croid) ||
-		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
-		return;
-	moved = spindle_reloc_probe(crel, sp->spindle_no, k, &r) &&
-		!spindle_reloc_aborted(&r);
-	relation_close(crel, NoLock);
-	if (moved)
+	if (spindle_reloc_probe(crel, sp->spindle_no, k, &r) &&
+		!spindle_reloc_aborted(&r))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access due to concurrent relocation"),

@@ -78,7 +78,12 @@ open_queue_for_move(Oid relid, int generation, Relation *crel)
 				 errmsg("annex generation %d is out of range", generation),
 				 errhint("Generations run from 1 to %d.",
 						 SPINDLE_ANNEX_GENERATIONS)));
-	facade = table_open(relid, RowExclusiveLock);
+	PreventCommandIfReadOnly("spindle._relocate()");
+	facade = try_table_open(relid, RowExclusiveLock);
+	if (facade == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
 	croid = spindle_is_facade(facade) ?
 		spindle_consumer_rel_oid(relid) : InvalidOid;
 	if (!OidIsValid(croid))
@@ -129,7 +134,9 @@ refuse(Relation facade, int64 msg_id, const char *why)
  * Step 2: under a share lock of the event's page, check that copy k of sp
  * (at physical TID ptid of seg) is live and not moved, copy its tuple into
  * *copy and write the entry naming the reserved slot as.  Errors out
- * (nothing written) otherwise.
+ * (nothing written) otherwise.  With as NULL, only the check: made before
+ * the annex slot is reserved, so that a refused move takes none (review of
+ * step 2, finding 2: refused moves filled an annex).
  */
 static void
 check_and_mark(Relation facade, Relation crel, Relation seg,
@@ -166,6 +173,11 @@ check_and_mark(Relation facade, Relation crel, Relation seg,
 	{
 		UnlockReleaseBuffer(buf);
 		refuse(facade, msg_id, why);
+	}
+	if (as == NULL)
+	{
+		UnlockReleaseBuffer(buf);
+		return;
 	}
 	*copy = heap_copytuple(&tuple);
 	e.source_no = sp->spindle_no;
@@ -206,14 +218,16 @@ relocate_event(Relation facade, Relation crel, int64 msg_id, int generation,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("queue table \"%s\" has no event %lld",
 						RelationGetRelationName(facade), (long long) msg_id)));
-	/* consumed (committed, ours, or in progress: 55P03)? */
-	if (spindle_hidden_dml_check(facade, &sp, k, &old_vtid, LockWaitError,
-								 &tmfd) != TM_Ok)
-		refuse(facade, msg_id, "The event is consumed.");
 	/* moved already? (checked again under the page lock) */
 	if (spindle_reloc_probe(crel, sp.spindle_no, k, &e) &&
 		!spindle_reloc_aborted(&e))
 		refuse(facade, msg_id, "The event was moved already.");
+	/* consumed (committed, ours, or in progress: 55P03)? */
+	if (spindle_hidden_dml_check(facade, &sp, k, &old_vtid, LockWaitError,
+								 &tmfd, true) != TM_Ok)
+		refuse(facade, msg_id, "The event is consumed.");
+	/* live and not moved, before a slot is taken; again after */
+	check_and_mark(facade, crel, seg, &sp, k, &ptid, NULL, msg_id, NULL);
 	spindle_annex_reserve(facade, generation, &as);
 	check_and_mark(facade, crel, seg, &sp, k, &ptid, &as, msg_id, &copy);
 

@@ -338,9 +338,8 @@ extern void spindle_hidden_invalidate(Oid relid);
 extern TM_Result spindle_hidden_dml_check(Relation facade, SpindleEntry *sp,
 										  int64 k, ItemPointer vtid,
 										  LockWaitPolicy policy,
-										  TM_FailureData *tmfd);
-extern void spindle_reloc_dml_check(Relation facade, SpindleEntry *sp,
-									int64 k);
+										  TM_FailureData *tmfd,
+										  bool consumed);
 
 /* ---- hooks: what the table layer tells the layers above ---- */
 
