@@ -28,7 +28,7 @@
  *
  * Whether a consumer writes entries is the queue's: once the queue has a
  * log (tree 2 of its consumer relation), every consumer of it does,
- * whatever its setting; the setting (on by default) only decides whether
+ * whatever its setting; the setting (off by default) only decides whether
  * a consumer starts a log on a queue that has none (spindle_consumed_begin).
  *
  * Locks.  The consumer relation: AccessShareLock to read,
@@ -64,7 +64,7 @@
 #include "queue/spindle_queue.h"
 
 /* spindle.consume_log: consumers start a queue's log (see above) */
-bool		spindle_consume_log = true;
+bool		spindle_consume_log = false;
 
 
 void
@@ -74,7 +74,7 @@ spindle_queue_consumed_init(void)
 							 "Consumers record what they take in the queue's consume log instead of purging event pages.",
 							 "On, a consumer starts the log of a queue that has none; off, it purges by xmax while the queue has none. Once a queue has a log, every consumer of it writes entries whatever this setting.",
 							 &spindle_consume_log,
-							 true,
+							 false,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 }
