@@ -28,7 +28,7 @@
  *
  * Whether a consumer writes entries is the queue's: once the queue has a
  * log (tree 2 of its consumer relation), every consumer of it does,
- * whatever its setting; the setting (off by default) only decides whether
+ * whatever its setting; the setting (on by default) only decides whether
  * a consumer starts a log on a queue that has none (spindle_consumed_begin).
  *
  * Locks.  The consumer relation: AccessShareLock to read,
@@ -64,7 +64,7 @@
 #include "queue/spindle_queue.h"
 
 /* spindle.consume_log: consumers start a queue's log (see above) */
-bool		spindle_consume_log = false;
+bool		spindle_consume_log = true;
 
 
 void
@@ -74,7 +74,7 @@ spindle_queue_consumed_init(void)
 							 "Consumers record what they take in the queue's consume log instead of purging event pages.",
 							 "On, a consumer starts the log of a queue that has none; off, it purges by xmax while the queue has none. Once a queue has a log, every consumer of it writes entries whatever this setting.",
 							 &spindle_consume_log,
-							 false,
+							 true,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 }
@@ -125,6 +125,32 @@ entry_verdict(const SpindleConsumed *e, TransactionId *xid)
 }
 
 /*
+ * Pages the entries of one examination may need: a leaf split, its
+ * parent's, a new root (its entries merge into one run per leaf); and two
+ * more to make the log.
+ */
+#define LOG_PAGES_SPLIT		3
+#define LOG_PAGES_CREATE	2
+
+/*
+ * Can this examination write its entries without extending the consumer
+ * relation on a full disk?  A consumer that records in the log needs room
+ * there when the log is made or a leaf splits, where a purge by xmax
+ * changes event pages in place; so pages for it are made sure of first
+ * (spindle_crel_reserve_pages), and when the file system has no room for
+ * them the call purges by xmax instead (consumers go on on a full disk:
+ * TAP 038).  Safe on a queue that has a log: every examination reads a
+ * page's entries and its events' xmax under the page's lock, so a purge by
+ * xmax and an entry never both take one event.
+ */
+static bool
+room_for_entries(SpindleConsumeView *v)
+{
+	return spindle_crel_reserve_pages(v->crel, LOG_PAGES_SPLIT +
+									  (v->has_log ? 0 : LOG_PAGES_CREATE));
+}
+
+/*
  * Set v up for an examine() of n located candidates of facade: write
  * entries if the caller consumes (dequeue, ack, a move) and the queue has
  * a log or spindle.consume_log is on (which starts one).  Takes the log's
@@ -163,7 +189,7 @@ spindle_consumed_begin(SpindleConsumeView *v, Relation facade, int n,
 	if (spindle_consume_log_exists(v->crel))
 	{
 		v->has_log = true;
-		v->write = write;
+		v->write = write && room_for_entries(v);
 		return;
 	}
 	if (!(write && spindle_consume_log))
@@ -172,8 +198,8 @@ spindle_consumed_begin(SpindleConsumeView *v, Relation facade, int n,
 	spindle_consume_log_unlock_consumer(v->crel);
 	spindle_consume_log_lock(v->crel);
 	v->exclusive = true;
-	v->write = true;
 	v->has_log = spindle_consume_log_exists(v->crel);
+	v->write = room_for_entries(v);
 }
 
 /*

@@ -37,11 +37,14 @@
  */
 #include "postgres.h"
 
+#include <sys/statvfs.h>
+
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "access/xloginsert.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "common/relpath.h"
 #include "storage/lmgr.h"
 #include "utils/snapmgr.h"
 
@@ -189,6 +192,9 @@ spindle_crel_alloc_page(Relation crel)
 	return buf;
 }
 
+static void free_page_stamped(Relation crel, Buffer buf, uint32 sub,
+							  bool drop_tree, FullTransactionId stamp);
+
 /*
  * Put the page in buf (exclusively locked by the caller, referenced by
  * nothing any more) on the free list, stamped with the next full xid;
@@ -198,6 +204,101 @@ spindle_crel_alloc_page(Relation crel)
 void
 spindle_crel_free_page(Relation crel, Buffer buf, uint32 sub, bool drop_tree)
 {
+	free_page_stamped(crel, buf, sub, drop_tree, ReadNextFullTransactionId());
+}
+
+/*
+ * How many of the free list's first pages (up to n) can be taken at once:
+ * counted from its head to the first one some snapshot may still see.
+ * Takes the metapage's share lock, then each page's, one at a time.
+ */
+static int
+reusable_on_top(Relation crel, int n)
+{
+	Buffer		mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_SHARE);
+	BlockNumber blk = SpindleCrelGetMeta(BufferGetPage(mbuf))->free_head;
+	int			have = 0;
+
+	while (have < n && blk != InvalidBlockNumber)
+	{
+		Buffer		fbuf = ReadBuffer(crel, blk);
+		Page		fpage;
+		bool		ok;
+
+		LockBuffer(fbuf, BUFFER_LOCK_SHARE);
+		fpage = BufferGetPage(fbuf);
+		ok = spindle_crel_page_is(fpage, SPINDLE_CPAGE_FREE, 0) &&
+			GlobalVisCheckRemovableFullXid(NULL,
+										   SpindleCpageGetOpaque(fpage)->freed_xid);
+		blk = SpindleCpageGetOpaque(fpage)->right;
+		UnlockReleaseBuffer(fbuf);
+		if (!ok)
+			break;
+		have++;
+	}
+	UnlockReleaseBuffer(mbuf);
+	return have;
+}
+
+/* Has the file system holding crel room for n more pages, and a margin? */
+static bool
+room_for(Relation crel, int n)
+{
+	char	   *path = relpathbackend(crel->rd_node, InvalidBackendId,
+									  MAIN_FORKNUM);
+	struct statvfs st;
+	bool		room;
+
+	if (statvfs(path, &st) != 0)
+		room = true;			/* cannot tell: the extension will say */
+	else
+		room = (uint64) st.f_bavail * st.f_frsize >=
+			(uint64) (n + SPINDLE_CREL_ROOM_MARGIN) * BLCKSZ;
+	pfree(path);
+	return room;
+}
+
+/*
+ * Make sure the next n page allocations of crel need not extend it: the
+ * free list's first n pages can be taken at once, or the relation is
+ * extended now and the new pages put on the list's head, stamped with the
+ * oldest normal xid (no snapshot ever saw them: taken at once, with no
+ * standby conflict).  False, with nothing done, when the file system
+ * holding crel has no room for them beyond a margin (statvfs): a consumer
+ * then purges by xmax for the call, which needs no new page
+ * (queue_consumed.c).  No buffer lock may be held.  Another writer of the
+ * relation (the parked trees) may still take the pages first, and space
+ * may go between the look and the extension: an error then, as before.
+ */
+bool
+spindle_crel_reserve_pages(Relation crel, int n)
+{
+	int			have = reusable_on_top(crel, n);
+
+	if (have >= n)
+		return true;
+	if (!room_for(crel, n - have))
+		return false;
+	for (; have < n; have++)
+	{
+		Buffer		buf;
+
+		LockRelationForExtension(crel, ExclusiveLock);
+		buf = ReadBuffer(crel, P_NEW);
+		UnlockRelationForExtension(crel, ExclusiveLock);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		free_page_stamped(crel, buf, 0, false,
+						  FullTransactionIdFromEpochAndXid(0, FirstNormalTransactionId));
+		UnlockReleaseBuffer(buf);
+	}
+	return true;
+}
+
+/* spindle_crel_free_page with the page stamped stamp (see above). */
+static void
+free_page_stamped(Relation crel, Buffer buf, uint32 sub, bool drop_tree,
+				  FullTransactionId stamp)
+{
 	Buffer		mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
 	Page		mpage = BufferGetPage(mbuf);
 	SpindleCrelMeta *meta = SpindleCrelGetMeta(mpage);
@@ -206,7 +307,7 @@ spindle_crel_free_page(Relation crel, Buffer buf, uint32 sub, bool drop_tree)
 	xl_spindle_free xlrec;
 	SpindleCrelWal w;
 
-	xlrec.freed_xid = ReadNextFullTransactionId();
+	xlrec.freed_xid = stamp;
 	xlrec.next = meta->free_head;
 	xlrec.sub = sub;
 	xlrec.flags = drop_tree ? XLFR_DROP_TREE : 0;

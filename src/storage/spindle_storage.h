@@ -687,6 +687,9 @@ extern void spindle_crel_wal_block(SpindleCrelWal *w, Buffer buf, uint8 flags,
 extern XLogRecPtr spindle_crel_wal_insert(SpindleCrelWal *w, uint8 info);
 extern Buffer spindle_crel_meta_lock(Relation crel, int mode);
 extern Buffer spindle_crel_alloc_page(Relation crel);
+extern bool spindle_crel_reserve_pages(Relation crel, int n);
+/* pages of room a reservation leaves on the file system beyond its own */
+#define SPINDLE_CREL_ROOM_MARGIN	32
 extern void spindle_crel_free_page(Relation crel, Buffer buf, uint32 sub,
 								   bool drop_tree);
 
