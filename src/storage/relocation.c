@@ -191,6 +191,20 @@ spindle_reloc_probe(Relation crel, int64 spindle_no, int64 k,
 	return entry_from_run(&r, e);
 }
 
+/* Append the entry of run r, if it is one, to *out (*n used, *nalloc). */
+static void
+append_entry(SpindleRelocation **out, int *n, int *nalloc, const SpindleRun *r)
+{
+	if (*n >= *nalloc)
+	{
+		*nalloc = *nalloc ? *nalloc * 2 : 16;
+		*out = *out ? repalloc(*out, *nalloc * sizeof(SpindleRelocation)) :
+			palloc(*nalloc * sizeof(SpindleRelocation));
+	}
+	if (entry_from_run(r, &(*out)[*n]))
+		(*n)++;
+}
+
 /*
  * The entries hiding copies lo_k <= k < hi_k of spindle spindle_no, in k
  * order, as a palloc'd array (*n of them; NULL if none).  One descent of
@@ -218,14 +232,7 @@ spindle_reloc_read(Relation crel, int64 spindle_no, int64 lo_k, int64 hi_k,
 	while (x < hi && spindle_tree_next(&t, x, &r) && r.first < hi)
 	{
 		x = spindle_run_end(&r);
-		if (*n >= nalloc)
-		{
-			nalloc = nalloc ? nalloc * 2 : 16;
-			out = out ? repalloc(out, nalloc * sizeof(SpindleRelocation)) :
-				palloc(nalloc * sizeof(SpindleRelocation));
-		}
-		if (entry_from_run(&r, &out[*n]))
-			(*n)++;
+		append_entry(&out, n, &nalloc, &r);
 	}
 	return out;
 }
@@ -311,14 +318,7 @@ read_all(Relation crel, int *n)
 	while (spindle_tree_next(&t, x, &r))
 	{
 		x = spindle_run_end(&r);
-		if (*n >= nalloc)
-		{
-			nalloc = nalloc ? nalloc * 2 : 16;
-			out = out ? repalloc(out, nalloc * sizeof(SpindleRelocation)) :
-				palloc(nalloc * sizeof(SpindleRelocation));
-		}
-		if (entry_from_run(&r, &out[*n]))
-			(*n)++;
+		append_entry(&out, n, &nalloc, &r);
 	}
 	return out;
 }

@@ -55,9 +55,12 @@
 PG_FUNCTION_INFO_V1(spindle_create_annex_sql);
 PG_FUNCTION_INFO_V1(spindle_annex_insert_sql);
 
-/* The checks both test functions make; returns the table, RowExclusiveLock. */
-static Relation
-open_for_annex(Oid relid, int generation, const char *fname)
+/*
+ * The checks the test functions spindle.fname (_create_annex,
+ * _annex_insert, _relocate) make; returns the table, RowExclusiveLock.
+ */
+Relation
+spindle_annex_open_for_test(Oid relid, int generation, const char *fname)
 {
 	Relation	facade;
 
@@ -68,7 +71,7 @@ open_for_annex(Oid relid, int generation, const char *fname)
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot write an annex during recovery")));
+				 errmsg("cannot call spindle.%s during recovery", fname)));
 	if (generation < 1 || generation > SPINDLE_ANNEX_GENERATIONS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -148,7 +151,7 @@ spindle_obtain_annex(Relation facade, int generation)
 Datum
 spindle_create_annex_sql(PG_FUNCTION_ARGS)
 {
-	Relation	facade = open_for_annex(PG_GETARG_OID(0), PG_GETARG_INT32(1),
+	Relation	facade = spindle_annex_open_for_test(PG_GETARG_OID(0), PG_GETARG_INT32(1),
 										"_create_annex");
 	int64		spindle_no = spindle_obtain_annex(facade, PG_GETARG_INT32(1));
 
@@ -283,7 +286,7 @@ Datum
 spindle_annex_insert_sql(PG_FUNCTION_ARGS)
 {
 	int			generation = PG_GETARG_INT32(1);
-	Relation	facade = open_for_annex(PG_GETARG_OID(0), generation,
+	Relation	facade = spindle_annex_open_for_test(PG_GETARG_OID(0), generation,
 										"_annex_insert");
 	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, 2);
 	HeapTupleHeader row;

@@ -64,26 +64,7 @@ open_queue_for_move(Oid relid, int generation, Relation *crel)
 	Relation	facade;
 	Oid			croid;
 
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("only superusers may call spindle._relocate")));
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot move an event during recovery")));
-	if (generation < 1 || generation > SPINDLE_ANNEX_GENERATIONS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("annex generation %d is out of range", generation),
-				 errhint("Generations run from 1 to %d.",
-						 SPINDLE_ANNEX_GENERATIONS)));
-	PreventCommandIfReadOnly("spindle._relocate()");
-	facade = try_table_open(relid, RowExclusiveLock);
-	if (facade == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
+	facade = spindle_annex_open_for_test(relid, generation, "_relocate");
 	croid = spindle_is_facade(facade) ?
 		spindle_consumer_rel_oid(relid) : InvalidOid;
 	if (!OidIsValid(croid))

@@ -120,6 +120,8 @@ extern int64 spindle_obtain_annex(Relation facade, int generation);
 extern void spindle_annex_place(Relation facade, int generation,
 								TupleTableSlot *slot, ItemPointer vtid);
 
+extern Relation spindle_annex_open_for_test(Oid relid, int generation,
+												const char *fname);
 /* an annex slot reserved for a copy (spindle_annex_reserve) */
 typedef struct SpindleAnnexSlot
 {
