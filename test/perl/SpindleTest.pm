@@ -8,6 +8,7 @@ use Time::HiRes qw(gettimeofday tv_interval usleep);
 use Test::More;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils qw(slurp_file);
 use Fcntl;
 use JSON::PP ();
 
@@ -15,7 +16,7 @@ our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue
   start_load stop_load drain_queue check_consistent check_read_counts
   next_epoch log_counts install_wait_backend kill9_and_wait
   psql_ok sleep_until read_events spindle_node parked_node explain_cost median cost_beside
-  ack_all_verify standby_pair);
+  ack_all_verify standby_pair count_or_cancelled);
 
 # Why directory $d is no small file system of its own that this user can
 # write to (at most 64 MB), or '' if it is one: the disk-full and disk
@@ -562,6 +563,26 @@ sub standby_pair
 	$standby->append_conf('postgresql.conf', $sconf) if defined $sconf;
 	$standby->start;
 	return ($primary, $standby);
+}
+
+# Run $sql (a count) in the standby session $rr of backend $pid, then
+# quit the session.  Returns the count, or "cancelled" if the query gave
+# no count and $standby logged that it cancelled that backend's query or
+# terminated its connection for a recovery conflict (SQLSTATE 40001), or
+# what psql said.
+sub count_or_cancelled
+{
+	my ($standby, $rr, $pid, $sql) = @_;
+	my ($out, $ret) = ('', 1);
+	eval { ($out, $ret) = $rr->query($sql); };
+	my $said = ($rr->{stderr} // '') . ($@ // '');
+	eval { $rr->quit; };
+	return $out if !$ret && $out =~ /^\d+$/;
+	my $log = slurp_file($standby->logfile);
+	return 'cancelled'
+	  if $log =~
+	  /\[$pid\] [^\n]*(ERROR|FATAL):  40001: (canceling statement|terminating connection) due to conflict with recovery/;
+	return "no count: [$out] [$said]";
 }
 
 # The same with autovacuum off too (nothing moves unless the test moves

@@ -81,16 +81,8 @@ sub open_rr
 sub count_again
 {
 	my ($rr, $pid, $table) = @_;
-	my ($out, $ret) = ('', 1);
-	eval { ($out, $ret) = $rr->query("SELECT count(*) FROM $table"); };
-	my $said = ($rr->{stderr} // '') . ($@ // '');
-	eval { $rr->quit; };
-	return $out if !$ret && $out =~ /^\d+$/;
-	my $log = slurp_file($standby->logfile);
-	return 'cancelled'
-	  if $log =~
-	  /\[$pid\] [^\n]*(ERROR|FATAL):  40001: (canceling statement|terminating connection) due to conflict with recovery/;
-	return "no count: [$out] [$said]";
+	return count_or_cancelled($standby, $rr, $pid,
+		"SELECT count(*) FROM $table");
 }
 
 # Either every row, or a recovery conflict; never a silent wrong answer.

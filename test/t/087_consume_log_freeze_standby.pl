@@ -53,19 +53,9 @@ sub open_rr
 sub count_again
 {
 	my ($rr, $pid, $q) = @_;
-	my ($out, $ret) = ('', 1);
-	eval {
-		($out, $ret) = $rr->query(
-			"SAVEPOINT t; SELECT count(*) FROM spindle_q.$q; ROLLBACK TO SAVEPOINT t");
-	};
-	my $said = ($rr->{stderr} // '') . ($@ // '');
-	eval { $rr->quit; };
-	return $out if !$ret && $out =~ /^\d+$/;
-	my $log = slurp_file($standby->logfile);
-	return 'cancelled'
-	  if $log =~
-	  /\[$pid\] [^\n]*(ERROR|FATAL):  40001: (canceling statement|terminating connection) due to conflict with recovery/;
-	return "no count: [$out] [$said]";
+	return count_or_cancelled($standby, $rr, $pid,
+		"SAVEPOINT t; SELECT count(*) FROM spindle_q.$q; ROLLBACK TO SAVEPOINT t"
+	);
 }
 
 # dequeue 4 of 10 events after the standby snapshot, then freeze the
