@@ -19,14 +19,19 @@
  * Taking it writes a REUSE record carrying that xid as the conflict
  * horizon, on which a standby cancels the queries that could still read
  * the page.  With no reusable page the relation is extended.  The list is
- * LIFO; a head not yet reusable makes the allocation extend.
+ * LIFO; a head not yet reusable makes the allocation extend.  A writer
+ * that must not fail for want of disk space (a consumer recording in the
+ * consume log) makes sure of its pages first (spindle_crel_reserve_pages):
+ * new pages put on the list's head stamped with the oldest normal xid,
+ * reusable at once, or nothing when the file system has no room for them.
  *
  * Locks.  The callers are a tree's writers (consumer_tree.c), serialised
  * per tree by its writer lock; the free list is shared by every tree of
  * the relation and is kept consistent by the metapage's exclusive buffer
  * lock alone.  Any page is locked before the metapage, and the metapage
  * before a free page it names; the relation extension lock is taken with
- * no metapage lock held.  A caller may hold tree page locks.
+ * no metapage lock held.  A caller may hold tree page locks (the
+ * reservation: none).
  *
  * Invariants: a page on the free list is referenced by no tree; it is
  * handed out again only once no snapshot can still see its free xid.
