@@ -329,55 +329,6 @@ log_write_lock(Relation crel)
 }
 
 /*
- * Record that (fxid, cid) consumed msg_id id.  The caller holds the log's
- * lock and the lock of the event's page, under which it has checked that
- * no live entry covers id (an aborted one is replaced); the change is
- * made under the write lock.  Merged into the entry ending at id when that has the
- * same xid and command id.  WAL-logged by the tree (STRAGGLE and splits).
- */
-void
-spindle_consume_log_add(Relation crel, int64 id, FullTransactionId fxid,
-						CommandId cid)
-{
-	SpindleTree t;
-	SpindleRun	r;
-	SpindleConsumed prev;
-
-	log_tree(crel, true, &t);
-	LWLockAcquire(log_write_lock(crel), LW_EXCLUSIVE);
-	memset(&r, 0, sizeof(r));
-	r.first = id;
-	r.len = 1;
-	r.kind = SPINDLE_RUN_CONSUMED;
-	r.due = (TimestampTz) U64FromFullTransactionId(fxid);
-	r.awaited = (uint32) cid;
-	if (id > PG_INT64_MIN &&
-		spindle_consume_log_probe(crel, id - 1, &prev) &&
-		prev.first + prev.len == id && prev.len < PG_UINT32_MAX &&
-		FullTransactionIdEquals(prev.fxid, fxid) && prev.cid == cid)
-	{
-		SpindleRun	merged = r;
-
-		/*
-		 * Joined to the entry before only within its leaf: across leaves an
-		 * upsert is a cut and then an insert, between which the ids already
-		 * consumed would be in no entry, and a DELETE of one of them would
-		 * not wait for this transaction (review of the reader side, finding
-		 * 2).  Else the id gets an entry of its own, which overlaps nothing.
-		 */
-		merged.first = prev.first;
-		merged.len = (uint32) prev.len + 1;
-		if (spindle_tree_upsert_in_leaf(&t, &merged))
-		{
-			LWLockRelease(log_write_lock(crel));
-			return;
-		}
-	}
-	spindle_tree_upsert(&t, &r);
-	LWLockRelease(log_write_lock(crel));
-}
-
-/*
  * Record that (fxid, cid) consumed the ids [first, first + len): one
  * entry, merged into the entry ending at first when that has the same xid
  * and command id and the merged entry stays within its leaf (a dequeue's
@@ -428,6 +379,14 @@ spindle_consume_log_add_run(Relation crel, int64 first, int64 len,
 	}
 	spindle_tree_upsert(&t, &r);
 	LWLockRelease(log_write_lock(crel));
+}
+
+/* Record that (fxid, cid) consumed msg_id id: add_run of one id. */
+void
+spindle_consume_log_add(Relation crel, int64 id, FullTransactionId fxid,
+						CommandId cid)
+{
+	spindle_consume_log_add_run(crel, id, 1, fxid, cid);
 }
 
 /*

@@ -206,6 +206,19 @@ append_entry(SpindleRelocation **out, int *n, int *nalloc, const SpindleRun *r)
 }
 
 /*
+ * Is copy k of spindle spindle_no moved by a live mover (an entry whose
+ * xid did not abort: committed, frozen, in progress or this transaction)?
+ */
+bool
+spindle_reloc_moved(Relation crel, int64 spindle_no, int64 k)
+{
+	SpindleRelocation e;
+
+	return spindle_reloc_probe(crel, spindle_no, k, &e) &&
+		!spindle_reloc_aborted(&e);
+}
+
+/*
  * The entries hiding copies lo_k <= k < hi_k of spindle spindle_no, in k
  * order, as a palloc'd array (*n of them; NULL if none).  One descent of
  * the tree per entry plus one (a spindle without entries costs one probe).

@@ -943,6 +943,7 @@ typedef struct SpindleRelocation
 extern int64 spindle_reloc_key(int64 spindle_no, int64 k);
 extern void spindle_crel_trees_present(Relation crel, bool *log, bool *reloc);
 extern bool spindle_reloc_exists(Relation crel);
+extern bool spindle_reloc_moved(Relation crel, int64 spindle_no, int64 k);
 extern void spindle_reloc_lock(Relation crel);
 extern bool spindle_reloc_probe(Relation crel, int64 spindle_no, int64 k,
 								SpindleRelocation *e);

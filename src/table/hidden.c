@@ -647,10 +647,7 @@ spindle_hidden_dml_check(Relation facade, SpindleEntry *sp, int64 k,
 static void
 reloc_refuse(Relation facade, Relation crel, SpindleEntry *sp, int64 k)
 {
-	SpindleRelocation r;
-
-	if (spindle_reloc_probe(crel, sp->spindle_no, k, &r) &&
-		!spindle_reloc_aborted(&r))
+	if (spindle_reloc_moved(crel, sp->spindle_no, k))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access due to concurrent relocation"),

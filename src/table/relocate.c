@@ -146,8 +146,7 @@ check_and_mark(Relation facade, Relation crel, Relation seg,
 		if (HeapTupleSatisfiesUpdate(&tuple, GetCurrentCommandId(false),
 									 buf) != TM_Ok)
 			why = "The event is deleted, locked or not committed.";
-		else if (spindle_reloc_probe(crel, sp->spindle_no, k, &e) &&
-				 !spindle_reloc_aborted(&e))
+		else if (spindle_reloc_moved(crel, sp->spindle_no, k))
 			why = "The event was moved already.";
 	}
 	if (why != NULL)
@@ -186,7 +185,6 @@ relocate_event(Relation facade, Relation crel, int64 msg_id, int generation,
 	ItemPointerData ptid;
 	TM_FailureData tmfd;
 	SpindleAnnexSlot as;
-	SpindleRelocation e;
 	Relation	seg;
 	HeapTuple	copy;
 	TupleTableSlot *slot;
@@ -200,8 +198,7 @@ relocate_event(Relation facade, Relation crel, int64 msg_id, int generation,
 				 errmsg("queue table \"%s\" has no event %lld",
 						RelationGetRelationName(facade), (long long) msg_id)));
 	/* moved already? (checked again under the page lock) */
-	if (spindle_reloc_probe(crel, sp.spindle_no, k, &e) &&
-		!spindle_reloc_aborted(&e))
+	if (spindle_reloc_moved(crel, sp.spindle_no, k))
 		refuse(facade, msg_id, "The event was moved already.");
 	/* consumed (committed, ours, or in progress: 55P03)? */
 	if (spindle_hidden_dml_check(facade, &sp, k, &old_vtid, LockWaitError,
