@@ -1346,11 +1346,23 @@ handed_out(QueueState *qs, SpindleDirectory *dir, int64 msg_id)
 	return qs->head >= sp->first_no + spindle_effective_capacity(sp);
 }
 
-/* Where a state rebuilt from disk starts: the oldest spindle's first id. */
-static inline int64
-first_position(SpindleDirectory *dir)
+/*
+ * Where a state rebuilt from disk starts: the oldest spindle's first id, or
+ * the consume log's floor if higher (every event below it is consumed for
+ * everyone: spindle_consumed_floor), so that a state evicted with no saved
+ * head left does not examine the queue's consumed history again.  Reads
+ * the floor only when qs looks invalid (an unlocked peek; the caller
+ * checks again under the state's lock), since it reads a page: called
+ * with no buffer lock or LWLock held.
+ */
+static int64
+first_position(Relation facade, QueueState *qs, SpindleDirectory *dir)
 {
-	return dir->nspindles > 0 ? dir->spindles[0].first_no : 1;
+	int64		start = dir->nspindles > 0 ? dir->spindles[0].first_no : 1;
+
+	if (!qs->valid)
+		start = Max(start, spindle_consumed_floor(facade));
+	return start;
 }
 
 /* parked runs one call takes when they come due */
@@ -1435,16 +1447,18 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	ParkedRun	due_runs[PARK_TAKE_MAX];
 	int			ndue;
 	int64		head;
+	int64		start;
 	bool		held;
 
 	*nsources = 0;
 	*pool_full = false;
 	*ends_spindle = false;
+	start = first_position(facade, qs, dir);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
-		/* rebuilt from disk: start at the oldest spindle */
-		qs->head = first_position(dir);
+		/* rebuilt from disk: start at the oldest unconsumed position */
+		qs->head = start;
 		qs->valid = true;
 	}
 	head = qs->head;
@@ -3354,15 +3368,17 @@ ack_claim(Relation facade, QueueState *qs, SpindleDirectory *dir,
 {
 	QueueItem  *item;
 	int64		msg_id = a->msg_id;
+	int64		start;
 
 	a->item = NULL;
 	a->leased = a->from_parked = a->examine = a->purged = false;
 	if (msg_id < 0)
 		return;
+	start = first_position(facade, qs, dir);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
 	{
-		qs->head = first_position(dir);
+		qs->head = start;
 		qs->valid = true;
 	}
 	item = find_item(qs, msg_id);

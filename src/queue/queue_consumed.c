@@ -339,3 +339,32 @@ spindle_consumed_end(SpindleConsumeView *v)
 		pfree(v->verdicts);
 	memset(v, 0, sizeof(*v));
 }
+
+/*
+ * Where a consumer state rebuilt from disk may start examining: the
+ * consume log's floor, below which every event is consumed for every
+ * snapshot (consume_log.c), or PG_INT64_MIN for a queue with no consumer
+ * relation.  Nothing below the floor is ever delivered again, parked or
+ * pending (a parked or claimed event has no committed entry, and the floor
+ * only rises over contiguous committed ones), so a state whose saved head
+ * is gone need not walk the consumed history below it.  Reads the
+ * metapage (AccessShareLock on the consumer relation); the floor only
+ * rises, so no lock of the log is needed.  No buffer lock or LWLock may be
+ * held.
+ */
+int64
+spindle_consumed_floor(Relation facade)
+{
+	Oid			croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
+	Relation	crel;
+	int64		floor;
+
+	if (!OidIsValid(croid))
+		return PG_INT64_MIN;
+	crel = try_relation_open(croid, AccessShareLock);
+	if (crel == NULL)
+		return PG_INT64_MIN;
+	floor = spindle_consume_log_floor(crel);
+	relation_close(crel, AccessShareLock);
+	return floor;
+}

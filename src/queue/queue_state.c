@@ -14,9 +14,11 @@
  * committed transaction or was never an event (an aborted insert, a slot
  * never used).  All of it can be rebuilt from disk: a state that is reset
  * (after a restart, a TRUNCATE, a DROP, or when its table goes away) starts
- * again at the table's oldest spindle and examines every event, which
- * yields the same items, leases excepted (a lease is lost with the server
- * or the state: its events are delivered again, as if it had expired).
+ * again at the table's oldest spindle, or at the consume log's floor when
+ * that is higher (everything below it is consumed for everyone: queue.c,
+ * first_position), and examines every event from there, which yields the
+ * same items; what is parked on disk (delayed events, leases and read
+ * counts: queue_parked.c) is taken back from there.
  *
  * The pool has spindle.max_leases items for leases plus
  * SPINDLE_ITEMS_PER_QUEUE for each of spindle.max_queues states; a state's

@@ -337,6 +337,7 @@ extern void spindle_consumed_write(SpindleConsumeView *v, Relation seg,
 								   int64 *ids, ItemPointer ptids, int n,
 								   CommandId cid);
 extern void spindle_consumed_end(SpindleConsumeView *v);
+extern int64 spindle_consumed_floor(Relation facade);
 
 /* ---- queue.c: consuming ---- */
 
