@@ -88,7 +88,8 @@ CREATE FUNCTION spindle._spindle_info(
     OUT relation regclass, OUT spindle_no bigint, OUT state text,
     OUT capacity bigint, OUT events bigint, OUT purged_events bigint,
     OUT size_bytes bigint, OUT created_at timestamptz,
-    OUT filled_at timestamptz, OUT drop_blocked_by text)
+    OUT filled_at timestamptz, OUT drop_blocked_by text,
+    OUT generation int)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'spindle_spindle_info' LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION spindle._spindle_info() IS
