@@ -88,7 +88,8 @@ CREATE FUNCTION spindle._spindle_info(
     OUT relation regclass, OUT spindle_no bigint, OUT state text,
     OUT capacity bigint, OUT events bigint, OUT purged_events bigint,
     OUT size_bytes bigint, OUT created_at timestamptz,
-    OUT filled_at timestamptz, OUT drop_blocked_by text)
+    OUT filled_at timestamptz, OUT drop_blocked_by text,
+    OUT generation int)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'spindle_spindle_info' LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION spindle._spindle_info() IS
@@ -150,7 +151,8 @@ COMMENT ON FUNCTION spindle.purge_expired(regclass, interval) IS
 CREATE FUNCTION spindle._worker_info(
     OUT pid integer, OUT database oid, OUT state text,
     OUT last_run timestamptz, OUT spindles_dropped bigint,
-    OUT bytes_freed bigint, OUT last_error text)
+    OUT bytes_freed bigint, OUT last_error text, OUT events_moved bigint,
+    OUT spindles_emptied bigint, OUT events_skipped bigint)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'spindle_worker_info' LANGUAGE C STRICT VOLATILE;
 -- The worker's state (its last error may name any table of its database)
@@ -159,7 +161,8 @@ REVOKE EXECUTE ON FUNCTION spindle._worker_info() FROM PUBLIC;
 
 CREATE VIEW spindle.worker AS
     SELECT w.pid, d.datname AS database, w.state, w.last_run,
-           w.spindles_dropped, w.bytes_freed, w.last_error
+           w.spindles_dropped, w.bytes_freed, w.last_error,
+           w.events_moved, w.spindles_emptied, w.events_skipped
       FROM spindle._worker_info() w
       JOIN pg_catalog.pg_database d ON d.oid = w.database;
 
@@ -245,6 +248,14 @@ CREATE FUNCTION spindle._relocate(rel regclass, msg_id bigint, generation int)
     RETURNS tid
     AS 'MODULE_PATHNAME', 'spindle_relocate_sql' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION spindle._relocate(regclass, bigint, int) FROM PUBLIC;
+-- Test only (superusers; docs/design.md, "Compaction", "Step 4 as built"):
+-- one pass of the worker's relocator over a queue table, in the current
+-- transaction: the live events of its full spindles (and annexes) at or
+-- below spindle.compaction_threshold, all parked, moved into annexes.
+CREATE FUNCTION spindle._compact(rel regclass, OUT moved bigint,
+    OUT skipped bigint, OUT spindles bigint, OUT emptied bigint)
+    AS 'MODULE_PATHNAME', 'spindle_compact_sql' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION spindle._compact(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_upsert(regclass, int, bigint, bigint, int,
     timestamptz, int, bigint, int, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_remove(regclass, int, bigint, bigint) FROM PUBLIC;

@@ -117,6 +117,13 @@ _PG_init(void)
 							1000, 10, 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomRealVariable("spindle.compaction_threshold",
+							 "Live fraction of a full spindle of a queue table at or below which the worker moves its live events into an annex.",
+							 "Only spindles whose live events are all parked (delayed, leased or due again) are compacted; the spindle is then dropped by the usual rule. 0 turns compaction off.",
+							 &spindle_compaction_threshold,
+							 0.0, 0.0, 1.0,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("spindle.enable_worker",
 							 "Runs the spindle background workers.",
 							 "Without them, spindles are dropped only by spindle.drop_spindles() and time_to_live is applied only by spindle.purge_expired().",

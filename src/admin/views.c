@@ -75,7 +75,7 @@ PG_FUNCTION_INFO_V1(spindle_spindle_info);
 PG_FUNCTION_INFO_V1(spindle_table_options);
 PG_FUNCTION_INFO_V1(spindle_queue_info);
 
-#define SPINDLE_INFO_COLS 10
+#define SPINDLE_INFO_COLS 11
 #define QUEUE_INFO_COLS 12
 
 
@@ -584,6 +584,8 @@ spindle_spindle_info(PG_FUNCTION_ARGS)
 				values[9] = CStringGetTextDatum(blocker);
 			else
 				nulls[9] = true;
+			/* 0: an event spindle; 1..: an annex of that generation */
+			values[10] = Int32GetDatum(sp->generation);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 								 values, nulls);
 		}

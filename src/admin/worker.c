@@ -105,6 +105,7 @@ typedef struct WorkerSlot
 	TimestampTz last_run;
 	int64		spindles_dropped;
 	int64		bytes_freed;
+	SpindleCompactStats compacted;	/* what its relocator did */
 	char		state[16];
 	char		last_error[256];
 } WorkerSlot;
@@ -147,6 +148,7 @@ typedef struct Backoff
 #define STEP_READY	2
 #define STEP_RETIRE	3
 #define STEP_SETTLE	4
+#define STEP_COMPACT 5
 
 static HTAB *backoff = NULL;
 
@@ -459,6 +461,32 @@ step_settle(Relation rel, int64 *dropped, int64 *freed)
 }
 
 /*
+ * Compaction (queue_compact.c): one relocator pass of at most one batch,
+ * in a transaction of its own, which commits after the batch (design,
+ * "Compaction", section 3 "Batches"); the round calls it again while it
+ * fills its batch, up to COMPACT_EVENTS_PER_ROUND events per table.
+ * Nothing when spindle.compaction_threshold is 0, and no page read when
+ * no spindle qualifies.
+ */
+#define COMPACT_EVENTS_PER_ROUND 1024
+
+static SpindleCompactStats round_compacted;
+
+static void
+step_compact(Relation rel, int64 *dropped, int64 *freed)
+{
+	SpindleCompactStats st = {0};
+
+	if (spindle_compact_table(RelationGetRelid(rel), SPINDLE_RELOCATE_BATCH,
+							  &st))
+		*dropped = -1;			/* a full batch: say "more" to the round */
+	round_compacted.moved += st.moved;
+	round_compacted.skipped += st.skipped;
+	round_compacted.spindles += st.spindles;
+	round_compacted.emptied += st.emptied;
+}
+
+/*
  * In a transaction of its own: a drop holds its spindles' ACCESS EXCLUSIVE
  * locks to commit, and a creator holding the creation lock may be waiting
  * for one of them.
@@ -684,6 +712,16 @@ worker_round(MemoryContext roundcxt)
 			(void) run_step(relid, STEP_RETIRE, step_retire, &dropped, &freed);
 		(void) run_step(relid, STEP_READY, step_ready, &dropped, &freed);
 		(void) run_step(relid, STEP_SETTLE, step_settle, &dropped, &freed);
+		/* compaction, a batch per transaction, bounded per round */
+		for (int n = 0; spindle_compaction_threshold > 0 &&
+			 n < COMPACT_EVENTS_PER_ROUND / SPINDLE_RELOCATE_BATCH; n++)
+		{
+			int64		more = 0;
+
+			if (!run_step(relid, STEP_COMPACT, step_compact, &more, &freed) ||
+				more >= 0)
+				break;
+		}
 	}
 	/* the spindles DROP TABLE and TRUNCATE detached from their tables */
 	spindle_worker_drop_detached(&dropped, &freed);
@@ -695,6 +733,11 @@ worker_round(MemoryContext roundcxt)
 	wshared->slots[my_slot].last_run = GetCurrentTimestamp();
 	wshared->slots[my_slot].spindles_dropped += dropped;
 	wshared->slots[my_slot].bytes_freed += freed;
+	wshared->slots[my_slot].compacted.moved += round_compacted.moved;
+	wshared->slots[my_slot].compacted.skipped += round_compacted.skipped;
+	wshared->slots[my_slot].compacted.spindles += round_compacted.spindles;
+	wshared->slots[my_slot].compacted.emptied += round_compacted.emptied;
+	memset(&round_compacted, 0, sizeof(round_compacted));
 	strlcpy(wshared->slots[my_slot].state, "idle",
 			sizeof(wshared->slots[my_slot].state));
 	LWLockRelease(wshared->lock);
@@ -838,6 +881,7 @@ typedef struct LauncherDb
 	TimestampTz last_run;
 	int64		spindles_dropped;
 	int64		bytes_freed;
+	SpindleCompactStats compacted;
 	char		state[16];
 	char		last_error[256];
 } LauncherDb;
@@ -904,6 +948,7 @@ copy_from_slot(LauncherDb *db, WorkerSlot *slot)
 	db->last_run = slot->last_run;
 	db->spindles_dropped = slot->spindles_dropped;
 	db->bytes_freed = slot->bytes_freed;
+	db->compacted = slot->compacted;
 	memcpy(db->state, slot->state, sizeof(db->state));
 	memcpy(db->last_error, slot->last_error, sizeof(db->last_error));
 }
@@ -919,6 +964,7 @@ copy_to_slot(LauncherDb *db, WorkerSlot *slot)
 	slot->last_run = db->last_run;
 	slot->spindles_dropped = db->spindles_dropped;
 	slot->bytes_freed = db->bytes_freed;
+	slot->compacted = db->compacted;
 	memcpy(slot->last_error, db->last_error, sizeof(slot->last_error));
 }
 
@@ -1241,8 +1287,8 @@ spindle_worker_info(PG_FUNCTION_ARGS)
 	for (i = 0; i < NSLOTS; i++)
 	{
 		WorkerSlot *slot = &wshared->slots[i];
-		Datum		values[7];
-		bool		nulls[7] = {0};
+		Datum		values[10];
+		bool		nulls[10] = {0};
 
 		if (!OidIsValid(slot->dboid) || !slot->served)
 			continue;
@@ -1262,6 +1308,9 @@ spindle_worker_info(PG_FUNCTION_ARGS)
 			values[6] = CStringGetTextDatum(slot->last_error);
 		else
 			nulls[6] = true;
+		values[7] = Int64GetDatum(slot->compacted.moved);
+		values[8] = Int64GetDatum(slot->compacted.emptied);
+		values[9] = Int64GetDatum(slot->compacted.skipped);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(wshared->lock);

@@ -345,6 +345,26 @@ extern void spindle_queue_note_insert(Relation rel);
 extern int64 *spindle_queue_ttl_held(Relation facade, int64 lo, int64 hi,
 									 int *n);
 
+/* ---- queue_compact.c: compaction of sparse spindles ---- */
+
+/* GUC spindle.compaction_threshold (0: off) */
+extern double spindle_compaction_threshold;
+
+/* events one pass of spindle._compact() moves, at most */
+#define SPINDLE_COMPACT_EVENTS_PER_PASS 1000
+
+/* what relocator passes did */
+typedef struct SpindleCompactStats
+{
+	int64		moved;			/* events moved into annexes */
+	int64		skipped;		/* events whose copy failed */
+	int64		spindles;		/* spindles and annexes moved out of */
+	int64		emptied;		/* ... of which every live event moved */
+} SpindleCompactStats;
+
+extern bool spindle_compact_table(Oid relid, int64 max_events,
+								  SpindleCompactStats *st);
+
 /* ---- queue_api.c: create, drop, enqueue ---- */
 
 extern void spindle_queue_api_init(void);

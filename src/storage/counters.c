@@ -9,7 +9,9 @@
  * a known-full spindle handed out its whole capacity.  Its purged events
  * are the slots whose event was deleted by a committed transaction (DELETE,
  * UPDATE's old version, a TTL purge, a range purge by dequeue or ack) or
- * consumed by a committed entry of the queue's consume log, or
+ * consumed by a committed entry of the queue's consume log or moved to an
+ * annex by a committed relocation (compaction: the relocator counts its
+ * moves as purges of the source, relocation.c's entries for a build), or
  * whose insert aborted (ROLLBACK, ROLLBACK TO SAVEPOINT, an error, a
  * speculative insert that lost, a reservation never placed) or that an
  * insert keeping supplied numbers skipped (slots.c): exactly what
@@ -774,6 +776,40 @@ live_unpurged(const SpindleConsumed *log, int nlog, int64 floor, int64 id,
 }
 
 /*
+ * A copy k live on its page: what the relocation entries moved[0..nmoved)
+ * say of it.  Hidden by a committed entry, it counts as purged by the
+ * mover (design, "Compaction", section 5: as a purge), whose xid may be
+ * the newest "deleter" a snapshot still sees: 0.  By a running mover, it
+ * is not purged yet: 1.  No entry (or an aborted one's): -1, the consume
+ * log and the page decide.
+ */
+static int
+moved_unpurged(const SpindleRelocation *moved, int nmoved, int64 k,
+			   TransactionId oldest_xmin, TransactionId *latest,
+			   bool *prepared_work)
+{
+	const SpindleRelocation *e = nmoved > 0 ?
+		spindle_reloc_find(moved, nmoved, k) : NULL;
+
+	switch (spindle_reloc_state(e, oldest_xmin))
+	{
+		case SPINDLE_ENTRY_DEAD:
+			return 0;
+		case SPINDLE_ENTRY_RECENT:
+			if (!TransactionIdIsValid(*latest) ||
+				TransactionIdFollows(e->xid, *latest))
+				*latest = e->xid;
+			return 0;
+		case SPINDLE_ENTRY_RUNNING:
+			if (!*prepared_work)
+				*prepared_work = xid_is_prepared(e->xid);
+			return 1;
+		default:
+			return -1;
+	}
+}
+
+/*
  * Count spindle sp (seg) of facade from disk: events not purged (live and
  * not consumed by a committed entry of the consume log, or whose inserter,
  * deleter or consumer is running) and the newest deleter or consumer of
@@ -795,6 +831,11 @@ count_unpurged(Oid facade, const SpindleEntry *sp, Relation seg,
 	SpindleConsumed *log = spindle_is_annex(sp) ? NULL :
 		spindle_consume_log_over(facade, sp->first_no,
 								 sp->first_no + sp->vcount, &nlog, &floor);
+
+	/* the copies compaction moved away: purged by their movers */
+	int			nmoved;
+	SpindleRelocation *moved = spindle_reloc_read_for(facade, sp->spindle_no,
+													  &nmoved);
 
 	*unpurged = 0;
 	*latest = InvalidTransactionId;
@@ -839,10 +880,21 @@ count_unpurged(Oid facade, const SpindleEntry *sp, Relation seg,
 				case HEAPTUPLE_DEAD:
 					break;
 				case HEAPTUPLE_LIVE:
-					if (live_unpurged(log, nlog, floor, sp->first_no +
-									  spindle_event_k(tuple.t_data, tuple.t_len),
-									  oldest_xmin, latest, prepared_work))
-						(*unpurged)++;
+					{
+						int32		k = spindle_event_k(tuple.t_data,
+														tuple.t_len);
+						int			moved_state;
+
+						moved_state = moved_unpurged(moved, nmoved, k,
+													 oldest_xmin, latest,
+													 prepared_work);
+						if (moved_state > 0 ||
+							(moved_state < 0 &&
+							 live_unpurged(log, nlog, floor, sp->first_no + k,
+										   oldest_xmin, latest,
+										   prepared_work)))
+							(*unpurged)++;
+					}
 					break;
 				case HEAPTUPLE_INSERT_IN_PROGRESS:
 				case HEAPTUPLE_DELETE_IN_PROGRESS:
@@ -867,6 +919,8 @@ count_unpurged(Oid facade, const SpindleEntry *sp, Relation seg,
 	FreeAccessStrategy(strategy);
 	if (log != NULL)
 		pfree(log);
+	if (moved != NULL)
+		pfree(moved);
 }
 
 /*

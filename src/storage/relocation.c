@@ -53,6 +53,7 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "access/transam.h"
 #include "access/xact.h"
 #include "storage/bufmgr.h"
@@ -173,6 +174,94 @@ spindle_reloc_lock(Relation crel)
 {
 	LockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock);
 	LockPage(crel, SPINDLE_TREE_RELOC_IDS, ExclusiveLock);
+}
+
+/* ---- the worker's relocator and the counts of moved copies ---- */
+
+/*
+ * spindle_reloc_lock without waiting: false (holding neither lock) if
+ * another relocator, or VACUUM's freeze, holds one of them.  The worker's
+ * relocator gives up its round then rather than queue.
+ */
+bool
+spindle_reloc_lock_conditional(Relation crel)
+{
+	if (!ConditionalLockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock))
+		return false;
+	if (!ConditionalLockPage(crel, SPINDLE_TREE_RELOC_IDS, ExclusiveLock))
+	{
+		UnlockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * What entry e (NULL: none) makes of the copy it hides for the drop rule
+ * and the counts, against oldest_xmin, as spindle_consume_log_state says
+ * of a consume log entry: SPINDLE_ENTRY_NONE (aborted: the page decides),
+ * _DEAD (committed before the horizon, or frozen: the copy is dead to
+ * everyone, its xid a standby conflict horizon as a deleter's), _RECENT
+ * (committed, a snapshot may still see the old copy), _RUNNING.
+ */
+int
+spindle_reloc_state(const SpindleRelocation *e, TransactionId oldest_xmin)
+{
+	if (e == NULL)
+		return SPINDLE_ENTRY_NONE;
+	if (e->xid == FrozenTransactionId)
+		return SPINDLE_ENTRY_DEAD;
+	if (!TransactionIdIsNormal(e->xid))
+		return SPINDLE_ENTRY_NONE;
+	if (TransactionIdIsCurrentTransactionId(e->xid) ||
+		TransactionIdIsInProgress(e->xid))
+		return SPINDLE_ENTRY_RUNNING;
+	if (!TransactionIdDidCommit(e->xid))
+		return SPINDLE_ENTRY_NONE;
+	return TransactionIdPrecedes(e->xid, oldest_xmin) ?
+		SPINDLE_ENTRY_DEAD : SPINDLE_ENTRY_RECENT;
+}
+
+/* The entry of e[0..n) (sorted by source_k, as read) hiding copy k, or NULL. */
+const SpindleRelocation *
+spindle_reloc_find(const SpindleRelocation *e, int n, int64 k)
+{
+	int			lo = 0;
+	int			hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (e[mid].source_k < k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && e[lo].source_k == k ? &e[lo] : NULL;
+}
+
+/*
+ * The entries hiding copies of spindle or annex spindle_no of queue table
+ * facade_relid (every k), read for a count: NULL (*n = 0) if the table is
+ * no queue table or its consumer relation has no tree 3.  Opens the
+ * consumer relation AccessShareLock for the read.
+ */
+SpindleRelocation *
+spindle_reloc_read_for(Oid facade_relid, int64 spindle_no, int *n)
+{
+	Oid			croid = spindle_consumer_rel_oid(facade_relid);
+	Relation	crel;
+	SpindleRelocation *e = NULL;
+
+	*n = 0;
+	if (!OidIsValid(croid) ||
+		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
+		return NULL;
+	if (spindle_reloc_exists(crel))
+		e = spindle_reloc_read(crel, spindle_no, 0, SPINDLE_MAX_CAPACITY, n);
+	relation_close(crel, AccessShareLock);
+	return e;
 }
 
 /* The entry hiding copy (spindle_no, k), into *e; false if none. */

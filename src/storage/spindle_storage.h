@@ -945,6 +945,13 @@ extern void spindle_crel_trees_present(Relation crel, bool *log, bool *reloc);
 extern bool spindle_reloc_exists(Relation crel);
 extern bool spindle_reloc_moved(Relation crel, int64 spindle_no, int64 k);
 extern void spindle_reloc_lock(Relation crel);
+extern bool spindle_reloc_lock_conditional(Relation crel);
+extern int	spindle_reloc_state(const SpindleRelocation *e,
+								TransactionId oldest_xmin);
+extern const SpindleRelocation *spindle_reloc_find(const SpindleRelocation *e,
+													int n, int64 k);
+extern SpindleRelocation *spindle_reloc_read_for(Oid facade_relid,
+												 int64 spindle_no, int *n);
 extern bool spindle_reloc_probe(Relation crel, int64 spindle_no, int64 k,
 								SpindleRelocation *e);
 extern SpindleRelocation *spindle_reloc_read(Relation crel, int64 spindle_no,

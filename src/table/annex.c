@@ -163,11 +163,11 @@ spindle_create_annex_sql(PG_FUNCTION_ARGS)
  * Reserve one slot in the newest annex of the generation that has room:
  * returns the index of that annex for spindle_dir_entry (>= nspindles),
  * its relation open with RowExclusiveLock in *seg and the slot's k in *k;
- * errors out if no annex of the generation has room.
+ * -1 if no annex of the generation has room, or, when must, errors out.
  */
 static int
 reserve_annex_slot(Relation facade, SpindleDirectory *dir, int generation,
-				   Relation *seg, int64 *k)
+				   bool must, Relation *seg, int64 *k)
 {
 	for (int j = dir->nannexes - 1; j >= 0; j--)
 	{
@@ -182,6 +182,8 @@ reserve_annex_slot(Relation facade, SpindleDirectory *dir, int generation,
 			return dir->nspindles + j;
 		relation_close(*seg, RowExclusiveLock);
 	}
+	if (!must)
+		return -1;
 	ereport(ERROR,
 			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 			 errmsg("spindle table \"%s\" has no annex of generation %d with room",
@@ -216,15 +218,28 @@ insert_index_entries(Relation facade, TupleTableSlot *slot)
  * (open RowExclusiveLock) and the slot, for spindle_annex_fill.  The
  * relocator writes its entry between the two (design, section 3: the
  * entry names the reserved slot and precedes the copy, so that the
- * copy's unique checks already find the old copy hidden).  The caller
- * holds RowExclusiveLock on the facade.
+ * copy's unique checks already find the old copy hidden).  With make,
+ * an annex of the generation is made when none has room
+ * (spindle_obtain_annex: by the spindle creator in a transaction of its
+ * own when it can), so a slot is taken in an existing annex before a new
+ * one is asked for; without, the call errors out then.  The caller holds
+ * RowExclusiveLock on the facade.
  */
 void
-spindle_annex_reserve(Relation facade, int generation, SpindleAnnexSlot *as)
+spindle_annex_reserve(Relation facade, int generation, bool make,
+					  SpindleAnnexSlot *as)
 {
 	as->dir = spindle_directory_acquire(facade);
-	as->index = reserve_annex_slot(facade, as->dir, generation, &as->seg,
-								   &as->k);
+	as->index = reserve_annex_slot(facade, as->dir, generation, !make,
+								   &as->seg, &as->k);
+	if (as->index < 0)
+	{
+		spindle_directory_release(as->dir);
+		(void) spindle_obtain_annex(facade, generation);
+		as->dir = spindle_directory_acquire(facade);
+		as->index = reserve_annex_slot(facade, as->dir, generation, true,
+									   &as->seg, &as->k);
+	}
 	as->spindle_no = spindle_dir_entry(as->dir, as->index)->spindle_no;
 }
 
@@ -272,7 +287,7 @@ spindle_annex_place(Relation facade, int generation, TupleTableSlot *slot,
 {
 	SpindleAnnexSlot as;
 
-	spindle_annex_reserve(facade, generation, &as);
+	spindle_annex_reserve(facade, generation, false, &as);
 	spindle_annex_fill(facade, &as, slot, 0, vtid);
 }
 

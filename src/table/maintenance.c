@@ -125,13 +125,50 @@ count_live(SpindleCounts *c, const SpindleConsumed *log, int nlog,
 }
 
 /*
+ * Count copy k, live on its page, into *c if a relocation entry of
+ * moved[0..nmoved) hides it (compaction moved it to an annex): committed
+ * before the horizon (or frozen), it is purged and dead, the entry's xid
+ * a standby conflict horizon as a deleter's; committed after it, purged;
+ * by a running mover, busy.  False (nothing counted) if no entry hides it
+ * (none, or its mover aborted): the consume log and the page decide.
+ */
+static bool
+count_moved(SpindleCounts *c, const SpindleRelocation *moved, int nmoved,
+			int64 k, TransactionId oldest_xmin)
+{
+	const SpindleRelocation *e = nmoved > 0 ?
+		spindle_reloc_find(moved, nmoved, k) : NULL;
+
+	switch (spindle_reloc_state(e, oldest_xmin))
+	{
+		case SPINDLE_ENTRY_DEAD:
+			c->purged++;
+			c->dead++;
+			if (TransactionIdIsNormal(e->xid) &&
+				(!TransactionIdIsValid(c->latest_removed) ||
+				 TransactionIdFollows(e->xid, c->latest_removed)))
+				c->latest_removed = e->xid;
+			return true;
+		case SPINDLE_ENTRY_RECENT:
+			c->purged++;
+			return true;
+		case SPINDLE_ENTRY_RUNNING:
+			c->busy++;
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
  * Count a spindle's slots into *c: events = line pointers ever used;
  * purged = those whose event is deleted by a committed transaction or
- * whose insert aborted; dead = purged ones no snapshot can still see;
- * live = events inserted by a committed transaction and not deleted (or
- * deleted by one that aborted) nor consumed by a committed entry of the
- * queue's consume log; busy = events whose inserter, deleter or consumer
- * is still running.  Reads every page under a share lock; the caller holds a
+ * whose insert aborted, and copies a committed relocation entry hides
+ * (compaction moved them: count_moved); dead = purged ones no snapshot
+ * can still see; live = events inserted by a committed transaction and
+ * not deleted (or deleted by one that aborted) nor consumed by a
+ * committed entry of the queue's consume log nor moved; busy = events
+ * whose inserter, deleter, consumer or mover is still running.  Reads every page under a share lock; the caller holds a
  * lock on the relation.
  *
  * latest_removed is set to the latest xid whose removal a hot standby
@@ -139,7 +176,9 @@ count_live(SpindleCounts *c, const SpindleConsumed *log, int nlog,
  * (InvalidTransactionId if none): heap's own measure
  * (HeapTupleHeaderAdvanceLatestRemovedXid) over the tuples that are DEAD
  * -- in practice the latest committed deleter, since an aborted insert
- * was never seen by anyone.  Line pointers no longer normal were pruned,
+ * was never seen by anyone -- and over the relocation entries that hide
+ * copies dead to all (their movers' xids: a standby snapshot older than
+ * a move still reads the old copy).  Line pointers no longer normal were pruned,
  * and pruning wrote its own conflict horizon.  The spindle's TOAST
  * tuples are deleted by the transactions that delete their events, so
  * the events' xids cover them too.
@@ -153,6 +192,8 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
 	SpindleConsumed *log;
 	int			nlog;
 	int64		floor;
+	SpindleRelocation *moved;
+	int			nmoved;
 
 	/*
 	 * Computed afresh, as VACUUM does: GlobalVisTestFor()'s horizons are
@@ -177,6 +218,9 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
 		log = spindle_consume_log_over(RelationGetRelid(facade), sp->first_no,
 									   sp->first_no + sp->vcount,
 									   &nlog, &floor);
+	/* the copies compaction moved away (also read after the horizon) */
+	moved = spindle_reloc_read_for(RelationGetRelid(facade), sp->spindle_no,
+								   &nmoved);
 	for (blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -223,9 +267,14 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
 					c->purged++;
 					break;
 				case HEAPTUPLE_LIVE:
-					count_live(c, log, nlog, floor, sp->first_no +
-							   spindle_event_k(tuple.t_data, tuple.t_len),
-							   oldest_xmin);
+					{
+						int32		k = spindle_event_k(tuple.t_data,
+														tuple.t_len);
+
+						if (!count_moved(c, moved, nmoved, k, oldest_xmin))
+							count_live(c, log, nlog, floor, sp->first_no + k,
+									   oldest_xmin);
+					}
 					break;
 				case HEAPTUPLE_INSERT_IN_PROGRESS:
 					c->inserting++;
@@ -241,6 +290,8 @@ spindle_count_segment(Relation facade, const SpindleEntry *sp,
 	FreeAccessStrategy(strategy);
 	if (log != NULL)
 		pfree(log);
+	if (moved != NULL)
+		pfree(moved);
 }
 
 /*
@@ -310,6 +361,17 @@ count_cached(Relation facade, const SpindleEntry *sp, Relation seg,
 	e->horizon = horizon;
 	e->counted_at = now;
 	e->counts = *c;
+}
+
+/*
+ * Forget the count this backend keeps of a spindle or annex: compaction
+ * moved copies out of it (relocate.c), which no delete counter shows.
+ */
+void
+spindle_count_cache_forget(Oid segment)
+{
+	if (count_cache != NULL)
+		(void) hash_search(count_cache, &segment, HASH_REMOVE, NULL);
 }
 
 /*

@@ -133,12 +133,61 @@ typedef struct SpindleAnnexSlot
 } SpindleAnnexSlot;
 
 extern void spindle_annex_reserve(Relation facade, int generation,
-								  SpindleAnnexSlot *as);
+								  bool make, SpindleAnnexSlot *as);
 extern void spindle_annex_fill(Relation facade, SpindleAnnexSlot *as,
 							   TupleTableSlot *slot, uint32 appended,
 							   ItemPointer vtid);
 
-/* ---- relocate.c: moving an event into an annex (test function) ---- */
+/* ---- relocate.c: moving events into annexes (compaction) ---- */
+
+/* events one subtransaction of the relocator moves, at most */
+#define SPINDLE_RELOCATE_BATCH 256
+
+/* what a copy's header says (spindle_copy_state: no hint bit set) */
+typedef enum SpindleCopyState
+{
+	COPY_DEAD,					/* insert aborted, or deleter committed */
+	COPY_BUSY,					/* inserter, deleter or locker running */
+	COPY_LIVE
+} SpindleCopyState;
+
+/* the worker's relocator of one queue table (spindle_relocator_begin) */
+typedef struct SpindleRelocator
+{
+	Relation	facade;			/* RowExclusiveLock */
+	Relation	crel;			/* its consumer relation, RowExclusiveLock */
+} SpindleRelocator;
+
+/* a copy left in a spindle or annex (spindle_relocate_scan) */
+typedef struct SpindleLiveCopy
+{
+	int64		k;				/* its slot */
+	int64		msg_id;			/* its event */
+	bool		busy;			/* a running transaction has it */
+} SpindleLiveCopy;
+
+/* what the relocator did */
+typedef struct SpindleMoveStats
+{
+	int64		moved;			/* copies placed in annexes */
+	int64		not_moved;		/* gone or changed before their move */
+	int64		failed;			/* skipped: their copy failed */
+} SpindleMoveStats;
+
+extern SpindleCopyState spindle_copy_state(HeapTupleHeader t);
+extern bool spindle_relocate_event(Relation facade, Relation crel,
+								   SpindleEntry *sp, int64 k, int64 msg_id,
+								   int generation, bool strict,
+								   ItemPointer vtid);
+extern bool spindle_relocator_begin(Oid relid, SpindleRelocator *r);
+extern void spindle_relocator_end(SpindleRelocator *r);
+extern int	spindle_relocate_target_generation(const SpindleEntry *sp);
+extern SpindleLiveCopy *spindle_relocate_scan(SpindleRelocator *r,
+											  SpindleEntry *sp,
+											  AttrNumber id_att, int *n);
+extern void spindle_relocate_batch(SpindleRelocator *r, SpindleEntry *sp,
+								   const SpindleLiveCopy *copies, int n,
+								   SpindleMoveStats *st);
 
 /* ---- facade_am.c, facade_scan.c: the spindle table AM ---- */
 
@@ -272,6 +321,7 @@ extern void spindle_log_consumed_conflict(Relation facade,
 										  TransactionId latest);
 extern bool spindle_log_frozen_conflict(Oid queue_relid,
 										TransactionId latest);
+extern void spindle_count_cache_forget(Oid segment);
 extern void spindle_count_segment(Relation facade, const SpindleEntry *sp,
 								  Relation segrel, SpindleCounts *counts);
 
