@@ -34,7 +34,21 @@
  * and records what it found in place of its claim.  Where its events are
  * comes from the event cache (cache.c) when it has them, else from the
  * directory and the slot map; the examination on the page is the same
- * either way, so the cache changes no outcome.  Whatever goes wrong on
+ * either way, so the cache changes no outcome.
+ *
+ * Moved events (compaction: docs/design.md, "Compaction of sparse
+ * spindles", section 4 "Consumers", "Step 3 as built").  On a queue whose
+ * consumer relation has a tree 3, locate() first resolves each msg_id to
+ * the copy it is at now: its event spindle's copy, or tree 4's oldest
+ * copy if that spindle is gone, then tree 3's links while their movers
+ * committed (a running move: PENDING on the mover); a cached place counts
+ * only if it is that copy's.  examine() probes tree 3 for each copy again
+ * under its page's exclusive lock -- the mover writes its entry under a
+ * share lock of the page -- and what it finds moved meanwhile, or in a
+ * spindle dropped since the directory was read, is located again
+ * (locate_examine, a bounded number of passes).  A copy in an annex is
+ * consumed by xmax, never by a consume log entry.  An ack waits for a
+ * running move of its event.  Whatever goes wrong on
  * the way (an error, a full item pool), the unrecorded rest of a claim
  * becomes RETURNED, which only means "examine again": examining is always
  * right, since the events themselves say what they are.  So every event
@@ -47,7 +61,9 @@
  *
  * Locks: the consume log's lock for each examination of a queue with a
  * consumer relation, taken before any buffer lock, in a mode the queue's
- * consumers share (see queue_consumed.c); the queue table in RowExclusiveLock (dequeue,
+ * consumers share (see queue_consumed.c); the consumer relation
+ * AccessShareLock to read trees 3 and 4 (buffer locks of those trees are
+ * taken under an event page's lock, never the other way round); the queue table in RowExclusiveLock (dequeue,
  * read, ack) or AccessShareLock (set_visibility); each spindle touched in
  * RowExclusiveLock, kept to the end of the transaction.  A long poll
  * releases, before it sleeps (it holds no claim then and purged nothing),

@@ -6,8 +6,10 @@
  *	  tree 3 of the queue's consumer relation (SPINDLE_TREE_RELOC) says
  *	  which copies of events were moved, and by whom; tree 4
  *	  (SPINDLE_TREE_RELOC_IDS) maps a moved event's msg_id to its oldest
- *	  copy.  Both are trees of consumer_tree.c.  Readers (the hiding rule)
- *	  are in table/hidden.c; the mover (the test-only spindle._relocate) in
+ *	  copy.  Both are trees of consumer_tree.c.  Readers: the hiding rule
+ *	  (table/hidden.c) and consumers following moves (queue/queue.c, through
+ *	  spindle_reloc_follow and the probes at the end of this file); the
+ *	  mover (the test-only spindle._relocate) in
  *	  table/relocate.c; the freeze is called by VACUUM of the consumer
  *	  relation (consumer_rel.c), beside the consume log's.
  *

@@ -25,10 +25,14 @@
  *	   check finds the old copy hidden by this transaction; then tree 4
  *	   gets the event's oldest copy if it has none.
  *
- * The old copy is not written.  Consumers (dequeue, read, ack) do not
- * read tree 3 yet: they still deliver and purge the old copy, after which
- * the annex copy stays visible to plain SQL.  The function is for tests
- * of the hiding rule (hidden.c) only, never on a queue being consumed.
+ * The old copy is not written.  Consumers (dequeue, read, ack,
+ * set_visibility, dead-letter moves: queue/queue.c) follow the move: they
+ * resolve a msg_id through trees 4 and 3 to the copy it is at and purge
+ * that copy, an annex's by xmax (docs/design.md, "Step 3 as built").  The
+ * function stays a test-only stand-in for the worker's relocator: it
+ * moves only an event spindle's copy (no chain of moves), checks the
+ * consume log before, not under, the event page's lock, and does not
+ * check that tree 0 parks the event.
  *
  * Locks: the queue table RowExclusiveLock and the annex RowExclusiveLock
  * (annex.c), the consumer relation RowExclusiveLock and the relocator's
