@@ -30,7 +30,11 @@
  * What the cache promises is only "msg_id m was placed at (segment, ptid)
  * by xmin with this payload": an event's payload, enqueued_at and place
  * never change once it is stored (an UPDATE makes a new event with a new
- * msg_id, and an event's slot is never reused).  It never decides whether
+ * msg_id, and an event's slot is never reused).  Compaction moves an
+ * event to an annex copy, which is never cached: a consumer resolves the
+ * msg_id through the relocation entries first and uses a cached place
+ * only if resolution ended at that copy, forgetting the entry otherwise
+ * (queue.c, locate and cache_done).  It never decides whether
  * an event is deliverable: the consumer still examines the tuple on its
  * page under the buffer lock (xmin committed, no xmax, no lock, due), as
  * without the cache, and checks that the tuple there is event k of that

@@ -34,7 +34,21 @@
  * and records what it found in place of its claim.  Where its events are
  * comes from the event cache (cache.c) when it has them, else from the
  * directory and the slot map; the examination on the page is the same
- * either way, so the cache changes no outcome.  Whatever goes wrong on
+ * either way, so the cache changes no outcome.
+ *
+ * Moved events (compaction: docs/design.md, "Compaction of sparse
+ * spindles", section 4 "Consumers", "Step 3 as built").  On a queue whose
+ * consumer relation has a tree 3, locate() first resolves each msg_id to
+ * the copy it is at now: its event spindle's copy, or tree 4's oldest
+ * copy if that spindle is gone, then tree 3's links while their movers
+ * committed (a running move: PENDING on the mover); a cached place counts
+ * only if it is that copy's.  examine() probes tree 3 for each copy again
+ * under its page's exclusive lock -- the mover writes its entry under a
+ * share lock of the page -- and what it finds moved meanwhile, or in a
+ * spindle dropped since the directory was read, is located again
+ * (locate_examine, a bounded number of passes).  A copy in an annex is
+ * consumed by xmax, never by a consume log entry.  An ack waits for a
+ * running move of its event.  Whatever goes wrong on
  * the way (an error, a full item pool), the unrecorded rest of a claim
  * becomes RETURNED, which only means "examine again": examining is always
  * right, since the events themselves say what they are.  So every event
@@ -47,7 +61,9 @@
  *
  * Locks: the consume log's lock for each examination of a queue with a
  * consumer relation, taken before any buffer lock, in a mode the queue's
- * consumers share (see queue_consumed.c); the queue table in RowExclusiveLock (dequeue,
+ * consumers share (see queue_consumed.c); the consumer relation
+ * AccessShareLock to read trees 3 and 4 (buffer locks of those trees are
+ * taken under an event page's lock, never the other way round); the queue table in RowExclusiveLock (dequeue,
  * read, ack) or AccessShareLock (set_visibility); each spindle touched in
  * RowExclusiveLock, kept to the end of the transaction.  A long poll
  * releases, before it sleeps (it holds no claim then and purged nothing),
@@ -152,6 +168,10 @@ typedef struct Candidate
 	int64		spindle_no;
 	int64		k;				/* its slot in that spindle */
 	ItemPointerData ptid;
+	bool		annex;			/* that copy is in an annex (moved) */
+	bool		mover;			/* EV_PENDING on a running move */
+	bool		relocate;		/* examine found it moved meanwhile */
+	bool		stale_cache;	/* the cache's place for it is an old copy */
 	HeapTuple	tuple;			/* delivered: a copy (NULL: from the cache) */
 	bool		cached;			/* the event cache knew where it is */
 	TransactionId cached_xmin;	/* ... who inserted it */
@@ -1803,6 +1823,7 @@ cache_fill(Relation facade, SpindleDirectory *dir, int slot, Candidate *c,
 	{
 		c[i].cached = false;
 		c[i].from_cache = false;
+		c[i].stale_cache = false;
 	}
 	if (slot < 0 || n == 0)
 		return;
@@ -1838,8 +1859,10 @@ cache_fill(Relation facade, SpindleDirectory *dir, int slot, Candidate *c,
 
 /*
  * Forget the cached events a consumer is done with: purged by this
- * transaction (dequeue, ack), or found gone.  (A purge that rolls back
- * costs a miss when the event is taken again.)
+ * transaction (dequeue, ack), or found gone; and those found moved to an
+ * annex (stale_cache: the cache holds the old copy's place, which locate
+ * no longer uses).  (A purge that rolls back costs a miss when the event
+ * is taken again.)
  */
 static void
 cache_done(Relation facade, int slot, Candidate *c, int n, bool purge)
@@ -1852,39 +1875,151 @@ cache_done(Relation facade, int slot, Candidate *c, int n, bool purge)
 		return;
 	ids = palloc(sizeof(int64) * n);
 	for (i = 0; i < n; i++)
-		if (c[i].cached &&
-			(c[i].outcome == EV_GONE ||
-			 ((purge || c[i].dead) && c[i].outcome == EV_DELIVER)))
+		if (c[i].stale_cache ||
+			(c[i].cached &&
+			 (c[i].outcome == EV_GONE ||
+			  ((purge || c[i].dead) && c[i].outcome == EV_DELIVER))))
 			ids[nids++] = c[i].msg_id;
 	spindle_cache_forget(slot, RelationGetRelid(facade), ids, nids);
 	pfree(ids);
 }
 
+/* What one consumer call knows of its queue's moved events (tree 3). */
+typedef struct Moves
+{
+	Relation	crel;			/* the consumer relation, or NULL */
+	bool		reloc;			/* it has a tree 3: resolve, probe */
+} Moves;
+
 /*
- * Find where each candidate's event is: its spindle and physical TID.
- * Candidates whose spindle is gone, or whose slot never got an event, are
- * EV_GONE; a slot not placed yet is EV_RETRY.
+ * Open the queue's consumer relation (AccessShareLock, to the end of the
+ * transaction) and look once at its metapage for tree 3.
  */
 static void
-locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
-	   TimestampTz now)
+moves_open(Relation facade, Moves *m)
+{
+	Oid			croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
+	bool		log;
+
+	m->crel = NULL;
+	m->reloc = false;
+	if (OidIsValid(croid) &&
+		(m->crel = try_relation_open(croid, AccessShareLock)) != NULL)
+		spindle_crel_trees_present(m->crel, &log, &m->reloc);
+}
+
+static void
+moves_close(Moves *m)
+{
+	if (m->crel != NULL)
+		relation_close(m->crel, NoLock);
+	m->crel = NULL;
+}
+
+/* The event spindle or annex numbered spindle_no in dir, or NULL. */
+static SpindleEntry *
+copy_spindle_in(SpindleDirectory *dir, int64 spindle_no)
+{
+	SpindleEntry *sp = spindle_find_spindle(dir, spindle_no);
+
+	for (int j = 0; sp == NULL && j < dir->nannexes; j++)
+		if (dir->annexes[j].spindle_no == spindle_no)
+			sp = &dir->annexes[j];
+	return sp;
+}
+
+/*
+ * The spindle or annex numbered spindle_no, which a relocation entry or
+ * tree 4 names: from *dirp, or, for an annex made after *dirp was read
+ * (its invalidation may not have arrived), from a directory read again,
+ * which replaces *dirp (released).  NULL: dropped.
+ */
+static SpindleEntry *
+copy_spindle(Relation facade, SpindleDirectory **dirp, int64 spindle_no)
+{
+	SpindleEntry *sp = copy_spindle_in(*dirp, spindle_no);
+	SpindleDirectory *dir;
+
+	if (sp != NULL)
+		return sp;
+	dir = spindle_directory_acquire_upto(facade, spindle_no);
+	spindle_directory_release(*dirp);
+	*dirp = dir;
+	return copy_spindle_in(dir, spindle_no);
+}
+
+/*
+ * Where msg_id's event is for a consumer now, on a queue with a tree 3
+ * (design, section 4 "Consumers"): from its copy in the event spindle sp
+ * (slot *k), or, sp NULL (that spindle dropped), tree 4's oldest copy,
+ * follow the relocation entries whose movers are done.  Returns the
+ * spindle or annex of the copy reached (*k its slot there), NULL if none
+ * (the event is gone, or *xid is set: a running move hides the copy).
+ */
+static SpindleEntry *
+resolve(Relation facade, SpindleDirectory **dirp, Moves *m, int64 msg_id,
+		SpindleEntry *sp, int64 *k, TransactionId *xid)
+{
+	int64		no;
+
+	*xid = InvalidTransactionId;
+	if (sp != NULL)
+		no = sp->spindle_no;
+	else if (!spindle_reloc_oldest(m->crel, msg_id, &no, k))
+		return NULL;
+	switch (spindle_reloc_follow(m->crel, &no, k, xid))
+	{
+		case SPINDLE_MOVE_RUNNING:
+			return NULL;
+		case SPINDLE_MOVE_NONE:
+			if (sp != NULL)
+				return sp;
+			break;
+	}
+	return copy_spindle(facade, dirp, no);
+}
+
+/*
+ * Find where each candidate's event is: its spindle (or annex) and
+ * physical TID.  On a queue with a tree 3 (m->reloc) each msg_id is first
+ * resolved to the copy it is at now (resolve): a running move makes it
+ * EV_PENDING on the mover, and a cached place is used only if it is that
+ * copy's (the cache knows the copy a producer placed: once moved, that
+ * one is stale and forgotten, cache_done).  Candidates whose spindle is
+ * gone, or whose slot never got an event, are EV_GONE; a slot not placed
+ * yet is EV_RETRY.  May replace *dirp with a newer directory (an annex
+ * made since it was read).
+ */
+static void
+locate(Relation facade, SpindleDirectory **dirp, Moves *m, Candidate *c,
+	   int n)
 {
 	int			i;
 
 	for (i = 0; i < n; i++)
 	{
-		SpindleEntry *sp = spindle_find_by_event(dir, c[i].msg_id);
+		SpindleEntry *sp = spindle_find_by_event(*dirp, c[i].msg_id);
 		bool		inflight;
-		int64		k;
+		int64		k = sp != NULL ? c[i].msg_id - sp->first_no : 0;
 
-		c[i].located = false;
+		c[i].located = c[i].annex = c[i].mover = c[i].relocate = false;
 		c[i].outcome = EV_GONE;
+		if (m->reloc)
+		{
+			sp = resolve(facade, dirp, m, c[i].msg_id, sp, &k, &c[i].xid);
+			if (TransactionIdIsValid(c[i].xid))
+			{
+				c[i].outcome = EV_PENDING;
+				c[i].mover = true;
+			}
+		}
 		if (sp == NULL)
 			continue;
-		k = c[i].k = c[i].msg_id - sp->first_no;
+		c[i].k = k;
+		c[i].annex = spindle_is_annex(sp);
 		if (c[i].cached)
 		{
-			/* placed, and where: the cache says, if the spindle is that one */
+			/* placed, and where: the cache says, if the copy is that one */
 			if (c[i].segment == sp->segment)
 			{
 				c[i].located = true;
@@ -1893,6 +2028,7 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 			}
 			c[i].cached = false;
 			c[i].payload = NULL;
+			c[i].stale_cache = c[i].annex;
 		}
 		/* asked before the map: see spindle_slots_inflight */
 		inflight = spindle_slots_inflight(sp->segment, sp->spindle_no);
@@ -1906,7 +2042,8 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 			 * until it placed and mapped them or ended (slots.c), so none
 			 * in flight now means the slot's producer is done: an error
 			 * (a full disk, say) cut its batch short, and the slot stays
-			 * empty for good (review finding 8).
+			 * empty for good (review finding 8).  (An annex copy is
+			 * mapped before its move commits.)
 			 */
 			if (inflight)
 				c[i].outcome = EV_RETRY;
@@ -1919,18 +2056,57 @@ locate(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 }
 
 /*
+ * Under the exclusive lock of its page, is candidate c's copy moved by an
+ * entry of tree 3 written since locate() resolved it?  The mover writes
+ * its entry under a share lock of the same page, so either it saw this
+ * consumer's purge (xmax) and moved nothing, or its entry is there now:
+ * done, c is to be located again (relocate: EV_RETRY); running, EV_PENDING
+ * on the mover.  True if so.
+ */
+static bool
+moved_under_lock(Moves *m, Candidate *c)
+{
+	SpindleRelocation e;
+	TransactionId xid;
+
+	if (!spindle_reloc_probe(m->crel, c->spindle_no, c->k, &e))
+		return false;
+	switch (spindle_reloc_consumer_state(&e, &xid))
+	{
+		case SPINDLE_MOVE_RUNNING:
+			c->outcome = EV_PENDING;
+			c->xid = xid;
+			c->mover = true;
+			return true;
+		case SPINDLE_MOVE_DONE:
+			c->outcome = EV_RETRY;
+			c->relocate = true;
+			return true;
+	}
+	return false;
+}
+
+/*
  * Examine located candidates page by page under an exclusive page lock,
  * with what the consume log says of them (read under that lock:
  * queue_consumed.c); with purge, consume the deliverable ones -- an entry
  * of the log per run of ids on a queue that has a log (or starts one),
  * else xmax, one WAL record per page --, or
  * with dead_only only those marked dead, and keep a copy of each
- * deliverable one.  snapshot: see classify.  Candidates must be sorted by
- * location.
+ * deliverable one.  A copy in an annex (a moved event) is consumed by
+ * xmax whatever the log: the log is keyed by event numbers, which an
+ * annex has none of, and its floor may cover a moved event's id once its
+ * spindle is dropped (design, "Step 3 as built").  On a queue with a tree
+ * 3, each copy is probed for a move under its page's lock
+ * (moved_under_lock); a spindle dropped under a directory older than the
+ * drop (not fresh: read before this call's locate) sends its candidates
+ * to be located again through tree 4 (relocate).  snapshot: see
+ * classify.  Candidates must be sorted by location.
  */
 static void
-examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
-		TimestampTz now, Snapshot snapshot, bool purge, bool dead_only)
+examine(Relation facade, SpindleDirectory *dir, Moves *m, Candidate *c,
+		int n, TimestampTz now, Snapshot snapshot, bool purge, bool dead_only,
+		bool fresh)
 {
 	TupleDesc	td = RelationGetDescr(facade);
 	CommandId	cid = purge ? GetCurrentCommandId(true) : InvalidCommandId;
@@ -1940,14 +2116,18 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 	int			nids = 0;
 
 	for (i = 0; i < n && c[i].located; i++)
-		ids[nids++] = c[i].msg_id;
+		if (!c[i].annex)
+			ids[nids++] = c[i].msg_id;
 	spindle_consumed_begin(&v, facade, nids, purge);
+	v.reloc |= m->reloc;
 	i = 0;
 	while (i < n && c[i].located)
 	{
-		SpindleEntry *sp = spindle_find_spindle(dir, c[i].spindle_no);
-		Relation	seg = spindle_open_segment(facade, sp, RowExclusiveLock);
+		SpindleEntry *sp = copy_spindle_in(dir, c[i].spindle_no);
+		Relation	seg = sp != NULL ?
+			spindle_open_segment(facade, sp, RowExclusiveLock) : NULL;
 		BlockNumber blk = ItemPointerGetBlockNumber(&c[i].ptid);
+		bool		annex = c[i].annex;
 		Buffer		buf;
 		OffsetNumber offsets[MaxHeapTuplesPerPage];
 		ItemPointerData ptids[MaxHeapTuplesPerPage];
@@ -1958,25 +2138,39 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 
 		if (seg == NULL)
 		{
+			/*
+			 * Dropped: gone, unless it was moved before (tree 4 knows), or
+			 * unless this directory is older than the drop.
+			 */
+			bool		again = !fresh && m->crel != NULL &&
+				(m->reloc || spindle_reloc_exists(m->crel));
+
 			for (; i < n && c[i].located && c[i].segment == c[first].segment; i++)
-				c[i].outcome = EV_GONE;
+			{
+				c[i].outcome = again ? EV_RETRY : EV_GONE;
+				c[i].relocate = again;
+			}
 			continue;
 		}
 		buf = ReadBuffer(seg, blk);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		log.nohint = v.write && XLogHintBitIsNeeded() &&
+		log.nohint = !annex && v.write && XLogHintBitIsNeeded() &&
 			PageGetLSN(BufferGetPage(buf)) <= GetRedoRecPtr();
 		/* what the log says of this page's events, read under its lock */
 		for (j = i, noff = 0; j < n && c[j].located &&
 			 c[j].segment == c[first].segment &&
 			 ItemPointerGetBlockNumber(&c[j].ptid) == blk; j++)
-			ids[noff++] = c[j].msg_id;
+			if (!annex)
+				ids[noff++] = c[j].msg_id;
 		spindle_consumed_page(&v, ids, noff);
 		noff = 0;
 		for (; i < n && c[i].located && c[i].segment == c[first].segment &&
 			 ItemPointerGetBlockNumber(&c[i].ptid) == blk; i++)
 		{
-			log.verdict = spindle_consumed_verdict(&v, c[i].msg_id, &log.xid);
+			if (v.reloc && moved_under_lock(m, &c[i]))
+				continue;
+			log.verdict = annex ? SPINDLE_LOG_NONE :
+				spindle_consumed_verdict(&v, c[i].msg_id, &log.xid);
 			c[i].outcome = classify(seg, buf, &c[i].ptid,
 									c[i].k, td, now, snapshot, &log,
 									&c[i].xid, &c[i].due);
@@ -1989,7 +2183,7 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 			}
 		}
 		/* consumed: an entry of the log, or xmax on the events */
-		if (noff > 0 && v.write)
+		if (noff > 0 && v.write && !annex)
 			spindle_consumed_write(&v, seg, ids, ptids, noff, cid);
 		else if (noff > 0)
 			spindle_purge_on_page(seg, buf, offsets, noff, cid);
@@ -2029,6 +2223,75 @@ examine(Relation facade, SpindleDirectory *dir, Candidate *c, int n,
 	}
 	spindle_consumed_end(&v);
 	pfree(ids);
+}
+
+/* Passes over the candidates found moved meanwhile, in one call */
+#define RELOCATE_PASSES		4
+
+/*
+ * Locate and examine c[0..n) (see locate and examine; the caller asked the
+ * cache, cache_fill).  Those examine found moved since locate() resolved
+ * them, or in a spindle dropped since *dirp was read, are located again,
+ * with a directory read again (which replaces *dirp), and examined again:
+ * each pass follows at least one more committed link or drop, so a few
+ * passes settle all but a chain a mover keeps extending; what is left
+ * stays EV_RETRY, examined again by the next attempt.  Leaves c sorted by
+ * location but for those.
+ */
+static void
+locate_examine(Relation facade, SpindleDirectory **dirp, Candidate *c, int n,
+			   TimestampTz now, Snapshot snapshot, bool purge, bool dead_only)
+{
+	Moves		m;
+	Candidate  *again = NULL;
+	int		   *where = NULL;
+
+	moves_open(facade, &m);
+	locate(facade, dirp, &m, c, n);
+	qsort(c, n, sizeof(Candidate), cmp_candidate_location);
+	examine(facade, *dirp, &m, c, n, now, snapshot, purge, dead_only, false);
+	for (int pass = 0; pass < RELOCATE_PASSES; pass++)
+	{
+		int			na = 0;
+
+		for (int i = 0; i < n; i++)
+			if (c[i].relocate)
+			{
+				if (again == NULL)
+				{
+					again = palloc(sizeof(Candidate) * n);
+					where = palloc(sizeof(int) * n);
+				}
+				where[na] = i;
+				again[na++] = c[i];
+			}
+		if (na == 0)
+			break;
+		/* an entry or a drop was met: read tree 3 and the catalog again */
+		m.reloc = true;
+		spindle_directory_release(*dirp);
+		spindle_directory_forget(RelationGetRelid(facade));
+		*dirp = spindle_directory_acquire(facade);
+		locate(facade, dirp, &m, again, na);
+		qsort(again, na, sizeof(Candidate), cmp_candidate_location);
+		examine(facade, *dirp, &m, again, na, now, snapshot, purge,
+				dead_only, true);
+		/* back in place (again was sorted: its order is not where's) */
+		for (int i = 0; i < na; i++)
+			for (int x = 0; x < na; x++)
+				if (again[x].msg_id == c[where[i]].msg_id &&
+					again[x].source == c[where[i]].source)
+				{
+					c[where[i]] = again[x];
+					break;
+				}
+	}
+	if (again != NULL)
+	{
+		pfree(again);
+		pfree(where);
+	}
+	moves_close(&m);
 }
 
 /* ---------- recording what was found ---------- */
@@ -2591,11 +2854,9 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	}
 	cache_slot = spindle_cache_find(RelationGetRelid(facade));
 	cache_fill(facade, dir, cache_slot, res.c, res.n);
-	locate(facade, dir, res.c, res.n, now);
-	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_location);
 	/* read purges the events it moves to the dead-letter queue */
-	examine(facade, dir, res.c, res.n, now, cs->snapshot,
-			cs->purge || any_dead, !cs->purge);
+	locate_examine(facade, &dir, res.c, res.n, now, cs->snapshot,
+				   cs->purge || any_dead, !cs->purge);
 	qsort(res.c, res.n, sizeof(Candidate), cmp_candidate_source);
 	park_outcome(facade, qs, res.c, res.n, EV_DELAYED);
 	park_outcome(facade, qs, res.c, res.n, EV_PENDING);
@@ -3416,34 +3677,56 @@ ack_claim(Relation facade, QueueState *qs, SpindleDirectory *dir,
 	a->examine = true;
 }
 
+/* Times an ack waits for a move of the event it acknowledges */
+#define ACK_MOVE_WAITS		3
+
 /*
  * Examine the events of the claims a[0..n) that are to be examined, in
  * one pass over their pages (examine() sorts nothing: they are sorted by
- * location here), purging the deliverable ones; sets a[i].purged.
+ * location here), purging the deliverable ones; sets a[i].purged.  An
+ * event a running move hides (compaction) is waited for -- a move is a
+ * short transaction, and the ack is for the event wherever it goes -- and
+ * examined again where the move left it, up to ACK_MOVE_WAITS times; then
+ * it is not purged (false, as for an event another transaction purges).
+ * May replace *dirp (see locate_examine).
  */
 static void
-ack_examine(Relation facade, SpindleDirectory *dir, AckClaim *a, int n)
+ack_examine(Relation facade, SpindleDirectory **dirp, AckClaim *a, int n)
 {
 	Candidate  *c = palloc0(sizeof(Candidate) * Max(n, 1));
-	int			m = 0;
-	int			cache_slot;
-	int			i;
+	bool	   *wait = palloc0(sizeof(bool) * Max(n, 1));
+	int			cache_slot = spindle_cache_find(RelationGetRelid(facade));
 
-	for (i = 0; i < n; i++)
-		if (a[i].examine)
+	for (int round = 0; round <= ACK_MOVE_WAITS; round++)
+	{
+		int			m = 0;
+
+		for (int i = 0; i < n; i++)
+			if (a[i].examine && (round == 0 || wait[i]))
+			{
+				memset(&c[m], 0, sizeof(Candidate));
+				c[m].msg_id = a[i].msg_id;
+				c[m].source = i;
+				m++;
+			}
+		if (m == 0)
+			break;
+		cache_fill(facade, *dirp, cache_slot, c, m);
+		locate_examine(facade, dirp, c, m, DT_NOEND - 1, NULL, true, false);
+		for (int i = 0; i < m; i++)
 		{
-			c[m].msg_id = a[i].msg_id;
-			c[m].source = i;
-			m++;
+			a[c[i].source].purged = c[i].located && c[i].outcome == EV_DELIVER;
+			wait[c[i].source] = c[i].outcome == EV_PENDING && c[i].mover;
 		}
-	cache_slot = spindle_cache_find(RelationGetRelid(facade));
-	cache_fill(facade, dir, cache_slot, c, m);
-	locate(facade, dir, c, m, GetCurrentTimestamp());
-	qsort(c, m, sizeof(Candidate), cmp_candidate_location);
-	examine(facade, dir, c, m, DT_NOEND - 1, NULL, true, false);
-	for (i = 0; i < m; i++)
-		a[c[i].source].purged = c[i].located && c[i].outcome == EV_DELIVER;
-	cache_done(facade, cache_slot, c, m, true);
+		cache_done(facade, cache_slot, c, m, true);
+		if (round == ACK_MOVE_WAITS)
+			break;
+		/* no lock of a page or of the log is held here */
+		for (int i = 0; i < m; i++)
+			if (c[i].outcome == EV_PENDING && c[i].mover)
+				XactLockTableWait(c[i].xid, NULL, NULL, XLTW_None);
+	}
+	pfree(wait);
 	pfree(c);
 }
 
@@ -3534,14 +3817,14 @@ ack_ids(Relation facade, QueueState *qs, AckClaim *a, int n)
 		ack_claim(facade, qs, dir, x);
 		if (x->examine && x->item != NULL)
 		{
-			ack_examine(facade, dir, x, 1);
+			ack_examine(facade, &dir, x, 1);
 			x->examine = false;
 			ack_done(facade, qs, x);
 		}
 		else
 			x->item = NULL;
 	}
-	ack_examine(facade, dir, a, n);
+	ack_examine(facade, &dir, a, n);
 	spindle_directory_release(dir);
 	for (i = 0; i < n; i++)
 		if (a[i].examine)

@@ -186,7 +186,9 @@ spindle_consumed_begin(SpindleConsumeView *v, Relation facade, int n,
 		return;
 	spindle_consume_log_lock_consumer(v->crel);
 	v->locked = true;
-	if (spindle_consume_log_exists(v->crel))
+	/* one look says whether there is a log, and a tree 3 (queue.c) */
+	spindle_crel_trees_present(v->crel, &v->has_log, &v->reloc);
+	if (v->has_log)
 	{
 		v->has_log = true;
 		v->write = write && room_for_entries(v);
@@ -208,7 +210,12 @@ spindle_consumed_begin(SpindleConsumeView *v, Relation facade, int n,
  * for an event of that page holds its lock while it checks and writes, so
  * what is read here stays true until the page is let go.  One range read
  * of the log over the ids, then the floor (see spindle_consume_log_floor),
- * then one clog look per xid.  Nothing on a queue without a log.
+ * then one clog look per xid.  Nothing of the log on a queue without one,
+ * nor for an annex's page (n = 0: its copies are consumed by xmax only).
+ * Until v->reloc is known true, the same look (or one of its own) also
+ * says whether tree 3 exists now: a mover writes its entry, the first one
+ * creating the tree, under a share lock of the event's page, so a tree 3
+ * not there under this page's lock holds no entry for its events.
  */
 void
 spindle_consumed_page(SpindleConsumeView *v, const int64 *ids, int n)
@@ -219,14 +226,23 @@ spindle_consumed_page(SpindleConsumeView *v, const int64 *ids, int n)
 	SpindleConsumed *e;
 	int			i;
 
+	bool		log;
+	bool		reloc;
+
 	v->nentries = 0;
 	v->floor = PG_INT64_MIN;
-	if (v->crel == NULL || n == 0)
+	if (v->crel == NULL)
 		return;
 	/* a log this examination started on an earlier page */
-	if (!v->has_log &&
-		!(v->exclusive && (v->has_log = spindle_consume_log_exists(v->crel))))
+	if (n == 0 || (!v->has_log &&
+				   !(v->exclusive &&
+					 (v->has_log = spindle_consume_log_exists(v->crel)))))
+	{
+		/* no entry to read; a move of this page's events may still be */
+		if (!v->reloc)
+			v->reloc = spindle_reloc_exists(v->crel);
 		return;
+	}
 	for (i = 0; i < n; i++)
 	{
 		lo = Min(lo, ids[i]);
@@ -236,8 +252,9 @@ spindle_consumed_page(SpindleConsumeView *v, const int64 *ids, int n)
 	view_append(v, e, got);
 	if (e != NULL)
 		pfree(e);
-	/* after the entries: see spindle_consume_log_floor */
-	v->floor = spindle_consume_log_floor(v->crel);
+	/* after the entries (see spindle_consume_log_floor); tree 3 too */
+	spindle_crel_meta_look(v->crel, &log, &reloc, &v->floor);
+	v->reloc |= reloc;
 	/* one clog look per xid: an entry's neighbours mostly share it */
 	for (i = 0; i < v->nentries; i++)
 	{

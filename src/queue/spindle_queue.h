@@ -319,6 +319,8 @@ typedef struct SpindleConsumeView
 	bool		locked;			/* the log's lock is held ... */
 	bool		exclusive;		/* ... in exclusive mode: starting the log */
 	bool		has_log;		/* the queue has a log: read page by page */
+	bool		reloc;			/* the queue has a tree 3 (moved events):
+								 * known at begin, or from a page's look */
 	SpindleConsumed *entries;	/* over the current page's candidates */
 	int		   *verdicts;		/* SPINDLE_LOG_* of each entry */
 	int64		floor;			/* the log's floor: ids below are gone */

@@ -6,8 +6,10 @@
  *	  tree 3 of the queue's consumer relation (SPINDLE_TREE_RELOC) says
  *	  which copies of events were moved, and by whom; tree 4
  *	  (SPINDLE_TREE_RELOC_IDS) maps a moved event's msg_id to its oldest
- *	  copy.  Both are trees of consumer_tree.c.  Readers (the hiding rule)
- *	  are in table/hidden.c; the mover (the test-only spindle._relocate) in
+ *	  copy.  Both are trees of consumer_tree.c.  Readers: the hiding rule
+ *	  (table/hidden.c) and consumers following moves (queue/queue.c, through
+ *	  spindle_reloc_follow and the probes at the end of this file); the
+ *	  mover (the test-only spindle._relocate) in
  *	  table/relocate.c; the freeze is called by VACUUM of the consumer
  *	  relation (consumer_rel.c), beside the consume log's.
  *
@@ -569,4 +571,114 @@ spindle_reloc_freeze(Relation crel, TransactionId freeze_limit)
 		pfree(e);
 	UnlockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock);
 	return oldest;
+}
+
+/* ----------------------------------------------------------------
+ * Consumers following moves (design, section 4 "Consumers"; "Step 3 as
+ * built").  Readers only: the consumer relation AccessShareLock, no
+ * writer lock; an event page may be locked by the caller (tree buffer
+ * locks are taken under event page locks, never the other way round).
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Which of the consume log and tree 3 exist, and the log's floor, in one
+ * look at the metapage: what a consumer reads under each event page's lock
+ * (queue_consumed.c), after the log's entries over that page.
+ */
+void
+spindle_crel_meta_look(Relation crel, bool *log, bool *reloc, int64 *floor)
+{
+	Buffer		buf;
+	SpindleCrelMeta *meta;
+
+	*log = *reloc = false;
+	*floor = PG_INT64_MIN;
+	if (RelationGetNumberOfBlocks(crel) == 0)
+		return;
+	buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_SHARE);
+	meta = SpindleCrelGetMeta(BufferGetPage(buf));
+	*log = meta->trees[SPINDLE_TREE_CONSUME_LOG] != InvalidBlockNumber;
+	*reloc = meta->trees[SPINDLE_TREE_RELOC] != InvalidBlockNumber;
+	*floor = meta->consumed_floor;
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * What entry e means to a consumer, which acts now, with no snapshot:
+ * SPINDLE_MOVE_DONE if its mover committed (or froze, or is the current
+ * transaction: its own move is seen by its own consumer), so the copy is
+ * gone and the event is at e's target; SPINDLE_MOVE_RUNNING (*xid) while
+ * another transaction's move is in progress; SPINDLE_MOVE_NONE if the
+ * mover aborted (the entry hides nothing).  As heap's tests: in progress
+ * before committed.
+ */
+int
+spindle_reloc_consumer_state(const SpindleRelocation *e, TransactionId *xid)
+{
+	*xid = e->xid;
+	if (!TransactionIdIsNormal(e->xid))
+		return e->xid == FrozenTransactionId ? SPINDLE_MOVE_DONE :
+			SPINDLE_MOVE_NONE;
+	if (TransactionIdIsCurrentTransactionId(e->xid))
+		return SPINDLE_MOVE_DONE;
+	if (TransactionIdIsInProgress(e->xid))
+		return SPINDLE_MOVE_RUNNING;
+	return TransactionIdDidCommit(e->xid) ? SPINDLE_MOVE_DONE :
+		SPINDLE_MOVE_NONE;
+}
+
+/*
+ * A chain of moves is at most as long as tree 3 has entries; one that
+ * comes back to a copy it passed is corrupt.  Bounded here so that a
+ * corrupt tree makes an error, not an endless loop.
+ */
+#define RELOC_MAX_LINKS		1024
+
+/*
+ * Follow the relocation entries from copy (*spindle_no, *k) while their
+ * movers are done (spindle_reloc_consumer_state): on return, the copy the
+ * event is at for a consumer now.  Returns SPINDLE_MOVE_NONE if that copy
+ * is not hidden (no entry, or an aborted one), SPINDLE_MOVE_RUNNING with
+ * *xid if a running move hides it (the event is pending on that xid),
+ * or SPINDLE_MOVE_DONE if some link was followed and the copy reached is
+ * not hidden (so the caller knows the event moved).  One descent of tree
+ * 3 per link.  The caller holds crel AccessShareLock.
+ */
+int
+spindle_reloc_follow(Relation crel, int64 *spindle_no, int64 *k,
+					 TransactionId *xid)
+{
+	bool		moved = false;
+
+	*xid = InvalidTransactionId;
+	for (int links = 0;; links++)
+	{
+		SpindleRelocation e;
+
+		if (!spindle_reloc_probe(crel, *spindle_no, *k, &e))
+			break;
+		switch (spindle_reloc_consumer_state(&e, xid))
+		{
+			case SPINDLE_MOVE_RUNNING:
+				return SPINDLE_MOVE_RUNNING;
+			case SPINDLE_MOVE_NONE:
+				*xid = InvalidTransactionId;
+				return moved ? SPINDLE_MOVE_DONE : SPINDLE_MOVE_NONE;
+			default:
+				break;
+		}
+		if (links >= RELOC_MAX_LINKS ||
+			(e.target_no == *spindle_no && e.target_k == *k))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("relocation entries of copy (%lld, %lld) of \"%s\" form a cycle",
+							(long long) e.source_no, (long long) e.source_k,
+							RelationGetRelationName(crel))));
+		*spindle_no = e.target_no;
+		*k = e.target_k;
+		moved = true;
+	}
+	*xid = InvalidTransactionId;
+	return moved ? SPINDLE_MOVE_DONE : SPINDLE_MOVE_NONE;
 }

@@ -966,6 +966,17 @@ extern int	spindle_reloc_remove_aborted(Relation crel);
 extern TransactionId spindle_reloc_freeze(Relation crel,
 										  TransactionId freeze_limit);
 
+/* relocation.c, consumers following moves (design, "Step 3 as built") */
+#define SPINDLE_MOVE_NONE		0	/* not hidden: the event is here */
+#define SPINDLE_MOVE_RUNNING	1	/* a running move hides it */
+#define SPINDLE_MOVE_DONE		2	/* moved: followed to the copy returned */
+extern void spindle_crel_meta_look(Relation crel, bool *log, bool *reloc,
+								   int64 *floor);
+extern int	spindle_reloc_consumer_state(const SpindleRelocation *e,
+										 TransactionId *xid);
+extern int	spindle_reloc_follow(Relation crel, int64 *spindle_no, int64 *k,
+								 TransactionId *xid);
+
 /* consumer_test.c: the test-only spindle._run_*() functions and GUCs */
 extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */
 extern bool spindle_test_split_crash;	/* GUC, test only: PANIC after SPLIT */

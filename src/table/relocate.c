@@ -32,7 +32,13 @@
  *	   mover committed before the horizon (maintenance.c).
  *
  * The old copy is never written: no xmax, no hint bit, so no page of S is
- * dirtied or imaged (design, section 3, step 3).
+ * dirtied or imaged (design, section 3, step 3).  Consumers (dequeue,
+ * read, ack, set_visibility, dead-letter moves: queue/queue.c) follow the
+ * move: they resolve a msg_id through trees 4 and 3 to the copy it is at
+ * and purge that copy, an annex's by xmax (docs/design.md, "Step 3 as
+ * built").  A consumer takes an event under its page's exclusive lock and
+ * writes its consume log entry before letting it go; the move checks the
+ * log before the page lock (precheck).
  *
  * The worker's relocator (section 3, "Serialisation" and "Batches"): one
  * per table, with the table RowExclusiveLock, its consumer relation
