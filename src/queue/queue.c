@@ -2249,6 +2249,7 @@ locate_examine(Relation facade, SpindleDirectory **dirp, Candidate *c, int n,
 	moves_open(facade, &m);
 	locate(facade, dirp, &m, c, n);
 	qsort(c, n, sizeof(Candidate), cmp_candidate_location);
+	spindle_test_pause("consume_examine");
 	examine(facade, *dirp, &m, c, n, now, snapshot, purge, dead_only, false);
 	for (int pass = 0; pass < RELOCATE_PASSES; pass++)
 	{

@@ -3,11 +3,12 @@
  * consumer_test.c
  *	  Test-only SQL functions spindle._run_*() that drive the straggler
  *	  tree of a queue's consumer relation (consumer_tree.c) -- upsert,
- *	  remove, lookup, scan, verify, drop -- and the test-only GUCs
+ *	  remove, lookup, scan, verify, drop --, the test-only GUCs
  *	  spindle.test_tree_fanout and spindle.test_split_crash that the tree
  *	  reads (docs/design.md, "Consumer state that scales with what stays",
- *	  section 4, "Step 2 as built").  Nothing consumes through the tree yet:
- *	  these functions are its only callers.
+ *	  section 4, "Step 2 as built"), and spindle.test_pause, a named point
+ *	  where a call waits while a test holds an advisory lock
+ *	  (spindle_test_pause).
  *
  * spindle._run_drop() frees a whole tree (FREE per page, consumer_page.c):
  * the tree never deletes a page alone, so this is what exercises deferred
@@ -58,6 +59,7 @@ PG_FUNCTION_INFO_V1(spindle_run_drop);
 
 int			spindle_test_tree_fanout = 0;
 bool		spindle_test_split_crash = false;
+static char *spindle_test_pause_at = NULL;
 
 /* ----------------------------------------------------------------
  * The test-only GUCs; opening a tree
@@ -82,6 +84,34 @@ spindle_crel_define_gucs(void)
 							 false,
 							 PGC_SUSET, GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+	DefineCustomStringVariable("spindle.test_pause",
+							   "Test only: a named point where calls wait while pg_advisory_lock(4242, 1) is held.",
+							   "Empty: no pause.  Points: consume_examine (a consumer between finding its events and examining their pages).",
+							   &spindle_test_pause_at,
+							   "",
+							   PGC_SUSET, GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+}
+
+/*
+ * If spindle.test_pause names point, wait until no session holds the
+ * advisory lock (4242, 1) (pg_advisory_lock(int, int)'s tag, which takes
+ * it in ExclusiveLock mode; this takes it in ShareLock mode and lets go
+ * at once), so that an isolation test can stop a call at a named point.
+ * The caller holds no buffer lock and no LWLock: the wait is a
+ * heavyweight lock wait, which the isolation tester sees.
+ */
+void
+spindle_test_pause(const char *point)
+{
+	LOCKTAG		tag;
+
+	if (spindle_test_pause_at == NULL || spindle_test_pause_at[0] == '\0' ||
+		strcmp(spindle_test_pause_at, point) != 0)
+		return;
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 4242, 1, 2);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	LockRelease(&tag, ShareLock, false);
 }
 
 /*

@@ -38,7 +38,8 @@
  * and purge that copy, an annex's by xmax (docs/design.md, "Step 3 as
  * built").  A consumer takes an event under its page's exclusive lock and
  * writes its consume log entry before letting it go; the move checks the
- * log before the page lock (precheck).
+ * log again under the page's share lock (check_and_mark), so one of the
+ * two finds the other's mark.
  *
  * The worker's relocator (section 3, "Serialisation" and "Batches"): one
  * per table, with the table RowExclusiveLock, its consumer relation
@@ -155,6 +156,26 @@ refuse(Relation facade, int64 msg_id, const char *why)
 }
 
 /*
+ * Is event id consumed by the consume log of crel (an entry of a
+ * committed, running or this transaction, or below the floor)?  Read
+ * without waiting, under the event page's share lock: a consumer writes
+ * its entry under that page's exclusive lock, so it is either here or
+ * finds this move's entry (queue.c, examine).
+ */
+static bool
+consumed_in_log(Relation crel, int64 id)
+{
+	SpindleConsumed e;
+
+	if (!spindle_consume_log_exists(crel))
+		return false;
+	if (spindle_consume_log_probe(crel, id, &e))
+		return spindle_consume_log_state(&e, InvalidTransactionId) !=
+			SPINDLE_ENTRY_NONE;
+	return id < spindle_consume_log_floor(crel);
+}
+
+/*
  * Step 2: under a share lock of the copy's page, check that copy k of sp
  * (at physical TID ptid of seg) is live and not moved, copy its tuple into
  * *copy and write the entry naming the reserved slot as.  Returns why not
@@ -191,6 +212,9 @@ check_and_mark(Relation crel, Relation seg, const SpindleEntry *sp, int64 k,
 			why = "The event is deleted, locked or not committed.";
 		else if (spindle_reloc_moved(crel, sp->spindle_no, k))
 			why = "The event was moved already.";
+		else if (!spindle_is_annex(sp) &&
+				 consumed_in_log(crel, sp->first_no + k))
+			why = "The event is consumed.";
 	}
 	if (why != NULL || as == NULL)
 	{
