@@ -18,6 +18,30 @@
  * remembered by this backend as done until it is dropped.  Each round of
  * the worker therefore reads the one or two spindles the cutoff falls in.
  *
+ * Annexes (compaction, docs/design.md "Compaction of sparse spindles",
+ * section 5).  A copy moved into an annex keeps its event's append time,
+ * visible_at and msg_id, so it is purged as the event would have been
+ * where it was.  An annex holds old copies beside new ones: every annex
+ * is read whole at each purge, after the event spindles, with no shortcut
+ * and nothing remembered (annexes are few and small: compaction fills
+ * them with what stays of sparse spindles).  A table without annexes
+ * reads nothing more.  An annex's copies have no event numbers: a lease
+ * is held by the msg_id in the copy (column 1 of a queue table; the held
+ * items over every msg_id are read once per purge), and the consume log
+ * covers none (table/hidden.c).  On a queue table whose consumer relation
+ * has a tree 3, a copy of a spindle or annex that a relocation entry of a
+ * live mover hides (committed: the event lives on in its newer copy,
+ * purged there; running, this transaction's included: left for the next
+ * round) is not purged: the entries over the spindle are read once, in
+ * the metapage look made for the consume log.  An entry written between
+ * that read and TTL's heap_delete was written under the page's share lock
+ * before it (the mover found no xmax), so the range read after the page's
+ * deletes finds it and the copy is counted by its mover, not by TTL;
+ * should that mover abort, the copy stays deleted by TTL and counted by
+ * nobody, as with the consume log below.  A purge of an annex copy sets
+ * its xmax and counts in the annex's counters; the drop rule
+ * (maintenance.c) then drops the annex once every copy is dead.
+ *
  * Purging deletes each expired event (heap_delete on its spindle, one WAL
  * record per event), skipping events other transactions hold locked or
  * have deleted: those are left for the next round.
@@ -34,17 +58,19 @@
  * it skips events its consume log (read once per spindle, after the held
  * items) says a consumer took -- committed or below the floor: gone;
  * running: left for the next round --, and does not count as its own an
- * event a consumer's entry took just before TTL's heap_delete (one range
- * read of the log per page it deleted on).  Should that consumer abort,
- * the event stays deleted by TTL and counted by nobody (the counters are
- * then short of it until rebuilt from disk).
+ * event a consumer's entry took just before TTL's heap_delete (one look
+ * at the consumer relation's metapage and one range read of each tree
+ * per page it deleted on).  Should that consumer abort, the event stays
+ * deleted by TTL and counted by nobody (the counters are then short of it
+ * until rebuilt from disk).
  *
  * A table that a foreign key references is refused (ERROR, as TRUNCATE):
  * a purge fires no triggers, so it would not check those keys.
  *
  * Locks: the table in RowExclusiveLock mode, as DELETE (purge_expired
  * holds it already; the worker's step takes it only if it can at once,
- * else it purges at its next round).  Each spindle is
+ * else it purges at its next round); a queue table's consumer relation
+ * AccessShareLock, to the end of the transaction.  Each spindle or annex is
  * locked in RowExclusiveLock mode while it is purged, and that lock (with
  * those heap_delete takes on the spindle's TOAST table and TOAST index)
  * is released when the spindle is done, not at commit: one purge covers
