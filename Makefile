@@ -70,7 +70,7 @@ REGRESS = am_basic cache options dml indexes drop_spindles views ddl_refusals to
 	review_u_ddl review_u_ddl_view review_u_verify review_u_truncate \
 	review_w_direct core_review core_review2 disk_alarm queue_review_registry queue_review_consume \
 	consume_log_dequeue consume_log_verify consume_log_cluster capacity_rollback msgid keep_msg_ids msgid_rollback queue_caps queue_limits lease_handback ttl_lease consumer_relation consumer_tree bigtid \
-	delayed_scale lease_scale consume_log annex relocation compaction relocation_consume
+	delayed_scale lease_scale consume_log annex relocation compaction relocation_consume ttl_annex
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \

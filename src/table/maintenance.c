@@ -790,12 +790,38 @@ typedef struct DropCandidate
 } DropCandidate;
 
 /*
- * The annexes of dir whose copies are all dead (at least one: an annex
- * never given a copy is ready for the next), added to *cands as
+ * May annex j of dir, found without a copy (no line pointer), go?  Only
+ * if no copy can come to it: all its slots are handed out, or a newer
+ * annex of its generation takes the next copies first (annex.c reserves
+ * in the newest with room).  The newest with room is kept, as a ready
+ * spindle is, for the next move.  A slot reserved and not yet placed
+ * holds the annex RowExclusiveLock to the end of its transaction, which
+ * drop_if_dead's lock and recount see; spindle_slots_inflight says so
+ * already, without a lock.  Shared memory only: no page read.
+ */
+static bool
+empty_annex_unused(SpindleDirectory *dir, int j)
+{
+	SpindleEntry *sp = &dir->annexes[j];
+	int64		used;
+
+	if (spindle_slots_inflight(sp->segment, sp->spindle_no))
+		return false;
+	for (int l = j + 1; l < dir->nannexes; l++)
+		if (dir->annexes[l].generation == sp->generation)
+			return true;
+	return spindle_slots_peek(sp->segment, sp->spindle_no, &used) &&
+		used >= spindle_effective_capacity(sp);
+}
+
+/*
+ * The annexes of dir whose copies are all dead, added to *cands as
  * collect_droppable adds spindles, up to max_drops in all.  An annex
  * fills on its own, so it goes when all its copies are dead whether full
- * or not: the next copy then takes a new annex.  The worker's counts are
- * cached (count_cached): an annex is not read every round.
+ * or not: the next copy then takes a new annex.  One never given a copy
+ * (spindle._create_annex, a failed move) goes once no copy can come to
+ * it (empty_annex_unused).  The worker's counts are cached
+ * (count_cached): an annex is not read every round.
  */
 static void
 collect_droppable_annexes(Relation facade, SpindleDirectory *dir,
@@ -815,8 +841,8 @@ collect_droppable_annexes(Relation facade, SpindleDirectory *dir,
 			count_cached(facade, sp, seg, &c);
 		else
 			spindle_count_segment(facade, sp, seg, &c);
-		if (c.events == 0 || c.dead < c.events ||
-			spindle_locked_by_others(sp->segment))
+		if ((c.events == 0 && !empty_annex_unused(dir, j)) ||
+			c.dead < c.events || spindle_locked_by_others(sp->segment))
 		{
 			if (c.events > 0 && c.live == 0 && c.inserting == 0)
 				spindle_drop_held_back = true;	/* not yet dead, or locked */
@@ -963,23 +989,29 @@ plan_drops(Relation facade, bool use_cache, int max_drops,
 /*
  * Make this transaction's WAL resolve the standby conflicts up to horizon
  * (the newest of plans' candidates) before any drop's ACCESS EXCLUSIVE
- * lock: one record, on a candidate's page (cover_drop_conflict).
+ * lock: one record, on the page of a candidate with a horizon of its own
+ * (cover_drop_conflict), which counted a tuple, so has a page: an annex
+ * never given a copy has none.  No candidate has one: nothing to log.
  */
 static void
 log_planned_conflict(List *plans, TransactionId horizon)
 {
 	ListCell   *lc;
+	ListCell   *lc2;
 
 	foreach(lc, plans)
 	{
 		DropPlan   *plan = (DropPlan *) lfirst(lc);
-		DropCandidate *first;
 
-		if (plan->cands == NIL)
-			continue;
-		first = (DropCandidate *) linitial(plan->cands);
-		(void) cover_drop_conflict(first->seg, horizon, true);
-		return;
+		foreach(lc2, plan->cands)
+		{
+			DropCandidate *cand = (DropCandidate *) lfirst(lc2);
+
+			if (!TransactionIdIsValid(cand->horizon))
+				continue;
+			(void) cover_drop_conflict(cand->seg, horizon, true);
+			return;
+		}
 	}
 }
 

@@ -18,6 +18,30 @@
  * remembered by this backend as done until it is dropped.  Each round of
  * the worker therefore reads the one or two spindles the cutoff falls in.
  *
+ * Annexes (compaction, docs/design.md "Compaction of sparse spindles",
+ * section 5).  A copy moved into an annex keeps its event's append time,
+ * visible_at and msg_id, so it is purged as the event would have been
+ * where it was.  An annex holds old copies beside new ones: every annex
+ * is read whole at each purge, after the event spindles, with no shortcut
+ * and nothing remembered (annexes are few and small: compaction fills
+ * them with what stays of sparse spindles).  A table without annexes
+ * reads nothing more.  An annex's copies have no event numbers: a lease
+ * is held by the msg_id in the copy (column 1 of a queue table; the held
+ * items over every msg_id are read once per purge), and the consume log
+ * covers none (table/hidden.c).  On a queue table whose consumer relation
+ * has a tree 3, a copy of a spindle or annex that a relocation entry of a
+ * live mover hides (committed: the event lives on in its newer copy,
+ * purged there; running, this transaction's included: left for the next
+ * round) is not purged: the entries over the spindle are read once, in
+ * the metapage look made for the consume log.  An entry written between
+ * that read and TTL's heap_delete was written under the page's share lock
+ * before it (the mover found no xmax), so the range read after the page's
+ * deletes finds it and the copy is counted by its mover, not by TTL;
+ * should that mover abort, the copy stays deleted by TTL and counted by
+ * nobody, as with the consume log below.  A purge of an annex copy sets
+ * its xmax and counts in the annex's counters; the drop rule
+ * (maintenance.c) then drops the annex once every copy is dead.
+ *
  * Purging deletes each expired event (heap_delete on its spindle, one WAL
  * record per event), skipping events other transactions hold locked or
  * have deleted: those are left for the next round.
@@ -34,17 +58,19 @@
  * it skips events its consume log (read once per spindle, after the held
  * items) says a consumer took -- committed or below the floor: gone;
  * running: left for the next round --, and does not count as its own an
- * event a consumer's entry took just before TTL's heap_delete (one range
- * read of the log per page it deleted on).  Should that consumer abort,
- * the event stays deleted by TTL and counted by nobody (the counters are
- * then short of it until rebuilt from disk).
+ * event a consumer's entry took just before TTL's heap_delete (one look
+ * at the consumer relation's metapage and one range read of each tree
+ * per page it deleted on).  Should that consumer abort, the event stays
+ * deleted by TTL and counted by nobody (the counters are then short of it
+ * until rebuilt from disk).
  *
  * A table that a foreign key references is refused (ERROR, as TRUNCATE):
  * a purge fires no triggers, so it would not check those keys.
  *
  * Locks: the table in RowExclusiveLock mode, as DELETE (purge_expired
  * holds it already; the worker's step takes it only if it can at once,
- * else it purges at its next round).  Each spindle is
+ * else it purges at its next round); a queue table's consumer relation
+ * AccessShareLock, to the end of the transaction.  Each spindle or annex is
  * locked in RowExclusiveLock mode while it is purged, and that lock (with
  * those heap_delete takes on the spindle's TOAST table and TOAST index)
  * is released when the spindle is done, not at commit: one purge covers
@@ -260,6 +286,13 @@ purged_at_commit(Oid facade, SpindleEntry *sp)
 }
 
 /*
+ * The column holding a queue table's msg_id (the queue layer's
+ * SPINDLE_QUEUE_ATT_MSG_ID): an annex's copies have no event numbers, so
+ * the msg_id a lease is held by is read from the copy.
+ */
+#define TTL_ATT_MSG_ID	1
+
+/*
  * What a purge also asks of an event besides its append time: that
  * column due_att (of the facade's descriptor desc; 0: none) be at or
  * before due_cutoff (see the ttl_not_before hook).
@@ -269,15 +302,23 @@ typedef struct TtlDue
 	TupleDesc	desc;
 	AttrNumber	due_att;
 	TimestampTz due_cutoff;
-	/* per spindle: event numbers held back (ttl_held hook) */
-	int64		first_no;		/* the spindle's event k is first_no + k */
-	int64	   *held;			/* sorted [start, end) pairs */
+	/* the queue's consumer relation (AccessShareLock), or NULL */
+	Relation	crel;
+	/* per spindle or annex */
+	SpindleEntry *sp;
+	bool		annex;			/* ids from TTL_ATT_MSG_ID, no consume log */
+	int64		first_no;		/* an event spindle's event k is first_no + k */
+	int64	   *held;			/* sorted [start, end) pairs (ttl_held hook) */
 	int			nheld;
-	/* per spindle: the queue's consume log (none: NULL, floor MIN) */
-	Oid			facade;
-	SpindleConsumed *log;
+	SpindleConsumed *log;		/* the consume log over the spindle */
 	int			nlog;
-	int64		log_floor;
+	int64		log_floor;		/* PG_INT64_MIN: none */
+	SpindleRelocation *moved;	/* entries hiding its copies (tree 3) */
+	int			nmoved;
+	/* the held items over every msg_id, read once for all annexes */
+	bool		annex_held_read;
+	int64	   *annex_held;
+	int			annex_nheld;
 } TtlDue;
 
 /*
@@ -300,31 +341,68 @@ ttl_log_state(const SpindleConsumed *log, int nlog, int64 floor, int64 no)
 }
 
 /*
- * After TTL deleted events nos[0..n) of a queue table: how many a
- * consumer's entry took first (written under the page's lock before TTL's
- * heap_delete, which then found no xmax).  Those stay deleted (hidden
- * either way) but are counted by their consumer, not by TTL.  One range
- * read of the log.
+ * What tree 3 says of copy k: SPINDLE_ENTRY_NONE (no entry, or its mover
+ * aborted: TTL decides), _RUNNING (a mover in progress, this transaction
+ * included), or moved (_DEAD or _RECENT: the event lives on in its newer
+ * copy, which TTL purges where it is).
  */
 static int
-ttl_consumed_meanwhile(const TtlDue *due, int64 *nos, int n)
+ttl_moved_state(const SpindleRelocation *moved, int nmoved, int64 k)
 {
-	int64		lo = nos[0],
-				hi = nos[0];
-	int64		floor;
-	int			nlog;
+	if (nmoved == 0)
+		return SPINDLE_ENTRY_NONE;
+	return spindle_reloc_state(spindle_reloc_find(moved, nmoved, k),
+							   InvalidTransactionId);
+}
+
+/*
+ * After TTL deleted copies ks[0..n) of due->sp (event numbers ids[0..n)
+ * for an event spindle) of a queue table: how many a mover's or a
+ * consumer's entry took first (written under the page's lock before TTL's
+ * heap_delete, which then found no xmax).  Those stay deleted (hidden
+ * either way) but are counted by their mover or consumer, not by TTL.
+ * One look at the metapage, one range read of each tree there is.
+ */
+static int
+ttl_taken_meanwhile(const TtlDue *due, const int64 *ks, const int64 *ids,
+					int n)
+{
+	int64		klo = ks[0],
+				khi = ks[0],
+				lo = ids[0],
+				hi = ids[0];
+	bool		has_log,
+				has_reloc;
+	SpindleRelocation *moved = NULL;
+	SpindleConsumed *log = NULL;
+	int			nmoved = 0;
+	int			nlog = 0;
+	int64		floor = PG_INT64_MIN;
 	int			taken = 0;
-	SpindleConsumed *log;
 
 	for (int i = 1; i < n; i++)
 	{
-		lo = Min(lo, nos[i]);
-		hi = Max(hi, nos[i]);
+		klo = Min(klo, ks[i]);
+		khi = Max(khi, ks[i]);
+		lo = Min(lo, ids[i]);
+		hi = Max(hi, ids[i]);
 	}
-	log = spindle_consume_log_over(due->facade, lo, hi + 1, &nlog, &floor);
+	spindle_crel_trees_present(due->crel, &has_log, &has_reloc);
+	if (has_reloc)
+		moved = spindle_reloc_read(due->crel, due->sp->spindle_no, klo,
+								   khi + 1, &nmoved);
+	if (has_log && !due->annex)
+	{
+		log = spindle_consume_log_read(due->crel, lo, hi + 1, &nlog);
+		floor = spindle_consume_log_floor(due->crel);
+	}
 	for (int i = 0; i < n; i++)
-		if (ttl_log_state(log, nlog, floor, nos[i]) != SPINDLE_ENTRY_NONE)
+		if (ttl_moved_state(moved, nmoved, ks[i]) != SPINDLE_ENTRY_NONE ||
+			(!due->annex &&
+			 ttl_log_state(log, nlog, floor, ids[i]) != SPINDLE_ENTRY_NONE))
 			taken++;
+	if (moved != NULL)
+		pfree(moved);
 	if (log != NULL)
 		pfree(log);
 	return taken;
@@ -352,12 +430,74 @@ ttl_is_held(const TtlDue *due, int64 no)
 }
 
 /*
- * Delete the events of one page that our snapshot sees and whose append
- * time is at or before cutoff (all of them when cutoff is the maximum),
- * and that *due lets go; count them.  *complete is cleared when an expired
- * event could not be deleted (another transaction holds it), cannot be
- * seen yet (its insert is still in progress, or committed after our
- * snapshot) or is not due long enough.
+ * Does *due keep copy tuple (slot k) of due->sp from this purge?  Clears
+ * *complete if it may be purged later: not due long enough, leased, or
+ * taken by a mover or a consumer still running.  *id is set to its event
+ * number (for a consumer's entry taken meanwhile; an annex's copy: its
+ * msg_id if a lease needed it, else 0).
+ */
+static bool
+ttl_keeps(const TtlDue *due, HeapTuple tuple, int64 k, int64 *id,
+		  bool *complete)
+{
+	*id = due->annex ? 0 : due->first_no + k;
+	if (due->due_att != 0)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, due->due_att, due->desc, &isnull);
+
+		/* a delayed event lives ttl from its due time */
+		if (!isnull && DatumGetTimestampTz(d) > due->due_cutoff)
+		{
+			*complete = false;
+			return true;
+		}
+	}
+	/* moved by compaction: purged, if expired, from its newer copy */
+	switch (ttl_moved_state(due->moved, due->nmoved, k))
+	{
+		case SPINDLE_ENTRY_NONE:
+			break;
+		case SPINDLE_ENTRY_RUNNING:
+			*complete = false;	/* moved if that commits */
+			return true;
+		default:
+			return true;
+	}
+	if (due->nheld > 0 && due->annex)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tuple, TTL_ATT_MSG_ID, due->desc, &isnull);
+
+		if (!isnull)
+			*id = DatumGetInt64(d);
+	}
+	if (due->nheld > 0 && ttl_is_held(due, *id))
+	{
+		*complete = false;		/* leased: purged when the lease ends */
+		return true;
+	}
+	if (due->annex)
+		return false;			/* the consume log covers no copy */
+	switch (ttl_log_state(due->log, due->nlog, due->log_floor, *id))
+	{
+		case SPINDLE_ENTRY_DEAD:
+			return true;		/* consumed */
+		case SPINDLE_ENTRY_RUNNING:
+			*complete = false;	/* consumed if that commits */
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Delete the events of one page of due->sp that our snapshot sees and
+ * whose append time is at or before cutoff (all of them when cutoff is
+ * the maximum), and that *due lets go (ttl_keeps); count them.  *complete
+ * is cleared when an expired event could not be deleted (another
+ * transaction holds it), cannot be seen yet (its insert is still in
+ * progress, or committed after our snapshot) or is kept for now.
  */
 static int64
 purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
@@ -365,7 +505,8 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 		   bool *complete)
 {
 	OffsetNumber offsets[MaxHeapTuplesPerPage];
-	int64		nos[MaxHeapTuplesPerPage];
+	int64		ids[MaxHeapTuplesPerPage];
+	int64		ks[MaxHeapTuplesPerPage];
 	int			ndeleted = 0;
 	int			n = 0;
 	int			i;
@@ -383,6 +524,8 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 	{
 		ItemId		itemid = PageGetItemId(page, off);
 		HeapTupleData tuple;
+		int64		k;
+		int64		id;
 
 		if (!ItemIdIsNormal(itemid))
 			continue;
@@ -392,41 +535,13 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 		ItemPointerSet(&tuple.t_self, blk, off);
 		if (spindle_event_time(tuple.t_data, tuple.t_len) > cutoff)
 			continue;
-		if (due->due_att != 0)
-		{
-			bool		isnull;
-			Datum		d = heap_getattr(&tuple, due->due_att, due->desc,
-										 &isnull);
-
-			/* a delayed event lives ttl from its due time */
-			if (!isnull && DatumGetTimestampTz(d) > due->due_cutoff)
-			{
-				*complete = false;
-				continue;
-			}
-		}
-		if (due->nheld > 0 &&
-			ttl_is_held(due, due->first_no +
-						spindle_event_k(tuple.t_data, tuple.t_len)))
-		{
-			*complete = false;	/* leased: purged when the lease ends */
+		k = spindle_event_k(tuple.t_data, tuple.t_len);
+		if (ttl_keeps(due, &tuple, k, &id, complete))
 			continue;
-		}
-		switch (ttl_log_state(due->log, due->nlog, due->log_floor,
-							  due->first_no +
-							  spindle_event_k(tuple.t_data, tuple.t_len)))
-		{
-			case SPINDLE_ENTRY_DEAD:
-				continue;		/* consumed */
-			case SPINDLE_ENTRY_RUNNING:
-				*complete = false;	/* consumed if that commits */
-				continue;
-			default:
-				break;
-		}
 		if (HeapTupleSatisfiesVisibility(&tuple, snapshot, buf))
 		{
-			nos[n] = due->first_no + spindle_event_k(tuple.t_data, tuple.t_len);
+			ids[n] = id;
+			ks[n] = k;
 			offsets[n++] = off;
 		}
 		else
@@ -449,13 +564,16 @@ purge_page(Relation seg, BlockNumber blk, Snapshot snapshot, CommandId cid,
 		/* a consumer holding it locked keeps it: never wait for it */
 		if (heap_delete(seg, &tid, cid, InvalidSnapshot, false, &tmfd,
 						false) == TM_Ok)
-			nos[ndeleted++] = nos[i];
+		{
+			ids[ndeleted] = ids[i];
+			ks[ndeleted++] = ks[i];
+		}
 		else
 			*complete = false;
 	}
 	purged = ndeleted;
-	if (ndeleted > 0 && OidIsValid(due->facade))
-		purged -= ttl_consumed_meanwhile(due, nos, ndeleted);
+	if (ndeleted > 0 && due->crel != NULL)
+		purged -= ttl_taken_meanwhile(due, ks, ids, ndeleted);
 	return purged;
 }
 
@@ -525,9 +643,152 @@ refuse_if_referenced(Relation facade)
 }
 
 /*
+ * Read what *due needs for spindle or annex sp of the facade: the held
+ * items over its events (for an annex, whose copies' msg_ids may be any,
+ * over every msg_id, read once per purge), then, on a queue table, in one
+ * look at the consumer relation's metapage, the consume log over its
+ * events (not for an annex: the log covers no copy) and the entries of
+ * tree 3 hiding its copies.  The log after the held items: a claim ends
+ * in an entry.
+ */
+static void
+ttl_enter(Relation facade, SpindleEntry *sp, TtlDue *due)
+{
+	bool		has_log;
+	bool		has_reloc;
+
+	due->sp = sp;
+	due->annex = spindle_is_annex(sp);
+	due->first_no = due->annex ? 0 : sp->first_no;
+	due->held = NULL;
+	due->nheld = 0;
+	due->log = NULL;
+	due->nlog = 0;
+	due->log_floor = PG_INT64_MIN;
+	due->moved = NULL;
+	due->nmoved = 0;
+	if (due->annex)
+	{
+		if (!due->annex_held_read && spindle_table_hooks.ttl_held)
+			due->annex_held = spindle_table_hooks.ttl_held(facade, PG_INT64_MIN,
+														   PG_INT64_MAX,
+														   &due->annex_nheld);
+		due->annex_held_read = true;
+		due->held = due->annex_held;
+		due->nheld = due->annex_nheld;
+	}
+	else if (spindle_table_hooks.ttl_held)
+		due->held = spindle_table_hooks.ttl_held(facade, sp->first_no,
+												 sp->first_no + spindle_effective_capacity(sp),
+												 &due->nheld);
+	if (due->crel == NULL)
+		return;
+	spindle_crel_trees_present(due->crel, &has_log, &has_reloc);
+	if (has_log && !due->annex)
+	{
+		due->log = spindle_consume_log_read(due->crel, sp->first_no,
+											sp->first_no + sp->vcount,
+											&due->nlog);
+		due->log_floor = spindle_consume_log_floor(due->crel);
+	}
+	if (has_reloc)
+		due->moved = spindle_reloc_read(due->crel, sp->spindle_no, 0,
+										SPINDLE_MAX_CAPACITY, &due->nmoved);
+}
+
+/* Free what ttl_enter read for one spindle. */
+static void
+ttl_leave(TtlDue *due)
+{
+	if (due->held != NULL && due->held != due->annex_held)
+		pfree(due->held);
+	if (due->log != NULL)
+		pfree(due->log);
+	if (due->moved != NULL)
+		pfree(due->moved);
+	due->held = NULL;
+	due->log = NULL;
+	due->moved = NULL;
+}
+
+/*
+ * Purge spindle or annex i of dir: its events appended at or before the
+ * cutoff (cutoff_s its second), or every event when it is a full event
+ * spindle filled at or before the cutoff (*whole).  Returns how many were
+ * purged, or -1 if it is gone; *complete is cleared as purge_page says.
+ * The spindle's locks belong to a resource owner of its own and are
+ * released when it is done (header comment).
+ */
+static int64
+purge_one(Relation facade, SpindleDirectory *dir, int i, TtlDue *due,
+		  Snapshot snapshot, CommandId cid, TimestampTz cutoff,
+		  uint32 cutoff_s, bool *whole, bool *complete)
+{
+	SpindleEntry *sp = spindle_dir_entry(dir, i);
+	Relation	seg;
+	int64		here = 0;
+	ResourceOwner saved_owner = CurrentResourceOwner;
+	ResourceOwner spindle_owner;
+
+	*whole = false;
+	*complete = true;
+	spindle_owner = ResourceOwnerCreate(saved_owner, "spindle TTL purge");
+	CurrentResourceOwner = spindle_owner;
+	PG_TRY();
+	{
+		seg = spindle_open_segment(facade, sp, RowExclusiveLock);
+		if (seg != NULL)
+		{
+			TimestampTz filled_at;
+			BlockNumber nblocks;
+			TransactionId horizon;
+
+			/* an annex holds old copies beside new ones: read it all */
+			if (!spindle_is_annex(sp))
+				*whole = spindle_slots_full(facade, dir, i, &filled_at) &&
+					filled_at != 0 && filled_at <= cutoff;
+			ttl_enter(facade, sp, due);
+			nblocks = RelationGetNumberOfBlocks(seg);
+			/* once per spindle: computing it scans the proc array */
+			horizon = GetOldestNonRemovableTransactionId(seg);
+			for (BlockNumber blk = 0; blk < nblocks; blk++)
+			{
+				int64		n;
+
+				CHECK_FOR_INTERRUPTS();
+				n = purge_page(seg, blk, snapshot, cid, horizon,
+							   *whole ? PG_UINT32_MAX : cutoff_s,
+							   due, complete);
+				/* counted at commit (counters.c) */
+				if (n > 0)
+					spindle_counters_deleted(sp->segment, (int) n);
+				here += n;
+			}
+			ttl_leave(due);
+			relation_close(seg, NoLock);
+		}
+	}
+	PG_CATCH();
+	{
+		/* the abort releases spindle_owner with its parent */
+		CurrentResourceOwner = saved_owner;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	CurrentResourceOwner = saved_owner;
+	release_spindle_owner(spindle_owner);
+	if (seg == NULL)
+		return -1;
+	if (here > 0)
+		spindle_note_touched(RelationGetRelid(facade), sp->spindle_no);
+	return here;
+}
+
+/*
  * Purge every event of the facade appended at or before `cutoff` (see the
  * header comment); returns how many events were purged.  Deletes happen in
- * the current transaction.
+ * the current transaction.  Event spindles first, oldest first, up to the
+ * first created after the cutoff; then every annex.
  */
 int64
 spindle_purge_older_than(Relation facade, TimestampTz cutoff)
@@ -539,6 +800,7 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 	int64		purged = 0;
 	int			i;
 	TtlDue		due;
+	Oid			croid;
 
 	/*
 	 * DELETE's lock.  purge_expired() holds it; the worker's step holds
@@ -549,105 +811,55 @@ spindle_purge_older_than(Relation facade, TimestampTz cutoff)
 		!ConditionalLockRelationOid(RelationGetRelid(facade), RowExclusiveLock))
 		return 0;
 	refuse_if_referenced(facade);
+	memset(&due, 0, sizeof(due));
 	due.desc = RelationGetDescr(facade);
 	due.due_att = spindle_table_hooks.ttl_not_before ?
 		spindle_table_hooks.ttl_not_before(facade) : 0;
 	due.due_cutoff = cutoff;
+	/* a queue table's consumer relation: its consume log and tree 3 */
+	if (spindle_hidden_applies(facade) &&
+		OidIsValid(croid = spindle_consumer_rel_oid(RelationGetRelid(facade))))
+		due.crel = try_relation_open(croid, AccessShareLock);
 
 	dir = spindle_directory_acquire(facade);
 	forget_dropped(RelationGetRelid(facade), dir);
 	for (i = 0; i < dir->nspindles; i++)
 	{
 		SpindleEntry *sp = &dir->spindles[i];
-		Relation	seg;
-		TimestampTz filled_at;
-		bool		full;
-		bool		whole = false;
-		bool		complete = true;
-		int64		here = 0;
-		BlockNumber nblocks,
-					blk;
-		TransactionId horizon;
-		ResourceOwner saved_owner = CurrentResourceOwner;
-		ResourceOwner spindle_owner;
+		bool		whole;
+		bool		complete;
+		int64		here;
 
 		/* events of a spindle are never older than the spindle */
 		if (sp->created_at > cutoff)
 			break;
 		if (known_purged(RelationGetRelid(facade), sp))
 			continue;
-
-		/*
-		 * The locks taken for this spindle (its own, and its TOAST table's
-		 * and TOAST index's when deletes remove out-of-line values) belong
-		 * to a resource owner of their own and are released once the
-		 * spindle is done: see the header comment.
-		 */
-		spindle_owner = ResourceOwnerCreate(saved_owner, "spindle TTL purge");
-		CurrentResourceOwner = spindle_owner;
-		PG_TRY();
-		{
-			seg = spindle_open_segment(facade, sp, RowExclusiveLock);
-			if (seg != NULL)
-			{
-				full = spindle_slots_full(facade, dir, i, &filled_at);
-				whole = full && filled_at != 0 && filled_at <= cutoff;
-				due.first_no = sp->first_no;
-				due.nheld = 0;
-				/* the log after the held items: a claim ends in an entry */
-				due.facade = InvalidOid;
-				due.held = spindle_table_hooks.ttl_held ?
-					spindle_table_hooks.ttl_held(facade, sp->first_no,
-												 sp->first_no + spindle_effective_capacity(sp),
-												 &due.nheld) : NULL;
-
-				due.log = spindle_consume_log_over(RelationGetRelid(facade),
-												   sp->first_no,
-												   sp->first_no + sp->vcount,
-												   &due.nlog, &due.log_floor);
-				if (spindle_hidden_applies(facade))
-					due.facade = RelationGetRelid(facade);
-				nblocks = RelationGetNumberOfBlocks(seg);
-				/* once per spindle: computing it scans the proc array */
-				horizon = GetOldestNonRemovableTransactionId(seg);
-				for (blk = 0; blk < nblocks; blk++)
-				{
-					int64		n;
-
-					CHECK_FOR_INTERRUPTS();
-					n = purge_page(seg, blk, snapshot, cid, horizon,
-								   whole ? PG_UINT32_MAX : cutoff_s,
-								   &due, &complete);
-					/* counted at commit (counters.c) */
-					if (n > 0)
-						spindle_counters_deleted(sp->segment, (int) n);
-					here += n;
-				}
-				relation_close(seg, NoLock);
-				if (due.held != NULL)
-					pfree(due.held);
-				if (due.log != NULL)
-					pfree(due.log);
-			}
-		}
-		PG_CATCH();
-		{
-			/* the abort releases spindle_owner with its parent */
-			CurrentResourceOwner = saved_owner;
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		CurrentResourceOwner = saved_owner;
-		release_spindle_owner(spindle_owner);
-		if (seg == NULL)
+		here = purge_one(facade, dir, i, &due, snapshot, cid, cutoff,
+						 cutoff_s, &whole, &complete);
+		if (here < 0)
 			continue;
-		if (here > 0)
-			spindle_note_touched(RelationGetRelid(facade), sp->spindle_no);
 		purged += here;
 		if (whole && complete)
 			purged_at_commit(RelationGetRelid(facade), sp);
 	}
+	/* an annex's copies keep their append times: no shortcut, no memory */
+	for (i = dir->nspindles; i < spindle_dir_nall(dir); i++)
+	{
+		bool		whole;
+		bool		complete;
+		int64		here;
+
+		here = purge_one(facade, dir, i, &due, snapshot, cid, cutoff,
+						 cutoff_s, &whole, &complete);
+		if (here > 0)
+			purged += here;
+	}
 	spindle_directory_release(dir);
+	if (due.annex_held != NULL)
+		pfree(due.annex_held);
+	if (due.crel != NULL)
+		relation_close(due.crel, NoLock);
 	CommandCounterIncrement();
 	return purged;
 }
