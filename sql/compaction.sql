@@ -58,7 +58,11 @@ SELECT spindle_no, state, capacity, events, purged_events, generation
   FROM spindle.spindles WHERE relation = 'spindle_q.cq'::regclass
  ORDER BY spindle_no;
 
--- ===================== threshold 0 (the default): nothing ================
+-- ===================== threshold 0 (compaction off): nothing ============
+SHOW spindle.compaction_threshold;
+ALTER SYSTEM SET spindle.compaction_threshold = 0;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.2);
 SHOW spindle.compaction_threshold;
 SELECT * FROM spindle._compact('spindle_q.cq');
 SELECT count(*) AS annexes FROM spindle.spindle_catalog

@@ -121,7 +121,7 @@ _PG_init(void)
 							 "Live fraction of a full spindle of a queue table at or below which the worker moves its live events into an annex.",
 							 "Only spindles whose live events are all parked (delayed, leased or due again) are compacted; the spindle is then dropped by the usual rule. 0 turns compaction off.",
 							 &spindle_compaction_threshold,
-							 0.0, 0.0, 1.0,
+							 0.25, 0.0, 1.0,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("spindle.enable_worker",

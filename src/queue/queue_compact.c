@@ -51,7 +51,7 @@
 PG_FUNCTION_INFO_V1(spindle_compact_sql);
 
 /* GUC spindle.compaction_threshold: 0 turns compaction off */
-double		spindle_compaction_threshold = 0.0;
+double		spindle_compaction_threshold = 0.25;
 
 /* spindles whose counters one pass builds from disk, at most */
 #define COMPACT_BUILDS_PER_PASS 4
