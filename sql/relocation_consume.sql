@@ -13,8 +13,10 @@ SET client_min_messages = warning;
 \set VERBOSITY terse
 -- what each consumer call took: (queue, msg_id, how)
 CREATE TABLE rc_taken (q text, msg_id bigint, how text);
--- the stand-in for the drop rule counting a copy hidden by a committed
--- move as dead (not built: design, section 5): purge that copy by xmax
+-- a source spindle dropped at once: the drop rule counts a copy hidden by
+-- a committed move as dead only once the move is older than every
+-- snapshot (the horizon), so the test purges the hidden copies by xmax
+-- itself (the drop rule: pg_regress compaction, TAP 093)
 CREATE FUNCTION rc_purge_old(rel regclass, tids tid[]) RETURNS int
 LANGUAGE sql AS $$ SELECT spindle._purge_events(rel, tids) $$;
 

@@ -171,6 +171,7 @@ typedef struct Candidate
 	bool		annex;			/* that copy is in an annex (moved) */
 	bool		mover;			/* EV_PENDING on a running move */
 	bool		relocate;		/* examine found it moved meanwhile */
+	int			origin;			/* locate_examine: its place in the caller's array */
 	bool		stale_cache;	/* the cache's place for it is an old copy */
 	HeapTuple	tuple;			/* delivered: a copy (NULL: from the cache) */
 	bool		cached;			/* the event cache knew where it is */
@@ -2244,7 +2245,6 @@ locate_examine(Relation facade, SpindleDirectory **dirp, Candidate *c, int n,
 {
 	Moves		m;
 	Candidate  *again = NULL;
-	int		   *where = NULL;
 
 	moves_open(facade, &m);
 	locate(facade, dirp, &m, c, n);
@@ -2259,12 +2259,9 @@ locate_examine(Relation facade, SpindleDirectory **dirp, Candidate *c, int n,
 			if (c[i].relocate)
 			{
 				if (again == NULL)
-				{
 					again = palloc(sizeof(Candidate) * n);
-					where = palloc(sizeof(int) * n);
-				}
-				where[na] = i;
-				again[na++] = c[i];
+				again[na] = c[i];
+				again[na++].origin = i;
 			}
 		if (na == 0)
 			break;
@@ -2277,21 +2274,12 @@ locate_examine(Relation facade, SpindleDirectory **dirp, Candidate *c, int n,
 		qsort(again, na, sizeof(Candidate), cmp_candidate_location);
 		examine(facade, *dirp, &m, again, na, now, snapshot, purge,
 				dead_only, true);
-		/* back in place (again was sorted: its order is not where's) */
-		for (int i = 0; i < na; i++)
-			for (int x = 0; x < na; x++)
-				if (again[x].msg_id == c[where[i]].msg_id &&
-					again[x].source == c[where[i]].source)
-				{
-					c[where[i]] = again[x];
-					break;
-				}
+		/* back in place (again was sorted by location) */
+		for (int x = 0; x < na; x++)
+			c[again[x].origin] = again[x];
 	}
 	if (again != NULL)
-	{
 		pfree(again);
-		pfree(where);
-	}
 	moves_close(&m);
 }
 

@@ -142,17 +142,9 @@ run_from_entry(const SpindleRelocation *e, SpindleRun *r)
 void
 spindle_crel_trees_present(Relation crel, bool *log, bool *reloc)
 {
-	Buffer		buf;
-	SpindleCrelMeta *meta;
+	int64		floor;
 
-	*log = *reloc = false;
-	if (RelationGetNumberOfBlocks(crel) == 0)
-		return;
-	buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_SHARE);
-	meta = SpindleCrelGetMeta(BufferGetPage(buf));
-	*log = meta->trees[SPINDLE_TREE_CONSUME_LOG] != InvalidBlockNumber;
-	*reloc = meta->trees[SPINDLE_TREE_RELOC] != InvalidBlockNumber;
-	UnlockReleaseBuffer(buf);
+	spindle_crel_meta_look(crel, log, reloc, &floor);
 }
 
 /* Was any copy of this queue ever moved (does tree 3 exist)? */
