@@ -37,8 +37,9 @@
  * in one table is logged with the table's name, shown in spindle.worker,
  * and the worker goes on with the next table; that table is then left
  * alone for a while, longer after each failure.  It takes no lock it
- * would wait for (lock_timeout bounds the rest), holds none
- * between rounds, and gets out of the way of DROP DATABASE and of the other
+ * would wait for (lock_timeout bounds the rest), bounds each compaction
+ * pass with a statement timeout it arms itself (COMPACT_TIMEOUT_MS, see
+ * step_compact), holds no lock between rounds, and gets out of the way of DROP DATABASE and of the other
  * commands that need a database to themselves (see spindle_worker_pause).
  *
  * Locks: WorkerLock (wshared->lock) protects the shared slots and the wake

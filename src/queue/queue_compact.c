@@ -8,13 +8,16 @@
  *	  table layer's (table/relocate.c).
  *
  * A spindle S of a queue table is a candidate when spindle.compaction_
- * threshold is above 0, the queue's state is loaded and valid (never
- * after a restart before a consumer call rebuilt it: CRIT-5), S is full
- * (an event spindle with a recorded fill time: never the open, a ready or
- * a pending one; an annex whose slots are all handed out), and its live
- * events by the committed counters (appended minus purged, counters.c: no
- * page read) are more than none and at most the threshold of its
- * capacity.  Annexes of generation g go to g + 1 (the last generation
+ * threshold is above 0 (it is at most 0.5: bytes copied at most bytes
+ * freed), the queue's state is loaded and valid (never after a restart
+ * before a consumer call rebuilt it: CRIT-5), the disk alarm is not on
+ * for the table (the relocator writes annexes; it waits like producers),
+ * S is full (an event spindle with a recorded fill time: never the open,
+ * a ready or a pending one; an annex whose slots are all handed out), and
+ * its live events by the committed counters (appended minus purged,
+ * counters.c: no page read) are more than none and at most the threshold
+ * of its capacity, with at least one purged (else a move frees nothing).
+ * Annexes of generation g go to g + 1 (the last generation
  * into itself) by the same rule.  A candidate is then read
  * (spindle_relocate_scan: no hint bit set, no page dirtied) and emptied
  * only if every live copy is parked on disk in tree 0 as DELAYED, LEASED
@@ -26,8 +29,19 @@
  *
  * A pass moves at most max_events events and gives up at once if another
  * relocator, DDL or VACUUM's freeze holds a lock it needs
- * (spindle_relocator_begin).  When nothing qualifies it costs a look at
- * the counters of each full spindle (a shared LWLock each) and no page.
+ * (spindle_relocator_begin).  A cancel, a timeout or a shutdown in a
+ * move ends the pass with its error (relocate.c).
+ *
+ * The back-off memory (the worker's passes only; backend-local, at most
+ * COMPACT_BACKOFF_MAX spindles): a candidate read and found with no
+ * movable copy or one not parked is remembered with its purged count and
+ * skipped until that count changes (or COMPACT_BACKOFF_MS passed); one
+ * whose move failed, or whose pass an error stopped, is skipped for
+ * COMPACT_BACKOFF_MS.  So when nothing qualifies, or only spindles looked
+ * at already, a pass costs a look at the counters of each full spindle (a
+ * shared LWLock each) and no page; and one poisoned event costs one
+ * failure per COMPACT_BACKOFF_MS, not one per round.  spindle._compact
+ * neither reads nor fills it.
  *
  * Not compacted: plain spindle tables (design, section 8).
  *
@@ -397,8 +411,10 @@ spindle_compact_table(Oid relid, int64 max_events, bool backoff,
  * spindle._compact(rel regclass, OUT moved bigint, OUT skipped bigint,
  * OUT spindles bigint, OUT emptied bigint): one relocator pass over the
  * queue table in the caller's transaction (at most
- * SPINDLE_COMPACT_EVENTS_PER_PASS events), as the worker makes it;
- * superusers only (a test stand-in for the worker).
+ * SPINDLE_COMPACT_EVENTS_PER_PASS events), as the worker makes it but
+ * without the back-off memory; superusers only (a test stand-in for the
+ * worker).  The caller's statement_timeout and cancel end it with an
+ * error.
  */
 Datum
 spindle_compact_sql(PG_FUNCTION_ARGS)

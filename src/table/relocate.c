@@ -52,7 +52,10 @@
  * runs, and an index expression runs with the owner's rights.  A batch
  * that fails (an index expression that errors, a full disk) is rolled
  * back and its events are moved again one per subtransaction, so that
- * only the one whose copy fails is skipped.  Each moved source spindle is
+ * only the one whose copy fails is skipped.  A query cancel (statement
+ * timeout: the worker arms one around its pass), a lock timeout, a
+ * shutdown or an error above ERROR is not skipped: the subtransaction is
+ * rolled back and the error propagates, ending the pass (stops_the_pass).  Each moved source spindle is
  * held RowExclusiveLock to the end of the transaction (so that its purge
  * counter takes the moves at commit, counters.c).
  *
