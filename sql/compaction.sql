@@ -131,6 +131,68 @@ SELECT * FROM spindle.verify('spindle_q.cq');
 SELECT events_moved, spindles_emptied, events_skipped FROM spindle.worker
  WHERE false;
 
+-- ===================== review rv1 =====================================
+-- F3: at most 0.5 (bytes copied at most the bytes freed)
+ALTER SYSTEM SET spindle.compaction_threshold = 1;
+ALTER SYSTEM SET spindle.compaction_threshold = 0.51;
+ALTER SYSTEM SET spindle.compaction_threshold = 0.5;
+ALTER SYSTEM SET spindle.compaction_threshold = 0.25;
+SHOW spindle.compaction_threshold;
+-- a second queue: spindle 1 (ids 1..10) keeps 3 and 7, delayed, parked
+SELECT spindle.create_queue('cr', 10);
+SELECT count(spindle.enqueue('cr', jsonb_build_object('n', g),
+         CASE WHEN g IN (3, 7) THEN interval '1 day' ELSE interval '0' END))
+  FROM generate_series(1, 20) g;
+SELECT count(*) FROM spindle.dequeue('cr', 8);
+SELECT spindle.drop_spindles('spindle_q.cr');
+SELECT enqueued_total AS enq_before FROM spindle.queues
+ WHERE queue_name = 'cr' \gset
+-- F5: nothing moves while the disk alarm is on for the table (the
+-- launcher's measurement is below a limit of 1000 TB)
+ALTER SYSTEM SET spindle.disk_free_limit = '1000TB';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.2);
+DO $$
+BEGIN
+  FOR i IN 1..300 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM spindle.disk_alarm() WHERE measured_at IS NOT NULL);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END
+$$;
+SELECT * FROM spindle._compact('spindle_q.cr');
+SELECT count(*) AS annexes FROM spindle.spindle_catalog
+ WHERE relation = 'spindle_q.cr'::regclass AND kind = 'annex';
+ALTER SYSTEM RESET spindle.disk_free_limit;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.2);
+-- F1: the caller's statement_timeout cancels a pass (an index expression
+-- sleeps when it runs as the relocator does): an error, nothing moved
+CREATE FUNCTION cr_sleepy(p jsonb) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF current_setting('search_path') = 'pg_catalog, pg_temp' THEN
+    PERFORM pg_sleep(0.5);
+  END IF;
+  RETURN 1;
+END
+$$;
+CREATE INDEX cr_sleepy_idx ON spindle_q.cr (cr_sleepy(payload));
+SET statement_timeout = '100ms';
+SELECT * FROM spindle._compact('spindle_q.cr');
+RESET statement_timeout;
+SELECT spindle_no, state, events, purged_events, generation
+  FROM spindle.spindles WHERE relation = 'spindle_q.cr'::regclass
+ ORDER BY spindle_no;
+DROP INDEX spindle_q.cr_sleepy_idx;
+-- F4: the pass moves both; moved copies are no enqueues
+SELECT moved, skipped, spindles, emptied FROM spindle._compact('spindle_q.cr');
+SELECT enqueued_total - :enq_before AS enqueued_by_the_pass FROM spindle.queues
+ WHERE queue_name = 'cr';
+SELECT count(*), string_agg(payload->>'n', ',' ORDER BY msg_id) FROM spindle_q.cr;
+SELECT * FROM spindle.verify('spindle_q.cr');
+SELECT spindle.drop_queue('cr');
+DROP FUNCTION cr_sleepy(jsonb);
+
 -- back to the default
 ALTER SYSTEM RESET spindle.compaction_threshold;
 SELECT pg_reload_conf();

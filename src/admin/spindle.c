@@ -119,9 +119,9 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	DefineCustomRealVariable("spindle.compaction_threshold",
 							 "Live fraction of a full spindle of a queue table at or below which the worker moves its live events into an annex.",
-							 "Only spindles whose live events are all parked (delayed, leased or due again) are compacted; the spindle is then dropped by the usual rule. 0 turns compaction off.",
+							 "Only spindles whose live events are all parked (delayed, leased or due again) are compacted; the spindle is then dropped by the usual rule. 0 turns compaction off; at most 0.5, so that the bytes copied are at most the bytes freed.",
 							 &spindle_compaction_threshold,
-							 0.25, 0.0, 1.0,
+							 0.25, 0.0, 0.5,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 	DefineCustomBoolVariable("spindle.enable_worker",

@@ -37,8 +37,9 @@
  * in one table is logged with the table's name, shown in spindle.worker,
  * and the worker goes on with the next table; that table is then left
  * alone for a while, longer after each failure.  It takes no lock it
- * would wait for (lock_timeout bounds the rest), holds none
- * between rounds, and gets out of the way of DROP DATABASE and of the other
+ * would wait for (lock_timeout bounds the rest), bounds each compaction
+ * pass with a statement timeout it arms itself (COMPACT_TIMEOUT_MS, see
+ * step_compact), holds no lock between rounds, and gets out of the way of DROP DATABASE and of the other
  * commands that need a database to themselves (see spindle_worker_pause).
  *
  * Locks: WorkerLock (wshared->lock) protects the shared slots and the wake
@@ -75,6 +76,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "admin/spindle_admin.h"
@@ -464,21 +466,58 @@ step_settle(Relation rel, int64 *dropped, int64 *freed)
  * Compaction (queue_compact.c): one relocator pass of at most one batch,
  * in a transaction of its own, which commits after the batch (design,
  * "Compaction", section 3 "Batches"); the round calls it again while it
- * fills its batch, up to COMPACT_EVENTS_PER_ROUND events per table.
- * Nothing when spindle.compaction_threshold is 0, and no page read when
- * no spindle qualifies.
+ * fills its batch, up to COMPACT_EVENTS_PER_ROUND events per table and
+ * for COMPACT_TIMEOUT_MS.  Nothing when spindle.compaction_threshold is
+ * 0, and no page read when no spindle qualifies (or every one that does
+ * is remembered by the pass's back-off memory).
+ *
+ * Each pass is bounded in time: the worker arms STATEMENT_TIMEOUT itself
+ * (a background worker never arms it from the GUC) for
+ * COMPACT_TIMEOUT_MS, so that an index expression of the table's owner
+ * that sleeps or waits cannot hold the worker, and the relocator's locks
+ * (which TRUNCATE and DDL wait for), for longer: the cancel rolls the
+ * pass back, the spindle is remembered (queue_compact.c) and the step
+ * backs off like any failed step.  2 s, not a multiple of the naptime
+ * (which may be minutes): a batch of SPINDLE_RELOCATE_BATCH moves takes
+ * milliseconds with ordinary indexes, and what waits behind the worker's
+ * locks waits at most that long.
  */
 #define COMPACT_EVENTS_PER_ROUND 1024
+#define COMPACT_TIMEOUT_MS 2000
 
 static SpindleCompactStats round_compacted;
+
+/*
+ * Disarm the compaction pass's statement timeout.  If it fired but its
+ * cancel was not acted on yet (the pass ended first), the cancel is
+ * dropped: it must not hit the next step, or the worker's main loop.
+ */
+static void
+disarm_compact_timeout(void)
+{
+	disable_timeout(STATEMENT_TIMEOUT, true);
+	if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
+		QueryCancelPending = false;
+}
 
 static void
 step_compact(Relation rel, int64 *dropped, int64 *freed)
 {
 	SpindleCompactStats st = {0};
+	bool		more = false;
 
-	if (spindle_compact_table(RelationGetRelid(rel), SPINDLE_RELOCATE_BATCH,
-							  &st))
+	enable_timeout_after(STATEMENT_TIMEOUT, COMPACT_TIMEOUT_MS);
+	PG_TRY();
+	{
+		more = spindle_compact_table(RelationGetRelid(rel),
+									 SPINDLE_RELOCATE_BATCH, true, &st);
+	}
+	PG_FINALLY();
+	{
+		disarm_compact_timeout();
+	}
+	PG_END_TRY();
+	if (more)
 		*dropped = -1;			/* a full batch: say "more" to the round */
 	round_compacted.moved += st.moved;
 	round_compacted.skipped += st.skipped;
@@ -693,6 +732,7 @@ worker_round(MemoryContext roundcxt)
 	{
 		Oid			relid = lfirst_oid(lc);
 		int64		table_before;
+		TimestampTz compact_start;
 
 		CHECK_FOR_INTERRUPTS();
 		if (list_member_oid(with_ttl, relid))
@@ -713,8 +753,11 @@ worker_round(MemoryContext roundcxt)
 		(void) run_step(relid, STEP_READY, step_ready, &dropped, &freed);
 		(void) run_step(relid, STEP_SETTLE, step_settle, &dropped, &freed);
 		/* compaction, a batch per transaction, bounded per round */
+		compact_start = GetCurrentTimestamp();
 		for (int n = 0; spindle_compaction_threshold > 0 &&
-			 n < COMPACT_EVENTS_PER_ROUND / SPINDLE_RELOCATE_BATCH; n++)
+			 n < COMPACT_EVENTS_PER_ROUND / SPINDLE_RELOCATE_BATCH &&
+			 !TimestampDifferenceExceeds(compact_start, GetCurrentTimestamp(),
+										 COMPACT_TIMEOUT_MS); n++)
 		{
 			int64		more = 0;
 

@@ -8,13 +8,16 @@
  *	  table layer's (table/relocate.c).
  *
  * A spindle S of a queue table is a candidate when spindle.compaction_
- * threshold is above 0, the queue's state is loaded and valid (never
- * after a restart before a consumer call rebuilt it: CRIT-5), S is full
- * (an event spindle with a recorded fill time: never the open, a ready or
- * a pending one; an annex whose slots are all handed out), and its live
- * events by the committed counters (appended minus purged, counters.c: no
- * page read) are more than none and at most the threshold of its
- * capacity.  Annexes of generation g go to g + 1 (the last generation
+ * threshold is above 0 (it is at most 0.5: bytes copied at most bytes
+ * freed), the queue's state is loaded and valid (never after a restart
+ * before a consumer call rebuilt it: CRIT-5), the disk alarm is not on
+ * for the table (the relocator writes annexes; it waits like producers),
+ * S is full (an event spindle with a recorded fill time: never the open,
+ * a ready or a pending one; an annex whose slots are all handed out), and
+ * its live events by the committed counters (appended minus purged,
+ * counters.c: no page read) are more than none and at most the threshold
+ * of its capacity, with at least one purged (else a move frees nothing).
+ * Annexes of generation g go to g + 1 (the last generation
  * into itself) by the same rule.  A candidate is then read
  * (spindle_relocate_scan: no hint bit set, no page dirtied) and emptied
  * only if every live copy is parked on disk in tree 0 as DELAYED, LEASED
@@ -26,8 +29,19 @@
  *
  * A pass moves at most max_events events and gives up at once if another
  * relocator, DDL or VACUUM's freeze holds a lock it needs
- * (spindle_relocator_begin).  When nothing qualifies it costs a look at
- * the counters of each full spindle (a shared LWLock each) and no page.
+ * (spindle_relocator_begin).  A cancel, a timeout or a shutdown in a
+ * move ends the pass with its error (relocate.c).
+ *
+ * The back-off memory (the worker's passes only; backend-local, at most
+ * COMPACT_BACKOFF_MAX spindles): a candidate read and found with no
+ * movable copy or one not parked is remembered with its purged count and
+ * skipped until that count changes (or COMPACT_BACKOFF_MS passed); one
+ * whose move failed, or whose pass an error stopped, is skipped for
+ * COMPACT_BACKOFF_MS.  So when nothing qualifies, or only spindles looked
+ * at already, a pass costs a look at the counters of each full spindle (a
+ * shared LWLock each) and no page; and one poisoned event costs one
+ * failure per COMPACT_BACKOFF_MS, not one per round.  spindle._compact
+ * neither reads nor fills it.
  *
  * Not compacted: plain spindle tables (design, section 8).
  *
@@ -45,6 +59,9 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "queue/spindle_queue.h"
 
@@ -55,6 +72,133 @@ double		spindle_compaction_threshold = 0.25;
 
 /* spindles whose counters one pass builds from disk, at most */
 #define COMPACT_BUILDS_PER_PASS 4
+
+/* ----------------------------------------------------------------
+ * The back-off memory (review rv1, F1 and F2)
+ * ----------------------------------------------------------------
+ */
+
+/* how long a spindle is left alone, at most */
+#define COMPACT_BACKOFF_MS (60 * 1000)
+/* spindles remembered, at most (backend-local) */
+#define COMPACT_BACKOFF_MAX 1024
+
+typedef struct CompactBackoffKey
+{
+	Oid			relid;
+	int64		spindle_no;
+} CompactBackoffKey;
+
+typedef struct CompactBackoff
+{
+	CompactBackoffKey key;		/* hash key */
+	int64		purged;			/* the counters' purged count then */
+	bool		failed;			/* a move failed or the pass was stopped */
+	TimestampTz until;
+} CompactBackoff;
+
+static HTAB *compact_backoff = NULL;
+
+/*
+ * Is spindle_no of relid to be left alone by this pass: remembered less
+ * than COMPACT_BACKOFF_MS ago, and, unless a move of it failed, with the
+ * same purged count (purged is the count now)?  An entry that ran out is
+ * forgotten.
+ */
+static bool
+backed_off(Oid relid, int64 spindle_no, int64 purged)
+{
+	CompactBackoffKey key;
+	CompactBackoff *e;
+
+	if (compact_backoff == NULL)
+		return false;
+	memset(&key, 0, sizeof(key));
+	key.relid = relid;
+	key.spindle_no = spindle_no;
+	e = hash_search(compact_backoff, &key, HASH_FIND, NULL);
+	if (e == NULL)
+		return false;
+	if (GetCurrentTimestamp() < e->until && (e->failed || e->purged == purged))
+		return true;
+	(void) hash_search(compact_backoff, &key, HASH_REMOVE, NULL);
+	return false;
+}
+
+/* Forget the entries that ran out (the memory is full). */
+static void
+sweep_backoff(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	HASH_SEQ_STATUS seq;
+	CompactBackoff *e;
+
+	hash_seq_init(&seq, compact_backoff);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		if (e->until <= now)
+			(void) hash_search(compact_backoff, &e->key, HASH_REMOVE, NULL);
+}
+
+/*
+ * Remember spindle_no of relid (purged events by its counters): leave it
+ * alone for COMPACT_BACKOFF_MS, or, if not failed, until its purged count
+ * changes.  With the memory full of live entries, nothing is remembered
+ * (the worker's per-table back-off still bounds the cost).
+ */
+static void
+remember(Oid relid, int64 spindle_no, int64 purged, bool failed)
+{
+	CompactBackoffKey key;
+	CompactBackoff *e;
+
+	if (compact_backoff == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(CompactBackoffKey);
+		ctl.entrysize = sizeof(CompactBackoff);
+		ctl.hcxt = TopMemoryContext;
+		compact_backoff = hash_create("spindle compaction back-off", 64, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	if (hash_get_num_entries(compact_backoff) >= COMPACT_BACKOFF_MAX)
+		sweep_backoff();
+	memset(&key, 0, sizeof(key));
+	key.relid = relid;
+	key.spindle_no = spindle_no;
+	e = hash_search(compact_backoff, &key, HASH_FIND, NULL);
+	if (e == NULL)
+	{
+		if (hash_get_num_entries(compact_backoff) >= COMPACT_BACKOFF_MAX)
+			return;
+		e = hash_search(compact_backoff, &key, HASH_ENTER, NULL);
+	}
+	e->purged = purged;
+	e->failed = failed;
+	e->until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   COMPACT_BACKOFF_MS);
+}
+
+/* Forget spindle_no of relid (its moves went through). */
+static void
+forget(Oid relid, int64 spindle_no)
+{
+	CompactBackoffKey key;
+
+	if (compact_backoff == NULL)
+		return;
+	memset(&key, 0, sizeof(key));
+	key.relid = relid;
+	key.spindle_no = spindle_no;
+	(void) hash_search(compact_backoff, &key, HASH_REMOVE, NULL);
+}
+
+/* A candidate of a pass: its directory index and purged count. */
+typedef struct Candidate
+{
+	int			index;
+	int64		purged;
+} Candidate;
 
 /* Is the queue's state loaded and valid (its head found)? */
 static bool
@@ -73,12 +217,13 @@ state_valid(Oid relid)
 
 /*
  * Is entry i of dir (a spindle or an annex) full, with live events but at
- * most threshold of its capacity, by its committed counters?  A counter
+ * most threshold of its capacity and at least one purged event, by its
+ * committed counters?  Its purged count goes to *purged.  A counter
  * missing is built from disk while *builds lasts (then one less).
  */
 static bool
 is_candidate(Oid relid, SpindleDirectory *dir, int i, double threshold,
-			 int *builds)
+			 int *builds, int64 *purged)
 {
 	SpindleEntry *sp = spindle_dir_entry(dir, i);
 	SpindleCountersInfo info;
@@ -104,7 +249,10 @@ is_candidate(Oid relid, SpindleDirectory *dir, int i, double threshold,
 	if (spindle_is_annex(sp) && appended < sp->capacity && !info.full)
 		return false;			/* an open annex */
 	live = appended - info.purged;
-	return live > 0 && (double) live <= threshold * (double) sp->capacity;
+	*purged = info.purged;
+	/* nothing purged, nothing freed: the same events moved round after round */
+	return live > 0 && info.purged > 0 &&
+		(double) live <= threshold * (double) sp->capacity;
 }
 
 /*
@@ -137,14 +285,19 @@ all_parked(Relation facade, const SpindleLiveCopy *copies, int n)
 }
 
 /*
- * Empty candidate sp into annexes, up to *budget events: false (nothing
- * moved) if a live copy is not parked.  Forgets its events in the event
- * cache first.
+ * Empty candidate sp (purged events by its counters) into annexes, up to
+ * *budget events: false (nothing moved) if a live copy is not parked.
+ * Forgets its events in the event cache first.  With backoff, a spindle
+ * found with no movable copy or one not parked is remembered until its
+ * purged count changes (so that it is not read again every round), and
+ * one whose moves fail, or are stopped by an error (a cancel, a timeout)
+ * that propagates from here, is remembered for COMPACT_BACKOFF_MS.
  */
 static bool
-compact_one(SpindleRelocator *r, SpindleEntry *sp, int64 *budget,
-			SpindleCompactStats *st)
+compact_one(SpindleRelocator *r, SpindleEntry *sp, int64 purged,
+			bool backoff, int64 *budget, SpindleCompactStats *st)
 {
+	Oid			relid = RelationGetRelid(r->facade);
 	int			n;
 	SpindleLiveCopy *copies = spindle_relocate_scan(r, sp,
 												SPINDLE_QUEUE_ATT_MSG_ID, &n);
@@ -154,10 +307,15 @@ compact_one(SpindleRelocator *r, SpindleEntry *sp, int64 *budget,
 
 	if (n == 0 || !all_parked(r->facade, copies, n))
 	{
+		if (backoff)
+			remember(relid, sp->spindle_no, purged, false);
 		if (copies != NULL)
 			pfree(copies);
 		return false;
 	}
+	/* failed unless the moves below get through (an error propagates) */
+	if (backoff)
+		remember(relid, sp->spindle_no, purged, true);
 	todo = (int) Min((int64) n, *budget);
 	ids = palloc(sizeof(int64) * todo);
 	for (int i = 0; i < todo; i++)
@@ -169,6 +327,8 @@ compact_one(SpindleRelocator *r, SpindleEntry *sp, int64 *budget,
 		spindle_relocate_batch(r, sp, &copies[i],
 							   Min(todo - i, SPINDLE_RELOCATE_BATCH), &ms);
 	*budget -= todo;
+	if (backoff && ms.failed == 0)
+		forget(relid, sp->spindle_no);
 	st->moved += ms.moved;
 	st->skipped += ms.failed;
 	if (todo == n && ms.moved + ms.not_moved == n && ms.failed == 0)
@@ -181,13 +341,17 @@ compact_one(SpindleRelocator *r, SpindleEntry *sp, int64 *budget,
  * One relocator pass over queue table relid, in the caller's transaction
  * (which must have an active snapshot): moves the live events of its
  * candidate spindles and annexes (see the header), at most max_events,
- * adding what it did to *st.  Returns true if it stopped at max_events
- * (more may be left for another pass).  Gives up, doing nothing, when
- * compaction is off, the table is no queue table, its state is not
- * valid, or a lock is not free.
+ * adding what it did to *st.  With backoff (the worker), spindles this
+ * backend remembers are skipped and what the pass finds is remembered.
+ * Returns true if it stopped at max_events (more may be left for another
+ * pass).  Gives up, doing nothing, when compaction is off, the table is
+ * no queue table, its state is not valid, the disk alarm is on for it, or
+ * a lock is not free.  A cancel, a timeout or a shutdown in a move
+ * propagates (relocate.c).
  */
 bool
-spindle_compact_table(Oid relid, int64 max_events, SpindleCompactStats *st)
+spindle_compact_table(Oid relid, int64 max_events, bool backoff,
+					  SpindleCompactStats *st)
 {
 	double		threshold = spindle_compaction_threshold;
 	SpindleRelocator r;
@@ -195,7 +359,7 @@ spindle_compact_table(Oid relid, int64 max_events, SpindleCompactStats *st)
 	Relation	facade;
 	int			builds = COMPACT_BUILDS_PER_PASS;
 	int			ncand = 0;
-	int		   *cand;
+	Candidate  *cand;
 	int64		budget = max_events;
 
 	if (threshold <= 0 || max_events <= 0 || RecoveryInProgress() ||
@@ -205,24 +369,34 @@ spindle_compact_table(Oid relid, int64 max_events, SpindleCompactStats *st)
 	facade = try_table_open(relid, AccessShareLock);
 	if (facade == NULL)
 		return false;
-	if (!spindle_is_facade(facade))
+	/* annex copies and annexes wait while producers are refused */
+	if (!spindle_is_facade(facade) || spindle_disk_alarm_low(facade))
 	{
 		table_close(facade, AccessShareLock);
 		return false;
 	}
 	dir = spindle_directory_acquire(facade);
-	cand = palloc(sizeof(int) * Max(spindle_dir_nall(dir), 1));
+	cand = palloc(sizeof(Candidate) * Max(spindle_dir_nall(dir), 1));
 	for (int i = 0; i < spindle_dir_nall(dir); i++)
-		if (is_candidate(relid, dir, i, threshold, &builds))
-			cand[ncand++] = i;
+	{
+		int64		purged;
+
+		if (is_candidate(relid, dir, i, threshold, &builds, &purged) &&
+			!(backoff && backed_off(relid, spindle_dir_entry(dir, i)->spindle_no,
+									purged)))
+		{
+			cand[ncand].index = i;
+			cand[ncand++].purged = purged;
+		}
+	}
 	if (ncand > 0 && spindle_relocator_begin(relid, &r))
 	{
 		for (int c = 0; c < ncand && budget > 0; c++)
 		{
-			SpindleEntry sp = *spindle_dir_entry(dir, cand[c]);
+			SpindleEntry sp = *spindle_dir_entry(dir, cand[c].index);
 
 			CHECK_FOR_INTERRUPTS();
-			if (compact_one(&r, &sp, &budget, st))
+			if (compact_one(&r, &sp, cand[c].purged, backoff, &budget, st))
 				st->spindles++;
 		}
 		spindle_relocator_end(&r);
@@ -237,8 +411,10 @@ spindle_compact_table(Oid relid, int64 max_events, SpindleCompactStats *st)
  * spindle._compact(rel regclass, OUT moved bigint, OUT skipped bigint,
  * OUT spindles bigint, OUT emptied bigint): one relocator pass over the
  * queue table in the caller's transaction (at most
- * SPINDLE_COMPACT_EVENTS_PER_PASS events), as the worker makes it;
- * superusers only (a test stand-in for the worker).
+ * SPINDLE_COMPACT_EVENTS_PER_PASS events), as the worker makes it but
+ * without the back-off memory; superusers only (a test stand-in for the
+ * worker).  The caller's statement_timeout and cancel end it with an
+ * error.
  */
 Datum
 spindle_compact_sql(PG_FUNCTION_ARGS)
@@ -260,7 +436,8 @@ spindle_compact_sql(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("spindle._compact()");
 	if (get_call_result_type(fcinfo, NULL, &td) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	(void) spindle_compact_table(relid, SPINDLE_COMPACT_EVENTS_PER_PASS, &st);
+	(void) spindle_compact_table(relid, SPINDLE_COMPACT_EVENTS_PER_PASS, false,
+								 &st);
 	values[0] = Int64GetDatum(st.moved);
 	values[1] = Int64GetDatum(st.skipped);
 	values[2] = Int64GetDatum(st.spindles);

@@ -365,7 +365,7 @@ typedef struct SpindleCompactStats
 } SpindleCompactStats;
 
 extern bool spindle_compact_table(Oid relid, int64 max_events,
-								  SpindleCompactStats *st);
+								  bool backoff, SpindleCompactStats *st);
 
 /* ---- queue_api.c: create, drop, enqueue ---- */
 

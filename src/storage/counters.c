@@ -28,7 +28,11 @@
  * added instead, the purges dropped; at ROLLBACK TO SAVEPOINT the same for
  * the subtransaction's deltas, which at RELEASE go to the parent.  The
  * deltas are applied in the XactCallback, after the commit (or abort) is
- * recorded and before the transaction's locks are released.
+ * recorded and before the transaction's locks are released.  Copies the
+ * relocator places in an annex (spindle_counters_copied) are kept apart
+ * from inserts: purged at abort like them, but a committed copy is no
+ * enqueue, so it does not count in the table's insert total
+ * (spindle.queues.enqueued_total).
  *
  * PREPARE TRANSACTION: the deltas cannot follow the transaction to COMMIT
  * PREPARED (an extension cannot add to the two-phase state file), so the
@@ -149,7 +153,8 @@ typedef struct Pending
 	Oid			segment;
 	Oid			facade;			/* InvalidOid if not known */
 	SubTransactionId subid;
-	int64		inserted;
+	int64		inserted;		/* producers' events (the table's total) */
+	int64		copied;			/* the relocator's copies (not enqueues) */
 	int64		purged;
 	bool		unlocked;		/* apply_pending found the spindle unlocked */
 } Pending;
@@ -360,6 +365,7 @@ pending_for(Oid segment)
 	pending[npending].facade = InvalidOid;
 	pending[npending].subid = subid;
 	pending[npending].inserted = 0;
+	pending[npending].copied = 0;
 	pending[npending].purged = 0;
 	pending[npending].unlocked = false;
 	return &pending[npending++];
@@ -373,6 +379,18 @@ spindle_counters_inserted(Oid facade, Oid segment, int n)
 
 	p->facade = facade;
 	p->inserted += n;
+}
+
+/*
+ * The current (sub)transaction placed n copies of events moved by the
+ * relocator into this annex (annex.c): slots handed out, purged if it
+ * aborts, like inserts; but no event was enqueued, so at commit they do
+ * not count in the table's insert total (spindle.queues.enqueued_total).
+ */
+void
+spindle_counters_copied(Oid segment, int n)
+{
+	pending_for(segment)->copied += n;
 }
 
 /* The current (sub)transaction purged n events of this spindle. */
@@ -534,7 +552,8 @@ apply_pending(int from, bool commit)
 	if (chash == NULL)
 		return;
 	for (i = from; i < npending && !any; i++)
-		any = (commit ? pending[i].purged : pending[i].inserted) > 0;
+		any = (commit ? pending[i].purged :
+			   pending[i].inserted + pending[i].copied) > 0;
 	if (any && commit)
 		xid = newest_own_xid();
 	/* a producer's commit: no purge to add, only its table's total */
@@ -543,7 +562,7 @@ apply_pending(int from, bool commit)
 	for (i = from; any && i < npending; i++)
 	{
 		Pending    *p = &pending[i];
-		int64		n = commit ? p->purged : p->inserted;
+		int64		n = commit ? p->purged : p->inserted + p->copied;
 		CounterEntry *e;
 
 		if (n <= 0)
@@ -608,7 +627,8 @@ mark_stale(void)
 	{
 		CounterEntry *e;
 
-		if (pending[i].inserted <= 0 && pending[i].purged <= 0)
+		if (pending[i].inserted <= 0 && pending[i].copied <= 0 &&
+			pending[i].purged <= 0)
 			continue;
 		e = lookup(pending[i].segment);
 		if (e != NULL)

@@ -447,6 +447,7 @@ extern void spindle_counters_shmem_request(void);
 extern void spindle_counters_shmem_startup(void);
 
 extern void spindle_counters_inserted(Oid facade, Oid segment, int n);
+extern void spindle_counters_copied(Oid segment, int n);
 extern void spindle_counters_deleted(Oid segment, int n);
 extern void spindle_counters_skipped(Oid segment, int64 n);
 extern void spindle_counters_insert_killed(Oid segment);

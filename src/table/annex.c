@@ -256,8 +256,11 @@ spindle_annex_fill(Relation facade, SpindleAnnexSlot *as,
 	SpindleEntry *sp = spindle_dir_entry(as->dir, as->index);
 	HeapTuple	tuple;
 
-	/* purged if this (sub)transaction aborts (counters.c) */
-	spindle_counters_inserted(RelationGetRelid(facade), sp->segment, 1);
+	/*
+	 * purged if this (sub)transaction aborts (counters.c); a copy, not an
+	 * enqueue: not in the table's insert total
+	 */
+	spindle_counters_copied(sp->segment, 1);
 	tuple = spindle_form_event(facade, slot, (int32) as->k,
 							   appended != 0 ? appended : spindle_time_now());
 	tuple->t_tableOid = RelationGetRelid(as->seg);

@@ -13,7 +13,9 @@
  * version, enqueue: every entry of the facade AM that adds a tuple calls
  * spindle_disk_alarm_check) fail at once with SQLSTATE 53100 while free
  * space is below the limit, and consumers, acknowledgements, DELETE, the
- * worker and the drops that give the space back go on.
+ * worker and the drops that give the space back go on.  The worker's
+ * compaction, which writes annex copies, asks spindle_disk_alarm_low (no
+ * error) and moves nothing while the alarm is on (queue_compact.c).
  *
  * No insert asks the kernel.  The spindle launcher (admin/worker.c) calls
  * spindle_disk_alarm_measure every time it wakes (every spindle.naptime,
@@ -221,25 +223,23 @@ refuse(Relation rel, int i, Oid spcoid, uint32 free_mb)
 }
 
 /*
- * Called by every entry of the facade AM that adds a tuple to rel: fail
- * with SQLSTATE 53100 if the last measurement of pg_wal's file system, or
- * of the one of rel's tablespace, is below spindle.disk_free_limit.  No
- * lock: one atomic read when nothing is low, at most DISK_ALARM_SLOTS
- * otherwise.
+ * The slot of the first file system of rel's writes (pg_wal's, or the one
+ * of rel's tablespace) whose last measurement is below
+ * spindle.disk_free_limit, its word in *word; -1 if none is (or the alarm
+ * is off or knows nothing).  No lock: one atomic read when nothing is low.
  */
-void
-spindle_disk_alarm_check(Relation rel)
+static int
+low_slot(Relation rel, uint64 *word)
 {
 	uint32		limit;
 	Oid			spcoid;
 	int			i;
 
-	if (spindle_disk_free_limit <= 0 || dshared == NULL ||
-		spindle_disk_alarm_exempt > 0)
-		return;
+	if (spindle_disk_free_limit <= 0 || dshared == NULL)
+		return -1;
 	limit = (uint32) spindle_disk_free_limit;
 	if (pg_atomic_read_u32(&dshared->lowest_free_mb) >= limit)
-		return;
+		return -1;
 	spcoid = OidIsValid(rel->rd_rel->reltablespace) ?
 		rel->rd_rel->reltablespace : MyDatabaseTableSpace;
 	for (i = 0; i < DISK_ALARM_SLOTS; i++)
@@ -249,8 +249,46 @@ spindle_disk_alarm_check(Relation rel)
 		if (i != WAL_SLOT && WORD_SPC(w) != spcoid)
 			continue;
 		if (WORD_FREE(w) < limit)
-			refuse(rel, i, WORD_SPC(w), WORD_FREE(w));
+		{
+			*word = w;
+			return i;
+		}
 	}
+	return -1;
+}
+
+/*
+ * Called by every entry of the facade AM that adds a tuple to rel: fail
+ * with SQLSTATE 53100 if the last measurement of pg_wal's file system, or
+ * of the one of rel's tablespace, is below spindle.disk_free_limit.  No
+ * lock: one atomic read when nothing is low, at most DISK_ALARM_SLOTS
+ * otherwise.
+ */
+void
+spindle_disk_alarm_check(Relation rel)
+{
+	uint64		w;
+	int			i;
+
+	if (spindle_disk_alarm_exempt > 0)
+		return;
+	if ((i = low_slot(rel, &w)) >= 0)
+		refuse(rel, i, WORD_SPC(w), WORD_FREE(w));
+}
+
+/*
+ * Is the alarm on for writes into rel (pg_wal's file system or the one of
+ * rel's tablespace is below the limit), whatever spindle_disk_alarm_exempt
+ * says?  Never errors: for the writers that are not producers and choose
+ * to wait instead (the relocator adds annex copies and annexes:
+ * queue_compact.c).  Same cost as spindle_disk_alarm_check.
+ */
+bool
+spindle_disk_alarm_low(Relation rel)
+{
+	uint64		w;
+
+	return low_slot(rel, &w) >= 0;
 }
 
 /* ----------------------------------------------------------------

@@ -52,7 +52,10 @@
  * runs, and an index expression runs with the owner's rights.  A batch
  * that fails (an index expression that errors, a full disk) is rolled
  * back and its events are moved again one per subtransaction, so that
- * only the one whose copy fails is skipped.  Each moved source spindle is
+ * only the one whose copy fails is skipped.  A query cancel (statement
+ * timeout: the worker arms one around its pass), a lock timeout, a
+ * shutdown or an error above ERROR is not skipped: the subtransaction is
+ * rolled back and the error propagates, ending the pass (stops_the_pass).  Each moved source spindle is
  * held RowExclusiveLock to the end of the transaction (so that its purge
  * counter takes the moves at commit, counters.c).
  *
@@ -73,6 +76,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"
@@ -515,11 +519,31 @@ spindle_relocate_scan(SpindleRelocator *r, SpindleEntry *sp,
 }
 
 /*
+ * Is the error caught in a batch one that must end the whole pass rather
+ * than skip the batch's events: a query cancel (statement_timeout, the
+ * worker's own bound on its compaction step, pg_cancel_backend), a lock
+ * timeout, a shutdown, anything above ERROR, or any error while the
+ * process exits?  Swallowing those would let one event whose index
+ * expression sleeps or waits hold the relocator's locks, and the worker,
+ * for as long as every other event of the batch takes to fail the same
+ * way (review rv1, F1).
+ */
+static bool
+stops_the_pass(const ErrorData *edata)
+{
+	return edata->elevel > ERROR || proc_exit_inprogress ||
+		edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+		edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE ||
+		edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN;
+}
+
+/*
  * Move copies[0..n) of sp in one subtransaction, as the table's owner
  * under SECURITY_RESTRICTED_OPERATION, a new GUC nest level and a safe
  * search_path.  True if it committed (moved and not-moved counts added
  * to *st); false if it failed (rolled back: nothing of it stays, the
- * error logged).
+ * error logged).  An error that stops the pass (stops_the_pass) is
+ * re-thrown once the subtransaction is rolled back.
  */
 static bool
 move_in_subxact(SpindleRelocator *r, SpindleEntry *sp,
@@ -572,6 +596,9 @@ move_in_subxact(SpindleRelocator *r, SpindleEntry *sp,
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
+		/* a cancel, a timeout or a shutdown ends the pass, not the batch */
+		if (stops_the_pass(edata))
+			ReThrowError(edata);
 		ereport(LOG,
 				(errmsg("spindle relocator: moving %d event%s of spindle %lld of \"%s\" failed: %s",
 						n, n == 1 ? "" : "s", (long long) sp->spindle_no,
@@ -593,6 +620,9 @@ move_in_subxact(SpindleRelocator *r, SpindleEntry *sp,
  * into annexes of generation spindle_relocate_target_generation(sp): one
  * subtransaction for the batch; if it fails, one per copy, and a copy
  * whose move fails again is skipped (st->failed) while the rest go on.
+ * A cancel, a lock timeout or a shutdown is not skipped: it rolls back
+ * the subtransaction and propagates (stops_the_pass); what committed in
+ * earlier subtransactions of the batch is the caller's transaction's.
  * The caller holds the relocator's locks (spindle_relocator_begin) and an
  * active snapshot (index expressions may need one).
  */

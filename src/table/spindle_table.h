@@ -349,6 +349,7 @@ extern int	spindle_disk_alarm_exempt;
 extern void spindle_disk_alarm_shmem_request(void);
 extern void spindle_disk_alarm_shmem_startup(void);
 extern void spindle_disk_alarm_check(Relation rel);
+extern bool spindle_disk_alarm_low(Relation rel);
 extern void spindle_disk_alarm_measure(void);
 
 /* ---- hidden.c: events hidden by the consume log ---- */
