@@ -3565,6 +3565,15 @@ item_of_parked(Relation facade, QueueState *qs, int64 msg_id, bool *leased)
 	*leased = false;
 	if (!spindle_park_find(facade, msg_id, &parked))
 		parked.kind = 0;
+	/*
+	 * A delayed event compaction moved stays parked until its ack commits,
+	 * as a lease does: its copy in an annex is reached only through tree 0
+	 * once its spindle is gone, so an ack that rolls back must leave it
+	 * there (queue_parked.c, take_batch).
+	 */
+	if (parked.kind == SPINDLE_RUN_DELAYED &&
+		spindle_park_moved(facade, msg_id, msg_id + 1))
+		parked.kind = SPINDLE_RUN_READY;
 	/* an ended lease not leased again (READY) is still acknowledged */
 	*leased = parked.kind == SPINDLE_RUN_LEASED ||
 		parked.kind == SPINDLE_RUN_READY;

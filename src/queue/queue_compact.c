@@ -285,6 +285,48 @@ all_parked(Relation facade, const SpindleLiveCopy *copies, int n)
 }
 
 /*
+ * Park again, READY and due now, those of copies[0..n) no parked run
+ * holds any more: a consumer took their run while they were being moved
+ * (all_parked looked before the moves).  Once its spindle is gone, a
+ * moved event is reached only through tree 0, so it must stay parked
+ * until it is consumed (queue_parked.c, take_batch): otherwise a taker
+ * that rolled back would leave it in shared memory only, and a restart or
+ * an eviction would lose it.  A run parked for an event consumed
+ * meanwhile is found gone and cut; one an item still holds waits for it
+ * (P3).  Pins the queue's state; no LWLock or buffer lock held.
+ */
+static void
+keep_parked(Relation facade, const SpindleLiveCopy *copies, int n)
+{
+	ParkedRun  *runs = palloc(sizeof(ParkedRun) * Max(n, 1));
+	TimestampTz now = GetCurrentTimestamp();
+	QueueState *qs;
+	int			m = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		ParkedRun	run;
+
+		if (spindle_park_find(facade, copies[i].msg_id, &run))
+			continue;
+		runs[m].start = copies[i].msg_id;
+		runs[m].end = copies[i].msg_id + 1;
+		runs[m].due = now;
+		runs[m].read_count = 0;
+		runs[m].kind = SPINDLE_RUN_READY;
+		runs[m].xid = InvalidTransactionId;
+		m++;
+	}
+	if (m > 0)
+	{
+		qs = spindle_queue_state_pin(RelationGetRelid(facade));
+		spindle_park_runs(facade, qs, runs, m);
+		spindle_queue_state_unpin(qs);
+	}
+	pfree(runs);
+}
+
+/*
  * Empty candidate sp (purged events by its counters) into annexes, up to
  * *budget events: false (nothing moved) if a live copy is not parked.
  * Forgets its events in the event cache first.  With backoff, a spindle
@@ -326,6 +368,7 @@ compact_one(SpindleRelocator *r, SpindleEntry *sp, int64 purged,
 	for (int i = 0; i < todo; i += SPINDLE_RELOCATE_BATCH)
 		spindle_relocate_batch(r, sp, &copies[i],
 							   Min(todo - i, SPINDLE_RELOCATE_BATCH), &ms);
+	keep_parked(r->facade, copies, todo);
 	*budget -= todo;
 	if (backoff && ms.failed == 0)
 		forget(relid, sp->spindle_no);

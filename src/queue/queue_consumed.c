@@ -361,10 +361,14 @@ spindle_consumed_end(SpindleConsumeView *v)
  * Where a consumer state rebuilt from disk may start examining: the
  * consume log's floor, below which every event is consumed for every
  * snapshot (consume_log.c), or PG_INT64_MIN for a queue with no consumer
- * relation.  Nothing below the floor is ever delivered again, parked or
- * pending (a parked or claimed event has no committed entry, and the floor
- * only rises over contiguous committed ones), so a state whose saved head
- * is gone need not walk the consumed history below it.  Reads the
+ * relation.  No event of an event spindle below the floor is ever
+ * delivered again, parked or pending (a parked or claimed event has no
+ * committed entry, and the floor only rises over contiguous committed
+ * ones, or to the first id of the oldest event spindle), so a state whose
+ * saved head is gone need not walk the consumed history below it.  A
+ * moved event's id may lie below it once its spindle is gone: its copy in
+ * an annex is reached through its parked run, which stays in tree 0 until
+ * it is consumed (queue_parked.c, take_batch), never by the head.  Reads the
  * metapage (AccessShareLock on the consumer relation); the floor only
  * rises, so no lock of the log is needed.  No buffer lock or LWLock may be
  * held.

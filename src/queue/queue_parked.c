@@ -192,6 +192,7 @@ typedef struct Park
 	SpindleTree due;
 	QueueState *qs;				/* the queue's state, or NULL */
 	int64		min_added;		/* lowest reference key added or kept (P2) */
+	int			moves;			/* tree 4: -1 not looked at, 0 none, 1 there */
 } Park;
 
 /*
@@ -232,6 +233,7 @@ park_try_open(Oid relid, QueueState *qs, Park *p, bool nowait)
 	p->runs.meta_blk = p->due.meta_blk = InvalidBlockNumber;
 	p->qs = qs;
 	p->min_added = PG_INT64_MAX;
+	p->moves = -1;
 	return true;
 }
 
@@ -609,6 +611,18 @@ remove_references(Park *p, SpindleRun *refs, const bool *kept, int n)
 }
 
 /*
+ * Was an id of [lo, hi) moved by compaction (tree 4 holds one)?  Whether
+ * the queue has a tree 4 at all is looked at once per p.
+ */
+static bool
+park_moved(Park *p, int64 lo, int64 hi)
+{
+	if (p->moves < 0)
+		p->moves = spindle_reloc_exists(p->crel) ? 1 : 0;
+	return p->moves > 0 && spindle_reloc_ids_moved(p->crel, lo, hi);
+}
+
+/*
  * Take one batch of references below limit (writer lock held), from
  * *from on, at most max: the runs they name that are due before now and
  * behind head are cut from tree 0 and copied into out[*got...].  A run
@@ -678,14 +692,20 @@ take_batch(Park *p, QueueState *qs, int64 *from, int64 limit,
 			*held = true;
 			continue;
 		}
-		if (run.kind == SPINDLE_RUN_LEASED || run.kind == SPINDLE_RUN_READY)
+		if (run.kind == SPINDLE_RUN_LEASED || run.kind == SPINDLE_RUN_READY ||
+			(run.kind == SPINDLE_RUN_DELAYED &&
+			 park_moved(p, run.first, spindle_run_end(&run))))
 		{
 			/*
 			 * A lease ended (or a run taken before and not settled): it
 			 * stays parked, READY until PARK_RETRY from now, so that its
 			 * read count outlives a crash before the event is leased
 			 * again (which replaces the run) or found gone (which cuts
-			 * it: spindle_park_forget).
+			 * it: spindle_park_forget).  So does a delayed event that
+			 * compaction moved: once its spindle is dropped, its copy in
+			 * an annex is reached only through tree 0 (no head walks an
+			 * annex), so a taker that rolls back, or a state lost with
+			 * the server, must find it here again.
 			 */
 			run.kind = SPINDLE_RUN_READY;
 			run.due = now + PARK_RETRY;
@@ -777,6 +797,27 @@ spindle_park_take_due(Relation facade, QueueState *qs, TimestampTz now,
 	park_close(&p);
 	*held_out = held;
 	return got;
+}
+
+/*
+ * Was an id of [lo, hi) of queue table facade moved by compaction (tree 4
+ * of its consumer relation holds one)?  Such an id's parked run must stay
+ * parked until what consumes it commits (see take_batch).  No LWLock or
+ * buffer lock may be held.
+ */
+bool
+spindle_park_moved(Relation facade, int64 lo, int64 hi)
+{
+	Oid			croid = crel_oid(RelationGetRelid(facade));
+	Relation	crel;
+	bool		moved;
+
+	if (!OidIsValid(croid) ||
+		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
+		return false;
+	moved = spindle_reloc_ids_moved(crel, lo, hi);
+	relation_close(crel, AccessShareLock);
+	return moved;
 }
 
 /*

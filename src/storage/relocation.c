@@ -389,6 +389,22 @@ spindle_reloc_oldest(Relation crel, int64 msg_id, int64 *spindle_no,
 	return true;
 }
 
+/*
+ * Was a msg_id in [lo, hi) ever moved: does tree 4 hold one (a move that
+ * aborted counts too)?  One descent; false on a queue never compacted.
+ */
+bool
+spindle_reloc_ids_moved(Relation crel, int64 lo, int64 hi)
+{
+	SpindleTree t;
+	SpindleRun	r;
+
+	if (!spindle_reloc_exists(crel))
+		return false;
+	reloc_tree(crel, SPINDLE_TREE_RELOC_IDS, false, &t);
+	return spindle_tree_next(&t, lo, &r) && r.first < hi;
+}
+
 /* Did e's mover abort (or never commit before a crash)? */
 bool
 spindle_reloc_aborted(const SpindleRelocation *e)

@@ -962,6 +962,7 @@ extern void spindle_reloc_note_oldest(Relation crel, int64 msg_id,
 									  int64 spindle_no, int64 k);
 extern bool spindle_reloc_oldest(Relation crel, int64 msg_id,
 								 int64 *spindle_no, int64 *k);
+extern bool spindle_reloc_ids_moved(Relation crel, int64 lo, int64 hi);
 extern bool spindle_reloc_aborted(const SpindleRelocation *e);
 extern int	spindle_reloc_remove_aborted(Relation crel);
 extern TransactionId spindle_reloc_freeze(Relation crel,
