@@ -241,6 +241,15 @@ spindle_annex_reserve(Relation facade, int generation, bool make,
 									   &as->seg, &as->k);
 	}
 	as->spindle_no = spindle_dir_entry(as->dir, as->index)->spindle_no;
+
+	/*
+	 * Counted from the reservation on: purged if this (sub)transaction
+	 * aborts (counters.c), also when it errors out before the copy is
+	 * placed (a move refused because its event changed meanwhile), so
+	 * that no handed-out slot stays counted live with nothing in it; a
+	 * copy, not an enqueue: not in the table's insert total.
+	 */
+	spindle_counters_copied(spindle_dir_entry(as->dir, as->index)->segment, 1);
 }
 
 /*
@@ -256,11 +265,7 @@ spindle_annex_fill(Relation facade, SpindleAnnexSlot *as,
 	SpindleEntry *sp = spindle_dir_entry(as->dir, as->index);
 	HeapTuple	tuple;
 
-	/*
-	 * purged if this (sub)transaction aborts (counters.c); a copy, not an
-	 * enqueue: not in the table's insert total
-	 */
-	spindle_counters_copied(sp->segment, 1);
+	/* counted at the reservation (spindle_annex_reserve) */
 	tuple = spindle_form_event(facade, slot, (int32) as->k,
 							   appended != 0 ? appended : spindle_time_now());
 	tuple->t_tableOid = RelationGetRelid(as->seg);
