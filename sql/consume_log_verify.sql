@@ -19,7 +19,7 @@ SELECT format('VACUUM (FREEZE) pg_spindle.c%s', 'spindle_q.clv'::regclass::oid) 
 SELECT count(*) AS problems_after_freeze FROM spindle.verify('spindle_q.clv');
 
 -- an entry over ids 11 and 12, which the third spindle (9 .. 12) has not
--- handed out yet, and one past the last spindle
+-- handed out yet, and one past every id the table handed out
 SELECT spindle._verify_corrupt('spindle_q.clv', 'log_entry', :b + 11, 2);
 SELECT spindle._verify_corrupt('spindle_q.clv', 'log_entry', :b + 20, 5);
 -- nothing to write over

@@ -61,8 +61,12 @@ is($c + $a, $p, 'enqueued = dequeued + acked');
 ok( defined wait_for(
 		$node, 'postgres', qq{
 SELECT count(*) = 0 FROM spindle.spindles
- WHERE relation = 'spindle_q.$q'::regclass AND state = 'full'}, 30),
-	'the worker of the restored server drops every full spindle');
+ WHERE relation = 'spindle_q.$q'::regclass AND state = 'full'}, 60),
+	'the worker of the restored server drops every full spindle')
+  or diag($node->safe_psql('postgres', qq{
+SELECT string_agg(spindle_no || ' ' || state || ' ' || events || '/' || purged_events, ', ' ORDER BY spindle_no)
+  FROM spindle.spindles WHERE relation = 'spindle_q.$q'::regclass})
+	  . "\n" . $node->safe_psql('postgres', q{SELECT last_error FROM spindle.worker}));
 
 $node->stop;
 note sprintf('run time %.1f s', tv_interval($t_start));
