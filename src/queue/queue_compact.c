@@ -202,7 +202,7 @@ typedef struct Candidate
 
 /* Is the queue's state loaded and valid (its head found)? */
 static bool
-state_valid(Oid relid)
+state_valid(Oid relid, int64 *head)
 {
 	QueueState *qs = spindle_queue_state(relid);
 	bool		valid;
@@ -211,6 +211,7 @@ state_valid(Oid relid)
 		return false;
 	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 	valid = qs->relid == relid && qs->dbid == MyDatabaseId && qs->valid;
+	*head = qs->head;
 	LWLockRelease(spindle_queue_lock(qs));
 	return valid;
 }
@@ -218,12 +219,16 @@ state_valid(Oid relid)
 /*
  * Is entry i of dir (a spindle or an annex) full, with live events but at
  * most threshold of its capacity and at least one purged event, by its
- * committed counters?  Its purged count goes to *purged.  A counter
- * missing is built from disk while *builds lasts (then one less).
+ * committed counters?  An event spindle must also lie wholly behind the
+ * queue's head: one the head is still in is being consumed, its live
+ * events are not stragglers yet (and reading it every round, as its
+ * purged count moves, would cost the consumers).  Its purged count goes
+ * to *purged.  A counter missing is built from disk while *builds lasts
+ * (then one less).
  */
 static bool
 is_candidate(Oid relid, SpindleDirectory *dir, int i, double threshold,
-			 int *builds, int64 *purged)
+			 int64 head, int *builds, int64 *purged)
 {
 	SpindleEntry *sp = spindle_dir_entry(dir, i);
 	SpindleCountersInfo info;
@@ -232,8 +237,10 @@ is_candidate(Oid relid, SpindleDirectory *dir, int i, double threshold,
 
 	if (sp->capacity == 0)
 		return false;			/* a single spindle, never dropped */
-	if (!spindle_is_annex(sp) && sp->filled_at == 0)
-		return false;			/* open, ready, pending or not known full */
+	if (!spindle_is_annex(sp) &&
+		(sp->filled_at == 0 ||
+		 sp->first_no + spindle_effective_capacity(sp) > head))
+		return false;			/* not known full, or the head is in it */
 	if (!spindle_counters_get(relid, sp, &info))
 	{
 		if (*builds <= 0)
@@ -404,9 +411,11 @@ spindle_compact_table(Oid relid, int64 max_events, bool backoff,
 	int			ncand = 0;
 	Candidate  *cand;
 	int64		budget = max_events;
+	int64		head;
 
 	if (threshold <= 0 || max_events <= 0 || RecoveryInProgress() ||
-		!OidIsValid(spindle_consumer_rel_oid(relid)) || !state_valid(relid))
+		!OidIsValid(spindle_consumer_rel_oid(relid)) ||
+		!state_valid(relid, &head))
 		return false;
 	/* the cheap look first, under the caller's lock on the table */
 	facade = try_table_open(relid, AccessShareLock);
@@ -424,7 +433,7 @@ spindle_compact_table(Oid relid, int64 max_events, bool backoff,
 	{
 		int64		purged;
 
-		if (is_candidate(relid, dir, i, threshold, &builds, &purged) &&
+		if (is_candidate(relid, dir, i, threshold, head, &builds, &purged) &&
 			!(backoff && backed_off(relid, spindle_dir_entry(dir, i)->spindle_no,
 									purged)))
 		{
