@@ -815,7 +815,8 @@ spindle_park_moved(Relation facade, int64 lo, int64 hi)
 	if (!OidIsValid(croid) ||
 		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
 		return false;
-	moved = spindle_reloc_ids_moved(crel, lo, hi);
+	moved = spindle_reloc_exists(crel) &&
+		spindle_reloc_ids_moved(crel, lo, hi);
 	relation_close(crel, AccessShareLock);
 	return moved;
 }

@@ -391,7 +391,8 @@ spindle_reloc_oldest(Relation crel, int64 msg_id, int64 *spindle_no,
 
 /*
  * Was a msg_id in [lo, hi) ever moved: does tree 4 hold one (a move that
- * aborted counts too)?  One descent; false on a queue never compacted.
+ * aborted counts too)?  One descent; false if there is no tree 4.  The
+ * caller knows crel has its metapage (spindle_reloc_exists said so).
  */
 bool
 spindle_reloc_ids_moved(Relation crel, int64 lo, int64 hi)
@@ -399,8 +400,6 @@ spindle_reloc_ids_moved(Relation crel, int64 lo, int64 hi)
 	SpindleTree t;
 	SpindleRun	r;
 
-	if (!spindle_reloc_exists(crel))
-		return false;
 	reloc_tree(crel, SPINDLE_TREE_RELOC_IDS, false, &t);
 	return spindle_tree_next(&t, lo, &r) && r.first < hi;
 }
