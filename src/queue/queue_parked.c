@@ -226,11 +226,8 @@ park_try_open(Oid relid, QueueState *qs, Park *p, bool nowait)
 		return false;
 	}
 	p->crel = crel;
-	p->runs.crel = p->due.crel = crel;
-	p->runs.sub = PARK_TREE_RUNS;
-	p->due.sub = PARK_TREE_DUE;
-	p->runs.writer = p->due.writer = true;
-	p->runs.meta_blk = p->due.meta_blk = InvalidBlockNumber;
+	spindle_tree_init(&p->runs, crel, PARK_TREE_RUNS, true);
+	spindle_tree_init(&p->due, crel, PARK_TREE_DUE, true);
 	p->qs = qs;
 	p->min_added = PG_INT64_MAX;
 	p->moves = -1;
@@ -972,9 +969,7 @@ reader_open(Oid relid, SpindleTree *t)
 	t->crel = crel_open(relid, croid, AccessShareLock);
 	if (t->crel == NULL)
 		return false;
-	t->sub = PARK_TREE_RUNS;
-	t->writer = false;
-	t->meta_blk = InvalidBlockNumber;
+	spindle_tree_init(t, t->crel, PARK_TREE_RUNS, false);
 	return true;
 }
 

@@ -75,10 +75,7 @@
 static void
 log_tree(Relation crel, bool writer, SpindleTree *t)
 {
-	t->crel = crel;
-	t->sub = SPINDLE_TREE_CONSUME_LOG;
-	t->writer = writer;
-	t->meta_blk = InvalidBlockNumber;
+	spindle_tree_init(t, crel, SPINDLE_TREE_CONSUME_LOG, writer);
 }
 
 /* An entry from a run of the tree; false if the run is of another kind. */

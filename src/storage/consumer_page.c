@@ -198,7 +198,8 @@ spindle_crel_alloc_page(Relation crel)
 }
 
 static void free_page_stamped(Relation crel, Buffer buf, uint32 sub,
-							  bool drop_tree, FullTransactionId stamp);
+							  bool drop_tree, BlockNumber replacement,
+							  FullTransactionId stamp);
 
 /*
  * Put the page in buf (exclusively locked by the caller, referenced by
@@ -209,7 +210,24 @@ static void free_page_stamped(Relation crel, Buffer buf, uint32 sub,
 void
 spindle_crel_free_page(Relation crel, Buffer buf, uint32 sub, bool drop_tree)
 {
-	free_page_stamped(crel, buf, sub, drop_tree, ReadNextFullTransactionId());
+	free_page_stamped(crel, buf, sub, drop_tree, InvalidBlockNumber,
+					  ReadNextFullTransactionId());
+}
+
+/*
+ * Free the meta block in buf of tree sub (exclusively locked by the
+ * caller) and name replacement, the meta block of a tree built beside it,
+ * as tree sub in the metapage, in one record: readers then find the new
+ * tree, and one still on the old tree's pages finds them as they were
+ * until they are reused, which deferred reuse puts off past its snapshot.
+ */
+void
+spindle_crel_swap_tree_meta(Relation crel, Buffer buf, uint32 sub,
+							BlockNumber replacement)
+{
+	Assert(replacement != InvalidBlockNumber);
+	free_page_stamped(crel, buf, sub, true, replacement,
+					  ReadNextFullTransactionId());
 }
 
 /*
@@ -292,7 +310,7 @@ spindle_crel_reserve_pages(Relation crel, int n)
 		buf = ReadBuffer(crel, P_NEW);
 		UnlockRelationForExtension(crel, ExclusiveLock);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		free_page_stamped(crel, buf, 0, false,
+		free_page_stamped(crel, buf, 0, false, InvalidBlockNumber,
 						  FullTransactionIdFromEpochAndXid(0, FirstNormalTransactionId));
 		UnlockReleaseBuffer(buf);
 	}
@@ -302,7 +320,7 @@ spindle_crel_reserve_pages(Relation crel, int n)
 /* spindle_crel_free_page with the page stamped stamp (see above). */
 static void
 free_page_stamped(Relation crel, Buffer buf, uint32 sub, bool drop_tree,
-				  FullTransactionId stamp)
+				  BlockNumber replacement, FullTransactionId stamp)
 {
 	Buffer		mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
 	Page		mpage = BufferGetPage(mbuf);
@@ -316,6 +334,9 @@ free_page_stamped(Relation crel, Buffer buf, uint32 sub, bool drop_tree,
 	xlrec.next = meta->free_head;
 	xlrec.sub = sub;
 	xlrec.flags = drop_tree ? XLFR_DROP_TREE : 0;
+	xlrec.replacement = replacement;
+	if (drop_tree && replacement != InvalidBlockNumber)
+		xlrec.flags |= XLFR_SWAP_TREE;
 
 	START_CRIT_SECTION();
 	spindle_crel_init_page(page, SPINDLE_CPAGE_FREE, 0, 0);
@@ -325,7 +346,7 @@ free_page_stamped(Relation crel, Buffer buf, uint32 sub, bool drop_tree,
 	meta->free_head = BufferGetBlockNumber(buf);
 	meta->nfree++;
 	if (drop_tree)
-		meta->trees[sub] = InvalidBlockNumber;
+		meta->trees[sub] = replacement;
 	MarkBufferDirty(buf);
 	MarkBufferDirty(mbuf);
 	spindle_crel_wal_begin(&w, crel, &xlrec, sizeof(xlrec));

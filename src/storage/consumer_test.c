@@ -86,7 +86,7 @@ spindle_crel_define_gucs(void)
 							 NULL, NULL, NULL);
 	DefineCustomStringVariable("spindle.test_pause",
 							   "Test only: a named point where calls wait while pg_advisory_lock(4242, 1) is held.",
-							   "Empty: no pause.  Points: consume_examine (a consumer between finding its events and examining their pages).",
+							   "Empty: no pause.  Points: consume_locate (a consumer holding its directory, before it finds its events), consume_examine (between finding its events and examining their pages).",
 							   &spindle_test_pause_at,
 							   "",
 							   PGC_SUSET, GUC_NOT_IN_SAMPLE,
@@ -146,10 +146,9 @@ test_open(Oid queue, int32 sub, bool writer, SpindleTree *t)
 				 errmsg("relation \"%s\" has no consumer relation",
 						get_rel_name(queue)),
 				 errhint("Only queue tables have one.")));
-	t->crel = relation_open(croid, writer ? RowExclusiveLock : AccessShareLock);
-	t->sub = (uint32) sub;
-	t->writer = writer;
-	t->meta_blk = InvalidBlockNumber;
+	spindle_tree_init(t, relation_open(croid, writer ? RowExclusiveLock :
+										AccessShareLock),
+					  (uint32) sub, writer);
 	if (writer)
 		LockPage(t->crel, t->sub, ExclusiveLock);
 }

@@ -23,8 +23,12 @@
  * finishes first; readers cross it by its right-link as any split.  The
  * tree never deletes a page alone; spindle_tree_drop() frees a whole tree
  * (FREE per page: queue_parked.c when its trees are empty, and the test
- * function spindle._run_drop()).  spindle_tree_lookup/next/pop/count read
- * or remove runs in key order (queue_parked.c).
+ * function spindle._run_drop()), and a tree can be rebuilt beside itself
+ * and swapped in (spindle_tree_detached, spindle_tree_swap: the relocation
+ * entries, relocation.c): its pages carry a tag, the tree's number plus a
+ * generation, so a reader finds a page freed and reused by the rebuilt
+ * tree not its own.  spindle_tree_lookup/next/pop/count read or remove
+ * runs in key order (queue_parked.c).
  *
  * Locks.  Writers of one tree are serialised by a heavyweight lock
  * (LockPage on the consumer relation with the subscription number as
@@ -132,6 +136,21 @@ inner_search(Page page, int64 key)
  * ----------------------------------------------------------------
  */
 
+/*
+ * Set t up to read (or, writer: the caller holds its writer lock, write)
+ * tree sub of crel, as the metapage names it.
+ */
+void
+spindle_tree_init(SpindleTree *t, Relation crel, uint32 sub, bool writer)
+{
+	t->crel = crel;
+	t->sub = sub;
+	t->tag = sub;
+	t->writer = writer;
+	t->detached = false;
+	t->meta_blk = InvalidBlockNumber;
+}
+
 /* The tree meta block of subscription sub, or InvalidBlockNumber. */
 BlockNumber
 spindle_tree_meta_block(Relation crel, uint32 sub)
@@ -152,18 +171,23 @@ spindle_tree_root(SpindleTree *t, BlockNumber *root, int *level)
 {
 	Buffer		buf;
 	Page		page;
+	SpindleCpageOpaque *op;
 
-	t->meta_blk = spindle_tree_meta_block(t->crel, t->sub);
+	if (!t->detached)
+		t->meta_blk = spindle_tree_meta_block(t->crel, t->sub);
 	if (t->meta_blk == InvalidBlockNumber)
 		return false;
 	buf = ReadBuffer(t->crel, t->meta_blk);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	page = BufferGetPage(buf);
-	if (!spindle_crel_page_is(page, SPINDLE_CPAGE_TREEMETA, t->sub))
+	op = SpindleCpageGetOpaque(page);
+	if (!spindle_crel_page_is(page, SPINDLE_CPAGE_TREEMETA, op->sub) ||
+		SPINDLE_TREE_TAG_SUB(op->sub) != t->sub)
 	{
 		UnlockReleaseBuffer(buf);
 		return false;
 	}
+	t->tag = op->sub;
 	*root = SpindleTreeMetaGet(page)->root;
 	*level = (int) SpindleTreeMetaGet(page)->level;
 	UnlockReleaseBuffer(buf);
@@ -171,6 +195,8 @@ spindle_tree_root(SpindleTree *t, BlockNumber *root, int *level)
 }
 
 static void tree_finish_split(SpindleTree *t, BlockNumber blk, int level);
+static BlockNumber *tree_pages(SpindleTree *t, int *n);
+static void free_pages(SpindleTree *t, BlockNumber *blocks, int n);
 
 /*
  * The page of tree t at `level` whose key range holds key, locked in mode
@@ -410,13 +436,13 @@ tree_split(SpindleTree *t, Buffer lbuf, int64 key)
 	xlrec.sep = *(int64 *) (litems + mid * isz);
 	xlrec.right_high_key = lop->high_key;
 	xlrec.right_right = lop->right;
-	xlrec.sub = t->sub;
+	xlrec.sub = t->tag;
 	xlrec.level = (uint16) level;
 	xlrec.nleft = (uint16) mid;
 
 	START_CRIT_SECTION();
 	spindle_crel_init_page(rpage, level == 0 ? SPINDLE_CPAGE_LEAF :
-						   SPINDLE_CPAGE_INNER, t->sub, level);
+						   SPINDLE_CPAGE_INNER, t->tag, level);
 	rop = SpindleCpageGetOpaque(rpage);
 	memcpy(PageGetContents(rpage), litems + mid * isz, (n - mid) * isz);
 	spindle_cpage_set_nitems(rpage, n - mid, isz);
@@ -464,7 +490,7 @@ tree_new_root(SpindleTree *t, Buffer lbuf, int level, int64 sep,
 
 	LockBuffer(mbuf, BUFFER_LOCK_EXCLUSIVE);
 	mpage = BufferGetPage(mbuf);
-	if (!spindle_crel_page_is(mpage, SPINDLE_CPAGE_TREEMETA, t->sub))
+	if (!spindle_crel_page_is(mpage, SPINDLE_CPAGE_TREEMETA, t->tag))
 		elog(ERROR, "spindle: tree meta block %u of subscription %u is not one",
 			 t->meta_blk, t->sub);
 	memset(dl, 0, sizeof(dl));
@@ -472,12 +498,12 @@ tree_new_root(SpindleTree *t, Buffer lbuf, int level, int64 sep,
 	dl[0].child = BufferGetBlockNumber(lbuf);
 	dl[1].key = sep;
 	dl[1].child = rblk;
-	xlrec.sub = t->sub;
+	xlrec.sub = t->tag;
 	xlrec.level = (uint16) (level + 1);
 	xlrec.flags = 0;
 
 	START_CRIT_SECTION();
-	spindle_crel_init_page(npage, SPINDLE_CPAGE_INNER, t->sub, level + 1);
+	spindle_crel_init_page(npage, SPINDLE_CPAGE_INNER, t->tag, level + 1);
 	memcpy(PageGetContents(npage), dl, sizeof(dl));
 	spindle_cpage_set_nitems(npage, 2, sizeof(SpindleDownlink));
 	SpindleCpageGetOpaque(lpage)->flags &= ~SPINDLE_CPAGE_INCOMPLETE_SPLIT;
@@ -595,43 +621,99 @@ tree_finish_split(SpindleTree *t, BlockNumber blk, int level)
 
 /*
  * Make tree t (none yet): an empty root leaf and a tree meta block, named
- * in the metapage.  One NEWROOT record (XLNR_CREATE).
+ * in the metapage; or, t->detached, named nowhere yet, its pages tagged
+ * t->tag (spindle_tree_detached).  One NEWROOT record (XLNR_CREATE).
  */
 static void
 tree_create(SpindleTree *t)
 {
 	Buffer		lbuf = spindle_crel_alloc_page(t->crel);
 	Buffer		tbuf = spindle_crel_alloc_page(t->crel);
-	Buffer		mbuf = spindle_crel_meta_lock(t->crel, BUFFER_LOCK_EXCLUSIVE);
+	Buffer		mbuf = InvalidBuffer;
 	Page		lpage = BufferGetPage(lbuf);
 	Page		tpage = BufferGetPage(tbuf);
-	Page		mpage = BufferGetPage(mbuf);
 	xl_spindle_newroot xlrec;
 	SpindleCrelWal w;
 
-	xlrec.sub = t->sub;
+	if (!t->detached)
+	{
+		t->tag = t->sub;
+		mbuf = spindle_crel_meta_lock(t->crel, BUFFER_LOCK_EXCLUSIVE);
+	}
+	xlrec.sub = t->tag;
 	xlrec.level = 0;
-	xlrec.flags = XLNR_CREATE;
+	xlrec.flags = XLNR_CREATE | (t->detached ? XLNR_DETACHED : 0);
 	START_CRIT_SECTION();
-	spindle_crel_init_page(lpage, SPINDLE_CPAGE_LEAF, t->sub, 0);
-	spindle_crel_init_page(tpage, SPINDLE_CPAGE_TREEMETA, t->sub, 0);
+	spindle_crel_init_page(lpage, SPINDLE_CPAGE_LEAF, t->tag, 0);
+	spindle_crel_init_page(tpage, SPINDLE_CPAGE_TREEMETA, t->tag, 0);
 	SpindleTreeMetaGet(tpage)->root = BufferGetBlockNumber(lbuf);
 	SpindleTreeMetaGet(tpage)->level = 0;
 	spindle_cpage_set_nitems(tpage, 1, sizeof(SpindleTreeMeta));
-	SpindleCrelGetMeta(mpage)->trees[t->sub] = BufferGetBlockNumber(tbuf);
+	if (BufferIsValid(mbuf))
+	{
+		SpindleCrelGetMeta(BufferGetPage(mbuf))->trees[t->sub] =
+			BufferGetBlockNumber(tbuf);
+		MarkBufferDirty(mbuf);
+	}
 	MarkBufferDirty(lbuf);
 	MarkBufferDirty(tbuf);
-	MarkBufferDirty(mbuf);
 	spindle_crel_wal_begin(&w, t->crel, &xlrec, sizeof(xlrec));
 	spindle_crel_wal_block(&w, lbuf, REGBUF_WILL_INIT, NULL, 0);
 	spindle_crel_wal_block(&w, tbuf, REGBUF_WILL_INIT, NULL, 0);
-	spindle_crel_wal_block(&w, mbuf, 0, NULL, 0);
+	if (BufferIsValid(mbuf))
+		spindle_crel_wal_block(&w, mbuf, 0, NULL, 0);
 	(void) spindle_crel_wal_insert(&w, XLOG_SPINDLE_NEWROOT);
 	END_CRIT_SECTION();
 	t->meta_blk = BufferGetBlockNumber(tbuf);
-	UnlockReleaseBuffer(mbuf);
+	if (BufferIsValid(mbuf))
+		UnlockReleaseBuffer(mbuf);
 	UnlockReleaseBuffer(tbuf);
 	UnlockReleaseBuffer(lbuf);
+}
+
+/*
+ * Make an empty tree beside old (a writer: its writer lock held), which
+ * the metapage does not name: the same number, the next generation of
+ * tag.  Runs go in with the usual calls on newt; spindle_tree_swap then
+ * puts it in old's place.  A crash before the swap leaves its pages
+ * referenced by nothing (lost to the relation, not to correctness).
+ */
+void
+spindle_tree_detached(SpindleTree *newt, const SpindleTree *old)
+{
+	Assert(old->writer);
+	spindle_tree_init(newt, old->crel, old->sub, true);
+	newt->detached = true;
+	newt->tag = SPINDLE_TREE_TAG_NEXT(old->tag);
+	tree_create(newt);
+}
+
+/*
+ * Put the detached tree newt in the place of tree old (same number, its
+ * writer lock held): one FREE record frees old's meta block and names
+ * newt's in the metapage; then old's other pages are freed, one FREE
+ * each (deferred reuse: a reader still on them finds them as they were,
+ * or, reused, not of its tree's tag, and starts again from the
+ * metapage).  Tree old must exist.
+ */
+void
+spindle_tree_swap(SpindleTree *old, SpindleTree *newt)
+{
+	BlockNumber *blocks;
+	int			nblocks;
+	Buffer		buf;
+
+	Assert(old->writer && newt->detached && newt->sub == old->sub);
+	blocks = tree_pages(old, &nblocks);
+	if (blocks == NULL)
+		elog(ERROR, "spindle: no tree %u to swap a rebuilt one in for",
+			 old->sub);
+	buf = ReadBuffer(old->crel, old->meta_blk);
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	spindle_crel_swap_tree_meta(old->crel, buf, old->sub, newt->meta_blk);
+	UnlockReleaseBuffer(buf);
+	free_pages(old, blocks, nblocks);
+	newt->detached = false;
 }
 
 /* ----------------------------------------------------------------
@@ -1188,6 +1270,43 @@ spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after,
 int
 spindle_tree_drop(SpindleTree *t)
 {
+	BlockNumber *blocks;
+	int			nblocks;
+	Buffer		buf;
+
+	Assert(t->writer);
+	blocks = tree_pages(t, &nblocks);
+	if (blocks == NULL)
+		return 0;
+	buf = ReadBuffer(t->crel, t->meta_blk);
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	spindle_crel_free_page(t->crel, buf, t->sub, true);
+	UnlockReleaseBuffer(buf);
+	free_pages(t, blocks, nblocks);
+	return nblocks + 1;
+}
+
+/* How many pages tree t has, its meta block included (0: no tree). */
+int
+spindle_tree_npages(SpindleTree *t)
+{
+	int			n;
+	BlockNumber *blocks = tree_pages(t, &n);
+
+	if (blocks == NULL)
+		return 0;
+	pfree(blocks);
+	return n + 1;
+}
+
+/*
+ * Every page of tree t but its meta block, level by level (the writer
+ * lock keeps them still), as a palloc'd array (*n of them); NULL if there
+ * is no tree.  t->meta_blk is left naming its meta block.
+ */
+static BlockNumber *
+tree_pages(SpindleTree *t, int *n)
+{
 	BlockNumber root;
 	int			rootlevel;
 	BlockNumber *blocks;
@@ -1195,13 +1314,10 @@ spindle_tree_drop(SpindleTree *t)
 	int			maxblocks = 64;
 	BlockNumber leftmost;
 	int			level;
-	int			i;
-	Buffer		buf;
 
-	Assert(t->writer);
+	*n = 0;
 	if (!spindle_tree_root(t, &root, &rootlevel))
-		return 0;
-	/* every page, level by level (the writer lock keeps them still) */
+		return NULL;
 	blocks = palloc(maxblocks * sizeof(BlockNumber));
 	leftmost = root;
 	for (level = rootlevel; level >= 0; level--)
@@ -1210,9 +1326,9 @@ spindle_tree_drop(SpindleTree *t)
 
 		while (blk != InvalidBlockNumber)
 		{
+			Buffer		buf = ReadBuffer(t->crel, blk);
 			Page		page;
 
-			buf = ReadBuffer(t->crel, blk);
 			LockBuffer(buf, BUFFER_LOCK_SHARE);
 			page = BufferGetPage(buf);
 			if (!spindle_tree_page_ok(t, page, level))
@@ -1230,17 +1346,21 @@ spindle_tree_drop(SpindleTree *t)
 			UnlockReleaseBuffer(buf);
 		}
 	}
-	buf = ReadBuffer(t->crel, t->meta_blk);
-	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-	spindle_crel_free_page(t->crel, buf, t->sub, true);
-	UnlockReleaseBuffer(buf);
-	for (i = 0; i < nblocks; i++)
+	*n = nblocks;
+	return blocks;
+}
+
+/* Free blocks[0..n) of tree t (one FREE record each), and the array. */
+static void
+free_pages(SpindleTree *t, BlockNumber *blocks, int n)
+{
+	for (int i = 0; i < n; i++)
 	{
-		buf = ReadBuffer(t->crel, blocks[i]);
+		Buffer		buf = ReadBuffer(t->crel, blocks[i]);
+
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 		spindle_crel_free_page(t->crel, buf, t->sub, false);
 		UnlockReleaseBuffer(buf);
 	}
 	pfree(blocks);
-	return nblocks + 1;
 }

@@ -197,10 +197,12 @@ redo_newroot(XLogReaderState *record)
 		spindle_cpage_set_nitems(page, 1, sizeof(SpindleTreeMeta));
 		PageSetLSN(page, record->EndRecPtr);
 		MarkBufferDirty(b1);
-		if (XLogReadBufferForRedo(record, 2, &b2) == BLK_NEEDS_REDO)
+		if (xlrec->flags & XLNR_DETACHED)
+			b2 = InvalidBuffer;	/* the metapage names it later (a swap) */
+		else if (XLogReadBufferForRedo(record, 2, &b2) == BLK_NEEDS_REDO)
 		{
 			page = BufferGetPage(b2);
-			SpindleCrelGetMeta(page)->trees[xlrec->sub] = blk1;
+			SpindleCrelGetMeta(page)->trees[SPINDLE_TREE_TAG_SUB(xlrec->sub)] = blk1;
 			PageSetLSN(page, record->EndRecPtr);
 			MarkBufferDirty(b2);
 		}
@@ -260,7 +262,9 @@ redo_free(XLogReaderState *record)
 
 		meta->free_head = BufferGetBlockNumber(buf);
 		meta->nfree++;
-		if (xlrec->flags & XLFR_DROP_TREE)
+		if (xlrec->flags & XLFR_SWAP_TREE)
+			meta->trees[xlrec->sub] = xlrec->replacement;
+		else if (xlrec->flags & XLFR_DROP_TREE)
 			meta->trees[xlrec->sub] = InvalidBlockNumber;
 		PageSetLSN(mpage, record->EndRecPtr);
 		MarkBufferDirty(mbuf);
@@ -362,6 +366,7 @@ spindle_crel_desc(StringInfo buf, XLogReaderState *record)
 				xl_spindle_newroot *x = (xl_spindle_newroot *) data;
 
 				appendStringInfo(buf, "%s, sub %u, level %u",
+								 (x->flags & XLNR_DETACHED) ? "new detached tree" :
 								 (x->flags & XLNR_CREATE) ? "new tree" : "root split",
 								 x->sub, x->level);
 				break;
@@ -374,7 +379,11 @@ spindle_crel_desc(StringInfo buf, XLogReaderState *record)
 								 EpochFromFullTransactionId(x->freed_xid),
 								 XidFromFullTransactionId(x->freed_xid),
 								 x->next,
+								 (x->flags & XLFR_SWAP_TREE) ? ", tree swapped" :
 								 (x->flags & XLFR_DROP_TREE) ? ", tree dropped" : "");
+				if (x->flags & XLFR_SWAP_TREE)
+					appendStringInfo(buf, ", tree %u now at block %u",
+									 x->sub, x->replacement);
 				break;
 			}
 		case XLOG_SPINDLE_REUSE:

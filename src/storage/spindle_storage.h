@@ -693,6 +693,8 @@ extern bool spindle_crel_reserve_pages(Relation crel, int n);
 #define SPINDLE_CREL_ROOM_MARGIN	32
 extern void spindle_crel_free_page(Relation crel, Buffer buf, uint32 sub,
 								   bool drop_tree);
+extern void spindle_crel_swap_tree_meta(Relation crel, Buffer buf,
+										uint32 sub, BlockNumber replacement);
 
 /* consumer_tree.c: the straggler tree of a subscription */
 
@@ -713,12 +715,28 @@ typedef struct SpindleTreeMeta
 
 #define SpindleTreeMetaGet(page)	((SpindleTreeMeta *) PageGetContents(page))
 
+/*
+ * The tag a tree's pages carry in SpindleCpageOpaque.sub: the tree's
+ * number (the metapage's trees[] index, the writer lock's block number) in
+ * its low 8 bits, and above them a generation, 0 for a tree made in
+ * place.  A tree rebuilt beside the one in use (spindle_tree_detached) gets
+ * the next generation, so a reader still walking the old tree's pages
+ * after the swap (spindle_tree_swap) finds any of them reused by the new
+ * tree not its own, and starts again from the metapage.
+ */
+#define SPINDLE_TREE_TAG_SUB(tag)	((uint32) (tag) & 0xFF)
+#define SPINDLE_TREE_TAG_NEXT(tag) \
+	((((((uint32) (tag) >> 8) + 1) & 0xFFFFFF) << 8) | SPINDLE_TREE_TAG_SUB(tag))
+
 /* One tree being read or written. */
 typedef struct SpindleTree
 {
 	Relation	crel;
-	uint32		sub;
+	uint32		sub;			/* the tree's number */
+	uint32		tag;			/* its pages' tag (set by spindle_tree_root) */
 	bool		writer;			/* holds the tree's writer lock */
+	bool		detached;		/* a tree the metapage does not name yet:
+								 * meta_blk is fixed */
 	BlockNumber meta_blk;		/* tree meta block */
 } SpindleTree;
 
@@ -752,11 +770,15 @@ spindle_tree_page_ok(SpindleTree *t, Page page, int level)
 {
 	return spindle_crel_page_is(page,
 								level == 0 ? SPINDLE_CPAGE_LEAF : SPINDLE_CPAGE_INNER,
-								t->sub) &&
+								t->tag) &&
 		SpindleCpageGetOpaque(page)->level == level;
 }
 
+extern void spindle_tree_init(SpindleTree *t, Relation crel, uint32 sub,
+							  bool writer);
 extern BlockNumber spindle_tree_meta_block(Relation crel, uint32 sub);
+extern void spindle_tree_detached(SpindleTree *t, const SpindleTree *old);
+extern void spindle_tree_swap(SpindleTree *old, SpindleTree *newt);
 extern bool spindle_tree_root(SpindleTree *t, BlockNumber *root, int *level);
 extern Buffer spindle_tree_descend(SpindleTree *t, int64 key, int level,
 								   int mode, int64 *low);
@@ -774,6 +796,7 @@ extern int	spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
 extern int64 spindle_tree_count(SpindleTree *t, uint16 kind,
 								TimestampTz after, TimestampTz *first_due);
 extern int	spindle_tree_drop(SpindleTree *t);
+extern int	spindle_tree_npages(SpindleTree *t);
 extern void spindle_straggle_apply(Page page, const char *ops, Size len,
 								   int nops);
 
@@ -838,6 +861,8 @@ typedef struct xl_spindle_newroot
 } xl_spindle_newroot;
 
 #define XLNR_CREATE		0x0001
+#define XLNR_DETACHED	0x0002	/* with CREATE: no block 2, the metapage
+								 * does not name the tree yet */
 
 /* FREE: block 0 the page (WILL_INIT), block 1 the metapage */
 typedef struct xl_spindle_free
@@ -846,9 +871,13 @@ typedef struct xl_spindle_free
 	BlockNumber next;			/* the free list's old head */
 	uint32		sub;
 	uint16		flags;			/* XLFR_DROP_TREE: forget tree `sub` */
+	BlockNumber replacement;	/* XLFR_SWAP_TREE: tree `sub`'s new meta
+								 * block */
 } xl_spindle_free;
 
 #define XLFR_DROP_TREE	0x0001
+#define XLFR_SWAP_TREE	0x0002	/* with DROP_TREE: the metapage names
+								 * `replacement` instead */
 
 /* REUSE: block 0 the metapage (the list's head moves to next) */
 typedef struct xl_spindle_reuse
@@ -942,6 +971,9 @@ typedef struct SpindleRelocation
 } SpindleRelocation;
 
 extern int64 spindle_reloc_key(int64 spindle_no, int64 k);
+extern void spindle_reloc_key_split(int64 key, int64 *spindle_no, int64 *k);
+extern void spindle_reloc_to_run(const SpindleRelocation *e, SpindleRun *r);
+extern SpindleRelocation *spindle_reloc_read_all(Relation crel, int *n);
 extern void spindle_crel_trees_present(Relation crel, bool *log, bool *reloc);
 extern bool spindle_reloc_exists(Relation crel);
 extern bool spindle_reloc_moved(Relation crel, int64 spindle_no, int64 k);
@@ -967,6 +999,28 @@ extern bool spindle_reloc_aborted(const SpindleRelocation *e);
 extern int	spindle_reloc_remove_aborted(Relation crel);
 extern TransactionId spindle_reloc_freeze(Relation crel,
 										  TransactionId freeze_limit);
+
+/*
+ * relocation_forget.c: the entries of copies whose spindle or annex was
+ * dropped (design, section 6, "Removal").  exists says whether spindle
+ * or annex spindle_no of the queue table is still there.
+ */
+typedef bool (*SpindleCopyExists) (int64 spindle_no, void *arg);
+
+typedef struct SpindleForgetStats
+{
+	int			heads_moved;	/* tree 4 entries now naming a later copy */
+	int			heads_gone;		/* tree 4 entries of events gone */
+	int			entries_gone;	/* tree 3 entries of dropped copies */
+	int			entries_shortened;	/* tree 3 entries now skipping one */
+	int			entries_kept;	/* left in tree 3 */
+	int			heads_kept;		/* left in tree 4 */
+	bool		rebuilt;		/* the trees were rebuilt and swapped in */
+	bool		dropped;		/* both trees were empty and freed */
+} SpindleForgetStats;
+
+extern bool spindle_reloc_forget(Relation crel, SpindleCopyExists exists,
+								 void *arg, SpindleForgetStats *stats);
 
 /* relocation.c, consumers following moves (design, "Step 3 as built") */
 #define SPINDLE_MOVE_NONE		0	/* not hidden: the event is here */
