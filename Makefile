@@ -18,6 +18,7 @@ OBJS = \
 	src/storage/consumer_test.o \
 	src/storage/consume_log.o \
 	src/storage/relocation.o \
+	src/storage/relocation_forget.o \
 	src/storage/touched.o \
 	src/storage/catalog_spi.o \
 	src/table/directory.o \
@@ -70,7 +71,7 @@ REGRESS = am_basic cache options dml indexes drop_spindles views ddl_refusals to
 	review_u_ddl review_u_ddl_view review_u_verify review_u_truncate \
 	review_w_direct core_review core_review2 disk_alarm queue_review_registry queue_review_consume \
 	consume_log_dequeue consume_log_verify consume_log_cluster capacity_rollback msgid keep_msg_ids msgid_rollback queue_caps queue_limits lease_handback ttl_lease consumer_relation consumer_tree bigtid \
-	delayed_scale lease_scale consume_log annex relocation compaction relocation_consume ttl_annex
+	delayed_scale lease_scale consume_log annex relocation compaction relocation_consume ttl_annex reloc_forget
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=$(srcdir)/test/spindle.conf \
 	--load-extension=spindle
 ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_locks producers_behind_sue no_waits \
@@ -81,7 +82,7 @@ ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_l
 	queue_review_rights queue_review_snapshot queue_review_longpoll bigtid_epq \
 	delayed_due_race lease_ack_abort queue_limits_race longpoll_ddl_spindle handback_nowait \
 	queue_limits_count consume_log_mvcc consume_log_ssi keep_msg_ids_race consume_log_dequeue consume_log_mixed consume_log_writers \
-	annex_race relocation_mvcc relocation_consume_race
+	annex_race relocation_mvcc relocation_consume_race reloc_forget_stale
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1

@@ -1890,6 +1890,7 @@ typedef struct Moves
 {
 	Relation	crel;			/* the consumer relation, or NULL */
 	bool		reloc;			/* it has a tree 3: resolve, probe */
+	bool		ids_moved;		/* tree 4 holds an id being located */
 } Moves;
 
 /*
@@ -1904,6 +1905,7 @@ moves_open(Relation facade, Moves *m)
 
 	m->crel = NULL;
 	m->reloc = false;
+	m->ids_moved = false;
 	if (OidIsValid(croid) &&
 		(m->crel = try_relation_open(croid, AccessShareLock)) != NULL)
 		spindle_crel_trees_present(m->crel, &log, &m->reloc);
@@ -1917,18 +1919,6 @@ moves_close(Moves *m)
 	m->crel = NULL;
 }
 
-/* The event spindle or annex numbered spindle_no in dir, or NULL. */
-static SpindleEntry *
-copy_spindle_in(SpindleDirectory *dir, int64 spindle_no)
-{
-	SpindleEntry *sp = spindle_find_spindle(dir, spindle_no);
-
-	for (int j = 0; sp == NULL && j < dir->nannexes; j++)
-		if (dir->annexes[j].spindle_no == spindle_no)
-			sp = &dir->annexes[j];
-	return sp;
-}
-
 /*
  * The spindle or annex numbered spindle_no, which a relocation entry or
  * tree 4 names: from *dirp, or, for an annex made after *dirp was read
@@ -1938,7 +1928,7 @@ copy_spindle_in(SpindleDirectory *dir, int64 spindle_no)
 static SpindleEntry *
 copy_spindle(Relation facade, SpindleDirectory **dirp, int64 spindle_no)
 {
-	SpindleEntry *sp = copy_spindle_in(*dirp, spindle_no);
+	SpindleEntry *sp = spindle_find_copy(*dirp, spindle_no);
 	SpindleDirectory *dir;
 
 	if (sp != NULL)
@@ -1946,7 +1936,24 @@ copy_spindle(Relation facade, SpindleDirectory **dirp, int64 spindle_no)
 	dir = spindle_directory_acquire_upto(facade, spindle_no);
 	spindle_directory_release(*dirp);
 	*dirp = dir;
-	return copy_spindle_in(dir, spindle_no);
+	return spindle_find_copy(dir, spindle_no);
+}
+
+/*
+ * Has a forget pass (relocation_forget.c) taken out the entry that hid
+ * copy (no, k) of msg_id, its spindle dropped since the caller's directory
+ * was read?  Then tree 4 names a later copy of msg_id.  Looked at only
+ * when tree 4 holds an id of the ids being located (m->ids_moved).
+ */
+static bool
+forgotten(Moves *m, int64 msg_id, int64 no, int64 k)
+{
+	int64		ono,
+				ok;
+
+	return m->ids_moved &&
+		spindle_reloc_oldest(m->crel, msg_id, &ono, &ok) &&
+		(ono != no || ok != k);
 }
 
 /*
@@ -1956,28 +1963,50 @@ copy_spindle(Relation facade, SpindleDirectory **dirp, int64 spindle_no)
  * follow the relocation entries whose movers are done.  Returns the
  * spindle or annex of the copy reached (*k its slot there), NULL if none
  * (the event is gone, or *xid is set: a running move hides the copy).
+ * A forget pass may change the trees meanwhile (it names the later copy
+ * in tree 4 before it takes out the entries leading there): a copy whose
+ * spindle is gone, reached from a start tree 4 no longer names, or an
+ * unhidden copy that tree 4 says was moved, makes the walk start again
+ * from tree 4.
  */
 static SpindleEntry *
 resolve(Relation facade, SpindleDirectory **dirp, Moves *m, int64 msg_id,
 		SpindleEntry *sp, int64 *k, TransactionId *xid)
 {
-	int64		no;
-
-	*xid = InvalidTransactionId;
-	if (sp != NULL)
-		no = sp->spindle_no;
-	else if (!spindle_reloc_oldest(m->crel, msg_id, &no, k))
-		return NULL;
-	switch (spindle_reloc_follow(m->crel, &no, k, xid))
+	for (int attempt = 0; attempt < 4; attempt++)
 	{
-		case SPINDLE_MOVE_RUNNING:
+		int64		no;
+		int64		start_no;
+		int64		start_k;
+		SpindleEntry *at;
+
+		*xid = InvalidTransactionId;
+		if (sp != NULL)
+			no = sp->spindle_no;
+		else if (!spindle_reloc_oldest(m->crel, msg_id, &no, k))
 			return NULL;
-		case SPINDLE_MOVE_NONE:
-			if (sp != NULL)
-				return sp;
-			break;
+		start_no = no;
+		start_k = *k;
+		switch (spindle_reloc_follow(m->crel, &no, k, xid))
+		{
+			case SPINDLE_MOVE_RUNNING:
+				return NULL;
+			case SPINDLE_MOVE_NONE:
+				if (sp == NULL)
+					break;
+				if (!forgotten(m, msg_id, no, *k))
+					return sp;
+				sp = NULL;
+				continue;
+		}
+		at = copy_spindle(facade, dirp, no);
+		if (at != NULL || !m->ids_moved)
+			return at;
+		sp = NULL;
+		if (!forgotten(m, msg_id, start_no, start_k))
+			return NULL;
 	}
-	return copy_spindle(facade, dirp, no);
+	return NULL;
 }
 
 /*
@@ -1997,6 +2026,19 @@ locate(Relation facade, SpindleDirectory **dirp, Moves *m, Candidate *c,
 {
 	int			i;
 
+	if (m->reloc && n > 0)
+	{
+		int64		lo = c[0].msg_id;
+		int64		hi = c[0].msg_id;
+
+		for (i = 1; i < n; i++)
+		{
+			lo = Min(lo, c[i].msg_id);
+			hi = Max(hi, c[i].msg_id);
+		}
+		m->ids_moved = hi < PG_INT64_MAX &&
+			spindle_reloc_ids_moved(m->crel, lo, hi + 1);
+	}
 	for (i = 0; i < n; i++)
 	{
 		SpindleEntry *sp = spindle_find_by_event(*dirp, c[i].msg_id);
@@ -2124,7 +2166,7 @@ examine(Relation facade, SpindleDirectory *dir, Moves *m, Candidate *c,
 	i = 0;
 	while (i < n && c[i].located)
 	{
-		SpindleEntry *sp = copy_spindle_in(dir, c[i].spindle_no);
+		SpindleEntry *sp = spindle_find_copy(dir, c[i].spindle_no);
 		Relation	seg = sp != NULL ?
 			spindle_open_segment(facade, sp, RowExclusiveLock) : NULL;
 		BlockNumber blk = ItemPointerGetBlockNumber(&c[i].ptid);
@@ -2247,6 +2289,7 @@ locate_examine(Relation facade, SpindleDirectory **dirp, Candidate *c, int n,
 	Candidate  *again = NULL;
 
 	moves_open(facade, &m);
+	spindle_test_pause("consume_locate");
 	locate(facade, dirp, &m, c, n);
 	qsort(c, n, sizeof(Candidate), cmp_candidate_location);
 	spindle_test_pause("consume_examine");

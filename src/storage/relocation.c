@@ -92,8 +92,8 @@ spindle_reloc_key(int64 spindle_no, int64 k)
 	return (spindle_no << SPINDLE_RELOC_K_BITS) | k;
 }
 
-static void
-key_split(int64 key, int64 *spindle_no, int64 *k)
+void
+spindle_reloc_key_split(int64 key, int64 *spindle_no, int64 *k)
 {
 	*spindle_no = key >> SPINDLE_RELOC_K_BITS;
 	*k = key & ((INT64CONST(1) << SPINDLE_RELOC_K_BITS) - 1);
@@ -103,10 +103,7 @@ key_split(int64 key, int64 *spindle_no, int64 *k)
 static void
 reloc_tree(Relation crel, uint32 sub, bool writer, SpindleTree *t)
 {
-	t->crel = crel;
-	t->sub = sub;
-	t->writer = writer;
-	t->meta_blk = InvalidBlockNumber;
+	spindle_tree_init(t, crel, sub, writer);
 }
 
 static bool
@@ -114,16 +111,16 @@ entry_from_run(const SpindleRun *r, SpindleRelocation *e)
 {
 	if (r->kind != SPINDLE_RUN_RELOCATED)
 		return false;
-	key_split(r->first, &e->source_no, &e->source_k);
-	key_split((int64) r->due, &e->target_no, &e->target_k);
+	spindle_reloc_key_split(r->first, &e->source_no, &e->source_k);
+	spindle_reloc_key_split((int64) r->due, &e->target_no, &e->target_k);
 	e->xid = (TransactionId) r->awaited;
 	e->cid = (CommandId) r->read_count;
 	e->flags = r->flags;
 	return true;
 }
 
-static void
-run_from_entry(const SpindleRelocation *e, SpindleRun *r)
+void
+spindle_reloc_to_run(const SpindleRelocation *e, SpindleRun *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->first = spindle_reloc_key(e->source_no, e->source_k);
@@ -345,7 +342,7 @@ spindle_reloc_add(Relation crel, const SpindleRelocation *e)
 	SpindleTree t;
 	SpindleRun	r;
 
-	run_from_entry(e, &r);
+	spindle_reloc_to_run(e, &r);
 	reloc_tree(crel, SPINDLE_TREE_RELOC, true, &t);
 	spindle_tree_upsert(&t, &r);
 }
@@ -385,7 +382,7 @@ spindle_reloc_oldest(Relation crel, int64 msg_id, int64 *spindle_no,
 	if (!spindle_tree_lookup(&t, msg_id, &r) ||
 		r.kind != SPINDLE_RUN_OLDEST_COPY)
 		return false;
-	key_split((int64) r.due, spindle_no, k);
+	spindle_reloc_key_split((int64) r.due, spindle_no, k);
 	return true;
 }
 
@@ -414,9 +411,9 @@ spindle_reloc_aborted(const SpindleRelocation *e)
 		!TransactionIdDidCommit(e->xid);
 }
 
-/* Every entry of tree 3, in key order (*n of them). */
-static SpindleRelocation *
-read_all(Relation crel, int *n)
+/* Every entry of tree 3, in key order (*n of them; NULL if none). */
+SpindleRelocation *
+spindle_reloc_read_all(Relation crel, int *n)
 {
 	SpindleTree t;
 	SpindleRun	r;
@@ -458,7 +455,7 @@ freeze_entry(Relation crel, const SpindleRelocation *e)
 	SpindleRun	r;
 
 	f.xid = FrozenTransactionId;
-	run_from_entry(&f, &r);
+	spindle_reloc_to_run(&f, &r);
 	reloc_tree(crel, SPINDLE_TREE_RELOC, true, &t);
 	if (!spindle_tree_replace_exact(&t, &r))
 		elog(ERROR, "relocation entry of copy (%lld, %lld) changed under VACUUM",
@@ -480,7 +477,7 @@ spindle_reloc_remove_aborted(Relation crel)
 	if (!spindle_reloc_exists(crel))
 		return 0;
 	LockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock);
-	e = read_all(crel, &n);
+	e = spindle_reloc_read_all(crel, &n);
 	for (int i = 0; i < n; i++)
 		if (spindle_reloc_aborted(&e[i]))
 		{
@@ -534,13 +531,13 @@ spindle_reloc_freeze(Relation crel, TransactionId freeze_limit)
 		return InvalidTransactionId;
 	if (!ConditionalLockPage(crel, SPINDLE_TREE_RELOC, ExclusiveLock))
 	{
-		e = read_all(crel, &n);
+		e = spindle_reloc_read_all(crel, &n);
 		oldest = oldest_xid(e, n);
 		if (e != NULL)
 			pfree(e);
 		return oldest;
 	}
-	e = read_all(crel, &n);
+	e = spindle_reloc_read_all(crel, &n);
 	for (int i = 0; i < n; i++)
 		if (TransactionIdIsNormal(e[i].xid) &&
 			TransactionIdPrecedes(e[i].xid, freeze_limit) &&

@@ -1278,6 +1278,21 @@ spindle_directory_release(SpindleDirectory *dir)
 	}
 }
 
+/*
+ * The event spindle or annex with this number, or NULL: where a copy that
+ * a relocation entry names lies.
+ */
+SpindleEntry *
+spindle_find_copy(SpindleDirectory *dir, int64 spindle_no)
+{
+	SpindleEntry *sp = spindle_find_spindle(dir, spindle_no);
+
+	for (int j = 0; sp == NULL && j < dir->nannexes; j++)
+		if (dir->annexes[j].spindle_no == spindle_no)
+			sp = &dir->annexes[j];
+	return sp;
+}
+
 /* The event spindle (never an annex) with this number, or NULL. */
 SpindleEntry *
 spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no)

@@ -1232,6 +1232,64 @@ retire_due(Relation facade)
 	return pending * 10 >= live || (pending + live) * 2 >= SPINDLE_VSLOTS;
 }
 
+/* A forget pass's look at what is still there (copy_exists). */
+typedef struct CopyLookup
+{
+	Relation	facade;
+	SpindleDirectory *dir;
+} CopyLookup;
+
+/*
+ * Is spindle or annex spindle_no of the facade still there?  One made
+ * after the directory was read (a relocator's new annex) is looked for in
+ * a directory read again: numbers are handed out in order, so a number
+ * above all those read may be new, one below them that is not listed is
+ * gone.
+ */
+static bool
+copy_exists(int64 spindle_no, void *arg)
+{
+	CopyLookup *l = (CopyLookup *) arg;
+	SpindleDirectory *dir;
+
+	if (spindle_find_copy(l->dir, spindle_no) != NULL)
+		return true;
+	if (spindle_no <= l->dir->max_spindle_no)
+		return false;
+	dir = spindle_directory_acquire_upto(l->facade, spindle_no);
+	spindle_directory_release(l->dir);
+	l->dir = dir;
+	return spindle_find_copy(dir, spindle_no) != NULL;
+}
+
+/*
+ * Forget the relocation entries of the copies the drops took, on a queue
+ * table that has them (relocation_forget.c).  Never waits for a
+ * relocator: one that holds the trees leaves it to the next pass.
+ */
+static void
+forget_moves(Relation facade)
+{
+	Oid			croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
+	Relation	crel;
+	CopyLookup	l;
+	SpindleForgetStats st;
+
+	if (!OidIsValid(croid) ||
+		(crel = try_relation_open(croid, RowExclusiveLock)) == NULL)
+		return;
+	l.facade = facade;
+	l.dir = spindle_directory_acquire(facade);
+	(void) spindle_reloc_forget(crel, copy_exists, &l, &st);
+	spindle_directory_release(l.dir);
+	relation_close(crel, RowExclusiveLock);
+	if (st.entries_gone + st.heads_gone + st.heads_moved > 0)
+		elog(DEBUG1, "spindle: \"%s\": forgot %d relocation entries and %d moved ids, %d ids now at a later copy%s",
+			 RelationGetRelationName(facade), st.entries_gone,
+			 st.heads_gone, st.heads_moved,
+			 st.rebuilt ? ", trees rebuilt" : st.dropped ? ", trees freed" : "");
+}
+
 /*
  * Give back the TID ranges nobody can use any more: those of spindles whose
  * drop has committed, and those of spindle creations that rolled back
@@ -1242,7 +1300,8 @@ retire_due(Relation facade)
  * an index holds it.  Pending ranges of committed creations are forgotten
  * too (the catalog has them).  Dropped spindles wait for retire_due()
  * unless force (VACUUM) or a rolled-back creation needs a pass anyway.
- * Last, the empty slot map pages at the end of the facade's main fork are
+ * Then the relocation entries of copies the drops took are forgotten
+ * (forget_moves).  Last, the empty slot map pages at the end of the facade's main fork are
  * given back (spindle_slotmap_truncate: a conditional ACCESS EXCLUSIVE
  * lock, released at once).
  * The caller holds ShareUpdateExclusiveLock on the facade (which also
@@ -1297,6 +1356,8 @@ spindle_cleanup_dropped(Relation facade, bool force)
 	}
 	spindle_catalog_forget_dropped(relid, dropped, ndropped);
 	spindle_pending_remove(facade, finished, nfinished);
+	if (ndropped > 0 || force)
+		forget_moves(facade);
 	/*
 	 * The map pages now empty go back: a look over the whole map only when
 	 * ranges were retired now (or VACUUM asks), else at an idle tail only

@@ -36,6 +36,7 @@ extern void spindle_directory_release(SpindleDirectory *dir);
 extern void spindle_directory_forget(Oid facade);
 extern void spindle_directory_note_open(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_spindle(SpindleDirectory *dir, int64 spindle_no);
+extern SpindleEntry *spindle_find_copy(SpindleDirectory *dir, int64 spindle_no);
 extern SpindleEntry *spindle_find_by_vslot(SpindleDirectory *dir, int64 vslot);
 extern SpindleEntry *spindle_find_by_event(SpindleDirectory *dir,
 										   int64 event_no);
