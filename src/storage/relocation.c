@@ -48,8 +48,8 @@
  * the consumer relation's relfrozenxid at or below it:
  * spindle_reloc_freeze), or FrozenTransactionId (committed for everyone).
  * Entries of aborted xids hide nothing and may go at any time.  Entries
- * whose source still exists are never removed otherwise (removal after
- * the source's drop is not built yet).
+ * whose source still exists are never removed otherwise; once it is
+ * dropped, relocation_forget.c removes them (and moves tree 4 on).
  *
  *-------------------------------------------------------------------------
  */
