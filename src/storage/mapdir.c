@@ -736,7 +736,8 @@ free_empty_pages(Relation facade, Buffer meta, BlockNumber nblocks, int *steps)
  * needs (all past it are free).
  */
 static BlockNumber
-move_down(Relation facade, Buffer meta, BlockNumber nblocks, int *steps)
+move_down(Relation facade, Buffer meta, BlockNumber nblocks, int *steps,
+		  bool *stopped)
 {
 	BlockNumber lo = 1;
 	BlockNumber hi = nblocks;
@@ -752,8 +753,14 @@ move_down(Relation facade, Buffer meta, BlockNumber nblocks, int *steps)
 		while (lo < hi - 1 &&
 			   read_tag(facade, lo, NULL).kind != SPINDLE_MAP_FREE)
 			lo++;
-		if (hi <= 1 || lo >= hi - 1 || waiters(facade, steps) ||
-			!move_page(facade, meta, hi - 1, lo, tag))
+		if (hi <= 1 || lo >= hi - 1)
+			return hi;
+		if (waiters(facade, steps))
+		{
+			*stopped = true;
+			return hi;
+		}
+		if (!move_page(facade, meta, hi - 1, lo, tag))
 			return hi;
 		hi--;
 		lo++;
@@ -800,6 +807,44 @@ worth_compacting(Relation facade, BlockNumber nblocks)
 }
 
 /*
+ * Facades whose last compaction in this backend was worth doing but did
+ * not finish: its lock was not free, or someone queued behind it.  Their
+ * next call looks at every page again even if nothing was retired since
+ * (else a compaction cut short by a producer waited for the next
+ * retirement, which a drained backlog may not see for long).  A few
+ * entries per backend: the worker of one database, maintenance callers.
+ */
+#define COMPACT_UNFINISHED_MAX	64
+static Oid	compact_unfinished[COMPACT_UNFINISHED_MAX];
+static int	compact_nunfinished = 0;
+
+/* Take relid off the list; true if it was on it. */
+static bool
+unfinished_take(Oid relid)
+{
+	for (int i = 0; i < compact_nunfinished; i++)
+		if (compact_unfinished[i] == relid)
+		{
+			compact_unfinished[i] = compact_unfinished[--compact_nunfinished];
+			return true;
+		}
+	return false;
+}
+
+/* Put relid on the list (the oldest entry goes when it is full). */
+static void
+unfinished_add(Oid relid)
+{
+	if (compact_nunfinished == COMPACT_UNFINISHED_MAX)
+	{
+		memmove(compact_unfinished, compact_unfinished + 1,
+				sizeof(Oid) * (COMPACT_UNFINISHED_MAX - 1));
+		compact_nunfinished--;
+	}
+	compact_unfinished[compact_nunfinished++] = relid;
+}
+
+/*
  * Give back the map pages that hold no entry, wherever they are: free
  * them, move the pages at the end of the fork into the free blocks lowest
  * down, and truncate the free tail.  Returns the number of blocks given
@@ -815,19 +860,24 @@ worth_compacting(Relation facade, BlockNumber nblocks)
  * Without look_all (nothing was retired since the last call) only a fork
  * whose last block is idle is looked at further: one page read, instead of
  * every page of the map each worker round (review of the directory,
- * finding 1).
+ * finding 1); unless this backend's last compaction of the facade was cut
+ * short (compact_unfinished), which is then taken up again without a
+ * second look.
  */
 BlockNumber
 spindle_mapdir_compact(Relation facade, bool look_all)
 {
+	Oid			relid = RelationGetRelid(facade);
 	BlockNumber nblocks = fork_nblocks(facade);
 	BlockNumber keep;
 	Buffer		meta;
 	int			steps = 0;
+	bool		stopped = false;
+	bool		retry = unfinished_take(relid);
 
 	if (nblocks <= 1)
 		return 0;
-	if (!look_all)
+	if (!look_all && !retry)
 	{
 		/* nothing retired since the last look: only an idle tail counts */
 		int			used;
@@ -837,15 +887,23 @@ spindle_mapdir_compact(Relation facade, bool look_all)
 			  (tag.kind == SPINDLE_MAP_PAGE && used == 0)))
 			return 0;
 	}
-	if (!worth_compacting(facade, nblocks))
+	/* a retry was found worth it: go straight for the lock */
+	if (!retry && !worth_compacting(facade, nblocks))
 		return 0;
 	if (!ConditionalLockRelation(facade, AccessExclusiveLock))
+	{
+		unfinished_add(relid);
 		return 0;
+	}
 	nblocks = fork_nblocks(facade);
 	meta = spindle_meta_read(facade, BUFFER_LOCK_EXCLUSIVE);
 	keep = nblocks;
 	if (free_empty_pages(facade, meta, nblocks, &steps))
-		keep = move_down(facade, meta, nblocks, &steps);
+		keep = move_down(facade, meta, nblocks, &steps, &stopped);
+	else
+		stopped = true;
+	if (stopped)
+		unfinished_add(relid);
 	UnlockReleaseBuffer(meta);
 	if (keep < nblocks)
 	{
