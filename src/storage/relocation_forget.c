@@ -220,8 +220,23 @@ cut_one(SpindleTree *t, int64 key)
 }
 
 /*
+ * Rewrite run r of tree t where it is, in one record: a reader finds the
+ * old run or the new one, never neither (an upsert may cut the run and
+ * insert it again in two).  The writer lock held since the trees were
+ * read keeps the run there.
+ */
+static void
+replace_run(SpindleTree *t, const SpindleRun *r)
+{
+	if (!spindle_tree_replace_exact(t, r))
+		elog(ERROR, "spindle: run " INT64_FORMAT " of consumer tree %u changed under its writer",
+			 r->first, t->sub);
+}
+
+/*
  * Apply the plan in place, in the order readers need: tree 4's new
- * copies, the shortened entries, then what goes.
+ * copies, the shortened entries, then what goes.  Each change is one
+ * record that a reader sees whole.
  */
 static void
 apply_in_place(Relation crel, ForgetPlan *p)
@@ -233,14 +248,14 @@ apply_in_place(Relation crel, ForgetPlan *p)
 	spindle_tree_init(&t4, crel, SPINDLE_TREE_RELOC_IDS, true);
 	for (int i = 0; i < p->no; i++)
 		if (p->o_moved[i])
-			spindle_tree_upsert(&t4, &p->o[i]);
+			replace_run(&t4, &p->o[i]);
 	for (int j = 0; j < p->ne; j++)
 		if (p->e_short[j])
 		{
 			SpindleRun	r;
 
 			spindle_reloc_to_run(&p->e[j], &r);
-			spindle_tree_upsert(&t3, &r);
+			replace_run(&t3, &r);
 		}
 	for (int j = 0; j < p->ne; j++)
 		if (p->e_gone[j])
