@@ -86,7 +86,7 @@ spindle_crel_define_gucs(void)
 							 NULL, NULL, NULL);
 	DefineCustomStringVariable("spindle.test_pause",
 							   "Test only: a named point where calls wait while pg_advisory_lock(4242, 1) is held.",
-							   "Empty: no pause.  Points: consume_locate (a consumer holding its directory, before it finds its events), consume_examine (between finding its events and examining their pages).",
+							   "Empty: no pause.  Points: consume_locate (a consumer holding its directory, before it finds its events), consume_examine (between finding its events and examining their pages), reloc_follow (a consumer between two links of a chain of moves), tree_root_N (a reader of consumer tree N between the metapage and the tree's meta block).",
 							   &spindle_test_pause_at,
 							   "",
 							   PGC_SUSET, GUC_NOT_IN_SAMPLE,
@@ -112,6 +112,22 @@ spindle_test_pause(const char *point)
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 4242, 1, 2);
 	(void) LockAcquire(&tag, ShareLock, false, false);
 	LockRelease(&tag, ShareLock, false);
+}
+
+/*
+ * spindle_test_pause at point tree_root_<sub>: a reader of tree sub
+ * between reading the metapage's pointer to the tree and reading the tree
+ * meta block it names (consumer_tree.c, spindle_tree_root).
+ */
+void
+spindle_test_pause_tree(uint32 sub)
+{
+	char		point[32];
+
+	if (spindle_test_pause_at == NULL || spindle_test_pause_at[0] == '\0')
+		return;
+	snprintf(point, sizeof(point), "tree_root_%u", sub);
+	spindle_test_pause(point);
 }
 
 /*

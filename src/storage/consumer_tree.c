@@ -164,7 +164,10 @@ spindle_tree_meta_block(Relation crel, uint32 sub)
 
 /*
  * Root and level of tree t, read from its meta block (looked up again in
- * the metapage); false if the tree does not exist (any more).
+ * the metapage); false if the tree does not exist (any more).  A meta
+ * block freed between the two reads (a swap, spindle_tree_swap, or a
+ * drop) sends it back to the metapage, which then names the new tree or
+ * none.
  */
 bool
 spindle_tree_root(SpindleTree *t, BlockNumber *root, int *level)
@@ -173,19 +176,35 @@ spindle_tree_root(SpindleTree *t, BlockNumber *root, int *level)
 	Page		page;
 	SpindleCpageOpaque *op;
 
-	if (!t->detached)
-		t->meta_blk = spindle_tree_meta_block(t->crel, t->sub);
-	if (t->meta_blk == InvalidBlockNumber)
-		return false;
-	buf = ReadBuffer(t->crel, t->meta_blk);
-	LockBuffer(buf, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(buf);
-	op = SpindleCpageGetOpaque(page);
-	if (!spindle_crel_page_is(page, SPINDLE_CPAGE_TREEMETA, op->sub) ||
-		SPINDLE_TREE_TAG_SUB(op->sub) != t->sub)
+	for (int tries = 0;; tries++)
 	{
+		BlockNumber named = t->meta_blk;
+
+		if (!t->detached)
+			named = spindle_tree_meta_block(t->crel, t->sub);
+		if (named == InvalidBlockNumber)
+			return false;
+		if (tries > 0 && named == t->meta_blk)
+			return false;		/* named, and still not a tree meta block */
+		t->meta_blk = named;
+		if (tries == 0)
+			spindle_test_pause_tree(t->sub);
+		buf = ReadBuffer(t->crel, t->meta_blk);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		op = SpindleCpageGetOpaque(page);
+		if (spindle_crel_page_is(page, SPINDLE_CPAGE_TREEMETA, op->sub) &&
+			SPINDLE_TREE_TAG_SUB(op->sub) == t->sub)
+			break;
 		UnlockReleaseBuffer(buf);
-		return false;
+
+		/*
+		 * Freed since the metapage named it: a swap names the new tree in
+		 * the metapage in the record that frees the old meta block, so
+		 * the metapage read again names another block (or none: dropped).
+		 */
+		if (t->detached)
+			return false;
 	}
 	t->tag = op->sub;
 	*root = SpindleTreeMetaGet(page)->root;

@@ -1036,6 +1036,7 @@ extern int	spindle_reloc_follow(Relation crel, int64 *spindle_no, int64 *k,
 /* consumer_test.c: the test-only spindle._run_*() functions and GUCs */
 extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */
 extern void spindle_test_pause(const char *point);
+extern void spindle_test_pause_tree(uint32 sub);
 extern bool spindle_test_split_crash;	/* GUC, test only: PANIC after SPLIT */
 extern void spindle_crel_define_gucs(void);
 
