@@ -1963,16 +1963,20 @@ forgotten(Moves *m, int64 msg_id, int64 no, int64 k)
  * follow the relocation entries whose movers are done.  Returns the
  * spindle or annex of the copy reached (*k its slot there), NULL if none
  * (the event is gone, or *xid is set: a running move hides the copy).
- * A forget pass may change the trees meanwhile (it names the later copy
- * in tree 4 before it takes out the entries leading there): a copy whose
- * spindle is gone, reached from a start tree 4 no longer names, or an
- * unhidden copy that tree 4 says was moved, makes the walk start again
- * from tree 4.
+ * A forget pass (relocation_forget.c) may change the entries meanwhile:
+ * it names the later copy (in tree 4, or in a shortened entry) before it
+ * takes out the entries leading there.  So a walk that reaches a copy
+ * whose spindle is gone is made again, from tree 4 if it now names
+ * another copy; and an unhidden copy that tree 4 says was moved (the
+ * entry hiding it forgotten after its spindle's drop, which this
+ * directory predates) is left for tree 4's.
  */
 static SpindleEntry *
 resolve(Relation facade, SpindleDirectory **dirp, Moves *m, int64 msg_id,
 		SpindleEntry *sp, int64 *k, TransactionId *xid)
 {
+	int64		k0 = *k;
+
 	for (int attempt = 0; attempt < 4; attempt++)
 	{
 		int64		no;
@@ -1981,6 +1985,7 @@ resolve(Relation facade, SpindleDirectory **dirp, Moves *m, int64 msg_id,
 		SpindleEntry *at;
 
 		*xid = InvalidTransactionId;
+		*k = k0;
 		if (sp != NULL)
 			no = sp->spindle_no;
 		else if (!spindle_reloc_oldest(m->crel, msg_id, &no, k))
@@ -2002,9 +2007,9 @@ resolve(Relation facade, SpindleDirectory **dirp, Moves *m, int64 msg_id,
 		at = copy_spindle(facade, dirp, no);
 		if (at != NULL || !m->ids_moved)
 			return at;
-		sp = NULL;
-		if (!forgotten(m, msg_id, start_no, start_k))
-			return NULL;
+		/* gone: walk again, from tree 4 if it names another copy now */
+		if (forgotten(m, msg_id, start_no, start_k))
+			sp = NULL;
 	}
 	return NULL;
 }

@@ -682,6 +682,7 @@ spindle_reloc_follow(Relation crel, int64 *spindle_no, int64 *k,
 		*spindle_no = e.target_no;
 		*k = e.target_k;
 		moved = true;
+		spindle_test_pause("reloc_follow");
 	}
 	*xid = InvalidTransactionId;
 	return moved ? SPINDLE_MOVE_DONE : SPINDLE_MOVE_NONE;
