@@ -145,9 +145,38 @@ SELECT * FROM rf_trees('spindle_q.rh');
 SELECT rf_rows('spindle_q.rh');
 SELECT * FROM spindle.verify('spindle_q.rh');
 
+-- ===================== D: drops of the same transaction roll back ==========
+-- (review rv of the forget pass, F1) a second drop_spindles() in the
+-- transaction that dropped the spindles must not forget their entries:
+-- after a ROLLBACK the spindles and their old copies are back, and the
+-- entries must still hide those copies
+SELECT spindle.create_queue('ri', 10);
+SELECT count(spindle.enqueue('ri', jsonb_build_object('n', -g)))
+  FROM generate_series(1, 10) g;
+SELECT count(*) FROM spindle.dequeue('ri', 10);
+CALL rf_fill('ri', 20, 0);
+SELECT spindle.drop_spindles('spindle_q.ri') AS first_dropped;
+SELECT moved FROM spindle._compact('spindle_q.ri');
+BEGIN;
+SELECT spindle.drop_spindles('spindle_q.ri') >= 20 AS dropped_here;
+SELECT spindle.drop_spindles('spindle_q.ri') AS again;
+SELECT entries, heads FROM rf_trees('spindle_q.ri');
+ROLLBACK;
+SELECT entries, heads FROM rf_trees('spindle_q.ri');
+SELECT count(*) AS rows_seen, count(DISTINCT msg_id) AS ids
+  FROM spindle_q.ri WHERE (payload->>'n')::int BETWEEN 1 AND 200;
+SELECT count(*) FILTER (WHERE v) AS handed_back
+  FROM (SELECT spindle.set_visibility('ri', msg_id, '0 s') AS v
+          FROM spindle_q.ri WHERE (payload->>'n')::int BETWEEN 1 AND 200) s;
+SELECT count(*) AS dequeued, count(DISTINCT msg_id) AS ids
+  FROM spindle.dequeue('ri', 100) WHERE (payload->>'n')::int BETWEEN 1 AND 200;
+SELECT count(*) AS rows_left FROM spindle_q.ri;
+SELECT * FROM spindle.verify('spindle_q.ri');
+
 SELECT spindle.drop_queue('rf');
 SELECT spindle.drop_queue('rg');
 SELECT spindle.drop_queue('rh');
+SELECT spindle.drop_queue('ri');
 DROP FUNCTION rf_trees(regclass);
 DROP FUNCTION rf_heads_in(regclass);
 DROP PROCEDURE rf_fill(text, int, int);

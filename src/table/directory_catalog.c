@@ -692,12 +692,13 @@ spindle_catalog_retire_slots(Oid facade)
 }
 
 /*
- * Dropped spindles of the facade whose drop committed (rows not written by
- * this transaction): their index entries may now be removed.  Returns how
- * many; *out is a palloc'd array of their numbers and ranges.
+ * Dropped spindles of the facade: whose drop committed (rows not written
+ * by this transaction), or, here, whose drop this transaction made (it
+ * may still roll back).  Returns how many; *out is a palloc'd array of
+ * their numbers and ranges.
  */
-int
-spindle_catalog_dropped(Oid facade, SpindleRange **out)
+static int
+catalog_dropped(Oid facade, bool here, SpindleRange **out)
 {
 	SpindleSpi	spi;
 	Oid			types[1] = {OIDOID};
@@ -708,7 +709,12 @@ spindle_catalog_dropped(Oid facade, SpindleRange **out)
 
 	values[0] = ObjectIdGetDatum(facade);
 	spindle_spi_begin(&spi);
-	spi_run("SELECT spindle_no, vbase, vcount FROM spindle.spindle_catalog"
+	spi_run(here ?
+			"SELECT spindle_no, vbase, vcount FROM spindle.spindle_catalog"
+			" WHERE relation OPERATOR(pg_catalog.=) $1"
+			"   AND dropped_at IS NOT NULL"
+			"   AND spindle._xid_is_current(xmin)" :
+			"SELECT spindle_no, vbase, vcount FROM spindle.spindle_catalog"
 			" WHERE relation OPERATOR(pg_catalog.=) $1"
 			"   AND dropped_at IS NOT NULL"
 			"   AND NOT spindle._xid_is_current(xmin)",
@@ -729,6 +735,26 @@ spindle_catalog_dropped(Oid facade, SpindleRange **out)
 	spindle_spi_end(&spi);
 	*out = result;
 	return n;
+}
+
+/*
+ * Dropped spindles of the facade whose drop committed (rows not written by
+ * this transaction): their index entries may now be removed.
+ */
+int
+spindle_catalog_dropped(Oid facade, SpindleRange **out)
+{
+	return catalog_dropped(facade, false, out);
+}
+
+/*
+ * Spindles of the facade this transaction dropped (not committed yet: a
+ * forget pass must take them for still there).
+ */
+int
+spindle_catalog_dropped_here(Oid facade, SpindleRange **out)
+{
+	return catalog_dropped(facade, true, out);
 }
 
 /*

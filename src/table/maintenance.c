@@ -1237,10 +1237,14 @@ typedef struct CopyLookup
 {
 	Relation	facade;
 	SpindleDirectory *dir;
+	SpindleRange *mine;			/* dropped by this transaction */
+	int			nmine;
 } CopyLookup;
 
 /*
- * Is spindle or annex spindle_no of the facade still there?  One made
+ * Is spindle or annex spindle_no of the facade still there?  One this
+ * transaction dropped counts as there: the drop may still roll back (or a
+ * crash undo it), and the pass's changes to the trees would not.  One made
  * after the directory was read (a relocator's new annex) is looked for in
  * a directory read again: numbers are handed out in order, so a number
  * above all those read may be new, one below them that is not listed is
@@ -1254,6 +1258,10 @@ copy_exists(int64 spindle_no, void *arg)
 
 	if (spindle_find_copy(l->dir, spindle_no) != NULL)
 		return true;
+	/* a drop of this transaction may roll back: still there, for a pass */
+	for (int i = 0; i < l->nmine; i++)
+		if (l->mine[i].spindle_no == spindle_no)
+			return true;
 	if (spindle_no <= l->dir->max_spindle_no)
 		return false;
 	dir = spindle_directory_acquire_upto(l->facade, spindle_no);
@@ -1279,6 +1287,7 @@ forget_moves(Relation facade)
 		(crel = try_relation_open(croid, RowExclusiveLock)) == NULL)
 		return;
 	l.facade = facade;
+	l.nmine = spindle_catalog_dropped_here(RelationGetRelid(facade), &l.mine);
 	l.dir = spindle_directory_acquire(facade);
 	(void) spindle_reloc_forget(crel, copy_exists, &l, &st);
 	spindle_directory_release(l.dir);

@@ -82,6 +82,7 @@ extern void spindle_catalog_mark_dropped(Oid facade, const SpindleEntry *sp,
 										 int64 bytes_freed);
 extern int64 spindle_catalog_retire_slots(Oid facade);
 extern int	spindle_catalog_dropped(Oid facade, SpindleRange **out);
+extern int	spindle_catalog_dropped_here(Oid facade, SpindleRange **out);
 extern bool spindle_catalog_has_spindle(Oid facade, int64 spindle_no, int n);
 extern void spindle_catalog_forget_dropped(Oid facade, const SpindleRange *ranges,
 										   int n);
