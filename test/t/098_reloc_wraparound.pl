@@ -18,9 +18,9 @@
 # every database is frozen, clog is truncated below the frozen point, so
 # any xid left unfrozen there would fail to resolve.  Each live event must
 # be seen once by plain SQL (seq and index scans) throughout, the leased
-# moved event acked by msg_id once, the delayed moved event kept and not
-# delivered before it is due, consumed events never seen again, and
-# verify() clean.  The relocated queues are frozen three ways: w by
+# moved event acked by msg_id once (or handed back and delivered once),
+# the delayed moved event kept and not delivered before it is due,
+# consumed events never seen again, and verify() clean.  The relocated queues are frozen three ways: w by
 # VACUUM (FREEZE) of the database, wp by a plain VACUUM once its entries
 # are older than vacuum_freeze_min_age, wf by VACUUM (FULL, FREEZE) of its
 # consumer relation (the copy path); every queue's consume log entries
@@ -310,11 +310,23 @@ for my $round ('after the jump past 2^31', 'and after a VACUUM of it all')
 	$node->safe_psql($_, 'VACUUM') for qw(postgres template1);
 }
 
+# w and wp: the moved lease is acked; wf: it is handed back and
+# delivered again, once
 for my $name (@moved)
 {
 	my $e = $Q{$name};
-	is($q->(qq{SELECT spindle.ack('$name', $e->{leased})}),
-		't', "$name: the moved lease is acked by msg_id");
+	if ($name eq 'wf')
+	{
+		is( $q->(qq{SELECT spindle.set_visibility('$name', $e->{leased}, '0')}),
+			't', "$name: the moved lease is handed back by msg_id");
+		is( $q->(qq{SELECT string_agg(msg_id::text, ',') FROM spindle.dequeue('$name', 10)}),
+			$e->{leased}, "$name: dequeue delivers the handed back event");
+	}
+	else
+	{
+		is($q->(qq{SELECT spindle.ack('$name', $e->{leased})}),
+			't', "$name: the moved lease is acked by msg_id");
+	}
 	is($q->(qq{SELECT spindle.ack('$name', $e->{leased})}),
 		'f', "$name: a second ack finds nothing");
 	is($q->(qq{SELECT count(*) FROM spindle.dequeue('$name', 10)}),
