@@ -16,7 +16,7 @@ our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue
   start_load stop_load drain_queue check_consistent check_read_counts
   next_epoch log_counts install_wait_backend kill9_and_wait
   psql_ok sleep_until read_events spindle_node parked_node explain_cost median cost_beside
-  ack_all_verify standby_pair count_or_cancelled);
+  ack_all_verify standby_pair count_or_cancelled reset_next_xid);
 
 # Why directory $d is no small file system of its own that this user can
 # write to (at most 64 MB), or '' if it is one: the disk-full and disk
@@ -670,6 +670,32 @@ sub cost_beside
 		rows => \%rows,
 		ms => { map { $_ => median(@{ $ms{$_} }) } ($base, $big) },
 		buf => { map { $_ => median(@{ $buf{$_} }) } ($base, $big) });
+}
+
+# ---- xid wraparound (098) --------------------------------------------------
+
+# Stop $node, set its next xid to $xid with pg_resetwal -x (and its oldest
+# unfrozen xid, which the server's wraparound limits start from, to
+# $oldest with -u), then start it again.  As PostgreSQL's own tests do,
+# the pg_xact (clog) segment holding $xid is made first, 256 kB of zeros
+# named by the segment number in hex (1048576 xids a segment); $xid should
+# be the first of a segment ("a safe value for -x": pg_resetwal's docs).
+sub reset_next_xid
+{
+	my ($node, $xid, $oldest) = @_;
+	$node->stop;
+	my $seg = sprintf('%s/pg_xact/%04X', $node->data_dir, int($xid / 1048576));
+	unless (-e $seg)
+	{
+		open my $fh, '>', $seg or die "$seg: $!";
+		binmode $fh;
+		print $fh "\0" x 262144;
+		close $fh;
+	}
+	PostgreSQL::Test::Utils::system_or_bail('pg_resetwal', '-x', $xid, '-u',
+		$oldest, $node->data_dir);
+	$node->start;
+	return;
 }
 
 1;
