@@ -288,10 +288,12 @@ sub stop_round
 		for my $line (split /\n/, $h->{err})
 		{
 			next if $line =~ /^\s*$/;
+			# an SQL error is never the crash's
 			next
 			  if $crashed
+			  && $line !~ /\bERROR:/
 			  && $line =~
-			  /server closed the connection|terminating connection because of unexpected SIGQUIT|connection to server .* failed|Connection refused|the database system is (shutting down|starting up|in recovery mode)|could not send data to server|no connection to the server|perhaps the backend died|client \d+ aborted|Run was aborted|pgbench: (fatal|error): .*(connection|aborted)|server conn crashed|administrator command|SSL SYSCALL|could not receive data|query canceled|unexpected EOF/;
+			  /server closed the connection|This probably means the server terminated abnormally|before or while processing the request|terminating connection (because of unexpected SIGQUIT|due to immediate shutdown)|connection to server .* failed|Connection refused|the database system is (shutting down|starting up|in recovery mode)|could not send data to server|no connection to the server|perhaps the backend died|client \d+ aborted|Run was aborted|pgbench: (fatal|error): .*(connection|aborted)|SSL SYSCALL|could not receive data|unexpected EOF/;
 			push @bad, $line;
 		}
 	}
