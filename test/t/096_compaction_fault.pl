@@ -18,6 +18,9 @@
 #     70 % of it (acked_cf, in the ack's transaction, a tenth rolled back);
 #     or read with a 10 s lease, and 1.5 s later ack it, or set_visibility
 #     it to 0, 1.5 or 3 s.
+# A pgbench client stops at an SQL error, which fails the test: the only
+# errors expected are the connections the crashes cut, after which the
+# clients start again (connect anew) in the next round.
 # So full spindles keep a few delayed or leased events, all parked: the
 # relocator moves them into annexes while consumers take, ack and hand
 # back leases of those very events, and the spindles drop.
