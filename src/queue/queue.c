@@ -1449,9 +1449,53 @@ return_parked(QueueState *qs, ParkedRun *runs, int n)
 	return nleft;
 }
 
+static int
+cmp_item_start(const void *a, const void *b)
+{
+	int64		x = (*(QueueItem *const *) a)->start;
+	int64		y = (*(QueueItem *const *) b)->start;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The items of qs ready to be taken now, in msg_id order, as a palloc'd
+ * array (*ready, NULL if none); returns how many.  The list is in the
+ * order items were made, which is not msg_id order: a claim keeps its own
+ * item for its last run and puts earlier runs in new items, so taking
+ * them in list order handed out one producer's later events before its
+ * earlier ones (the fault test 096).  The caller holds the queue's lock.
+ */
+static int
+ready_items(QueueState *qs, TimestampTz now, QueueItem ***ready)
+{
+	dlist_iter	iter;
+	int			n = 0;
+	int			cap = 0;
+
+	*ready = NULL;
+	dlist_foreach(iter, &qs->items)
+	{
+		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+
+		if (!item_ready(item, now))
+			continue;
+		if (n == cap)
+		{
+			cap = cap ? cap * 2 : 16;
+			*ready = *ready ? repalloc(*ready, sizeof(QueueItem *) * cap) :
+				palloc(sizeof(QueueItem *) * cap);
+		}
+		(*ready)[n++] = item;
+	}
+	if (n > 1)
+		qsort(*ready, n, sizeof(QueueItem *), cmp_item_start);
+	return n;
+}
+
 /*
  * Take up to want positions as this backend's claim: deliverable items
- * first, then from the head.  Fills sources and returns how many
+ * first (in msg_id order), then from the head.  Fills sources and returns how many
  * positions they hold.  Sets *ends_spindle if the claim may finish a full
  * spindle: it takes that spindle's last positions at the head, moves the
  * head past it, or takes a whole pending run of a spindle all handed out.
@@ -1464,7 +1508,8 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			bool *pool_full, bool *ends_spindle)
 {
 	int			got = 0;
-	dlist_mutable_iter iter;
+	QueueItem **ready = NULL;
+	int			nready;
 	ParkedRun	due_runs[PARK_TAKE_MAX];
 	int			ndue;
 	int64		head;
@@ -1490,16 +1535,15 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (ndue > 0)
 		ndue = return_parked(qs, due_runs, ndue);
-	dlist_foreach_modify(iter, &qs->items)
+	nready = ready_items(qs, now, &ready);
+	for (int r = 0; r < nready; r++)
 	{
-		QueueItem  *item = dlist_container(QueueItem, node, iter.cur);
+		QueueItem  *item = ready[r];
 		int64		n;
 		bool		finishes;
 
 		if (got >= want || *nsources >= max_sources)
 			break;
-		if (!item_ready(item, now))
-			continue;
 		n = Min(item->end - item->start, want - got);
 		/* a pending run at a full spindle's end (not delayed or leased ones) */
 		finishes = item->kind == QITEM_PENDING &&
@@ -1515,6 +1559,8 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		(*nsources)++;
 		got += n;
 	}
+	if (ready != NULL)
+		pfree(ready);
 	LWLockRelease(spindle_queue_lock(qs));
 	if (ndue > 0)
 	{
@@ -2837,7 +2883,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	int64		newest = 0;
 	bool		ends_spindle;
 	bool		any_dead = false;
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 
 	AcceptInvalidationMessages();
 
@@ -2850,6 +2896,15 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	sources = palloc(sizeof(Source) * max_sources);
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
 					  ready_at, pool_full, &ends_spindle);
+
+	/*
+	 * The time events are judged due against, read after the claims: a
+	 * producer takes its slot (so before the claim) after its transaction
+	 * began, so an event enqueued with no delay is never taken for
+	 * delayed, parked, and delivered after its producer's later events
+	 * (read before the claims, it was: the fault test 096's order check).
+	 */
+	now = GetCurrentTimestamp();
 	if (ends_spindle && cs->purge)
 	{
 		register_callbacks();	/* got may be 0: no claim registered them */
