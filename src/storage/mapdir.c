@@ -808,7 +808,8 @@ worth_compacting(Relation facade, BlockNumber nblocks)
 
 /*
  * Facades whose last compaction in this backend was worth doing but did
- * not finish: its lock was not free, or someone queued behind it.  Their
+ * not finish: its lock was not free after ranges were retired, or someone
+ * queued behind it.  Their
  * next call looks at every page again even if nothing was retired since
  * (else a compaction cut short by a producer waited for the next
  * retirement, which a drained backlog may not see for long).  A few
@@ -892,7 +893,9 @@ spindle_mapdir_compact(Relation facade, bool look_all)
 		return 0;
 	if (!ConditionalLockRelation(facade, AccessExclusiveLock))
 	{
-		unfinished_add(relid);
+		/* pages a retirement emptied wait for it: try again next time */
+		if (look_all || retry)
+			unfinished_add(relid);
 		return 0;
 	}
 	nblocks = fork_nblocks(facade);
