@@ -1496,9 +1496,10 @@ ready_items(QueueState *qs, TimestampTz now, QueueItem ***ready)
 /*
  * Take up to want positions as this backend's claim: deliverable items
  * first (in msg_id order), then from the head.  Fills sources and returns
- * how many positions they hold.  Sets *ends_spindle if the claim may finish a full
- * spindle: it takes that spindle's last positions at the head, moves the
- * head past it, or takes a whole pending run of a spindle all handed out.
+ * how many positions they hold.  Sets *ends_spindle if the claim may
+ * finish a full spindle: it takes that spindle's last positions at the
+ * head, moves the head past it, or takes a whole pending run of a spindle
+ * all handed out.
  * Delayed, returned and leased runs do not count: they can be due one
  * call after another and would wake the worker at each.
  */
