@@ -1552,8 +1552,9 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			handed_out(qs, dir, item->end - 1);
 		if (!claim_from_item(qs, item, n, &sources[*nsources]))
 		{
+			/* no item for a split: items taken whole need none */
 			*pool_full = true;
-			break;
+			continue;
 		}
 		if (finishes)
 			*ends_spindle = true;

@@ -718,10 +718,11 @@ free_empty_pages(Relation facade, Buffer meta, BlockNumber nblocks, int *steps)
 			SpindleMapTag tag = read_tag(facade, blk, &used);
 
 			CHECK_FOR_INTERRUPTS();
-			if (tag.kind == SPINDLE_MAP_FREE || tag.level != level)
-				continue;
+			/* every block counts as a step: a pass reads them all */
 			if (waiters(facade, steps))
 				return false;
+			if (tag.kind == SPINDLE_MAP_FREE || tag.level != level)
+				continue;
 			if (tag.kind == SPINDLE_MAP_PAGE && used > 0)
 				continue;
 			(void) free_if_empty(facade, meta, blk, tag);
