@@ -117,7 +117,10 @@ spindle_test_pause(const char *point)
 /*
  * spindle_test_pause at point tree_root_<sub>: a reader of tree sub
  * between reading the metapage's pointer to the tree and reading the tree
- * meta block it names (consumer_tree.c, spindle_tree_root).
+ * meta block it names (consumer_tree.c, spindle_tree_root).  Unlike the
+ * other points, a reader may get here holding an event page's buffer lock
+ * (tree 3 is probed under it): whatever needs that page (VACUUM of the
+ * spindle) waits as long as the pause.  For isolation tests that know it.
  */
 void
 spindle_test_pause_tree(uint32 sub)
