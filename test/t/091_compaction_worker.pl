@@ -18,8 +18,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SpindleTest;
 
+# compaction off at first (it is on by default): the spindles must stay
+# full until the test turns it on
 my ($primary, $standby) = standby_pair('',
-	"spindle.naptime = 100\nautovacuum = off\n");
+	"spindle.naptime = 100\nautovacuum = off\nspindle.compaction_threshold = 0\n");
 
 # 12 spindles of 20 events; every tenth event is delayed a day, the rest
 # are consumed: 2 live of 20 (a tenth) in each full spindle, all parked
