@@ -256,6 +256,14 @@ CREATE FUNCTION spindle._compact(rel regclass, OUT moved bigint,
     OUT skipped bigint, OUT spindles bigint, OUT emptied bigint)
     AS 'MODULE_PATHNAME', 'spindle_compact_sql' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION spindle._compact(regclass) FROM PUBLIC;
+-- Test only (superusers): the worker's settle step on one queue table, in
+-- the current transaction (its consume log's entries over dropped
+-- spindles and of aborted transactions removed, committed ones folded
+-- into the floor, the tree rebuilt when mostly empty pages); the ids
+-- removed.  pg_regress and isolation tests run without the worker.
+CREATE FUNCTION spindle._settle(rel regclass) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'spindle_settle_sql' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION spindle._settle(regclass) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_upsert(regclass, int, bigint, bigint, int,
     timestamptz, int, bigint, int, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION spindle._run_remove(regclass, int, bigint, bigint) FROM PUBLIC;

@@ -445,8 +445,9 @@ settle_conflict(void *arg, TransactionId latest)
 	spindle_log_consumed_conflict((Relation) arg, latest);
 }
 
-static void
-step_settle(Relation rel, int64 *dropped, int64 *freed)
+/* Settle rel's consume log (see above); the ids removed. */
+static int64
+settle(Relation rel)
 {
 	SpindleDirectory *dir = spindle_directory_acquire_current(rel);
 	int64		below = PG_INT64_MIN;
@@ -456,10 +457,51 @@ step_settle(Relation rel, int64 *dropped, int64 *freed)
 		if (i == 0 || dir->spindles[i].first_no < below)
 			below = dir->spindles[i].first_no;
 	spindle_directory_release(dir);
-	if (below > PG_INT64_MIN)
-		(void) spindle_consume_log_settle(RelationGetRelid(rel), below,
-										  SETTLE_ENTRIES_PER_ROUND,
-										  settle_conflict, rel);
+	if (below == PG_INT64_MIN)
+		return 0;
+	return spindle_consume_log_settle(RelationGetRelid(rel), below,
+									  SETTLE_ENTRIES_PER_ROUND,
+									  settle_conflict, rel);
+}
+
+static void
+step_settle(Relation rel, int64 *dropped, int64 *freed)
+{
+	(void) settle(rel);
+}
+
+/*
+ * spindle._settle(rel regclass) RETURNS bigint: the worker's settle step
+ * on one queue table in the caller's transaction, the ids removed from
+ * its consume log; superusers only (a test stand-in for the worker, which
+ * pg_regress and isolation tests run without).
+ */
+PG_FUNCTION_INFO_V1(spindle_settle_sql);
+Datum
+spindle_settle_sql(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel;
+	int64		removed;
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers may call spindle._settle")));
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot call spindle._settle during recovery")));
+	PreventCommandIfReadOnly("spindle._settle()");
+	rel = relation_open(relid, AccessShareLock);
+	if (!spindle_is_facade(rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a spindle table",
+						RelationGetRelationName(rel))));
+	removed = settle(rel);
+	relation_close(rel, NoLock);
+	PG_RETURN_INT64(removed);
 }
 
 /*

@@ -51,7 +51,11 @@
  * floor is consumed for everyone; the floor only rises, and only over ids
  * whose events are gone or whose entries committed before the horizon.
  * Settle (the worker) removes entries below the oldest spindle, folds
- * committed ones into the floor and removes those of aborted xids.
+ * committed ones into the floor and removes those of aborted xids; when
+ * the leaves its cuts emptied make the tree more than twice the size its
+ * entries need, it rebuilds the tree beside itself and swaps it in, with
+ * the log's lock taken in ExclusiveLock mode too, without waiting
+ * (rebuild_if_sparse).
  *
  *-------------------------------------------------------------------------
  */
@@ -471,13 +475,20 @@ spindle_consume_log_state(const SpindleConsumed *e, TransactionId oldest_xmin)
 
 /* where the last settle of a queue in this backend stopped */
 #define SETTLE_CURSORS 16
-static struct
+typedef struct SettleCursor
 {
 	Oid			facade;
-	int64		next;
-}			settle_cursor[SETTLE_CURSORS];
+	int64		next;			/* where the look for aborted entries goes on */
+	bool		look_at_pages;	/* ids were cut since the tree's size was
+								 * last looked at */
+} SettleCursor;
+static SettleCursor settle_cursor[SETTLE_CURSORS];
 
-static int64 *
+/*
+ * This backend's cursor for a queue (a slot taken over when all are used:
+ * a cursor lost only restarts the look from the start).
+ */
+static SettleCursor *
 cursor_of(Oid facade)
 {
 	int			i;
@@ -486,14 +497,15 @@ cursor_of(Oid facade)
 	for (i = 0; i < SETTLE_CURSORS; i++)
 	{
 		if (settle_cursor[i].facade == facade)
-			return &settle_cursor[i].next;
+			return &settle_cursor[i];
 		if (free_slot < 0 && !OidIsValid(settle_cursor[i].facade))
 			free_slot = i;
 	}
 	i = free_slot >= 0 ? free_slot : (int) (facade % SETTLE_CURSORS);
 	settle_cursor[i].facade = facade;
 	settle_cursor[i].next = PG_INT64_MIN;
-	return &settle_cursor[i].next;
+	settle_cursor[i].look_at_pages = true;
+	return &settle_cursor[i];
 }
 
 /* Did the entry's transaction abort (or never commit before a crash)? */
@@ -611,12 +623,58 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
 }
 
 /*
+ * Give back the leaves settle's cuts emptied.  The log's keys (msg_ids)
+ * only grow and the cuts take its oldest entries, so without this every
+ * leaf it ever filled would stay (about one per spindle drained): when
+ * the tree holds more than twice the pages its entries need, it is built
+ * again beside itself and swapped in (spindle_tree_rebuild).  Under the
+ * log's lock in ExclusiveLock mode, taken without waiting (the caller
+ * holds it in ShareUpdateExclusiveLock mode): no consumer examines
+ * meanwhile (each holds it in RowExclusiveLock mode for its whole
+ * examination), so no entry is written to the old tree after it was
+ * read, and one that comes waits for the rebuild, which copies only the
+ * entries still there.  Readers that take no lock (plain SQL, hidden.c)
+ * find the old pages as they were, or reused and not of the tree's
+ * generation, and start again from the metapage; the floor does not
+ * move.  False if the lock was not free (the next round tries again),
+ * true when the size was looked at.
+ */
+static bool
+rebuild_if_sparse(Relation crel, SpindleTree *t)
+{
+	int			npages;
+	int			n;
+	SpindleRun *runs;
+
+	if (!ConditionalLockPage(crel, SPINDLE_TREE_CONSUME_LOG, ExclusiveLock))
+		return false;
+	npages = spindle_tree_npages(t);
+	if (npages > 0 && spindle_tree_is_sparse(npages, 0))
+	{
+		runs = spindle_tree_read_all(t, &n);
+		if (spindle_tree_is_sparse(npages, n))
+		{
+			spindle_tree_rebuild(t, runs, n);
+			ereport(DEBUG1,
+					(errmsg_internal("spindle: consume log of \"%s\" rebuilt: %d entries, %d pages before",
+									 RelationGetRelationName(crel), n, npages)));
+		}
+		if (runs)
+			pfree(runs);
+	}
+	UnlockPage(crel, SPINDLE_TREE_CONSUME_LOG, ExclusiveLock);
+	return true;
+}
+
+/*
  * Settle the consume log of queue table facade (the worker, each round):
  * remove what no reader needs any more.  (1) Every id below `below`, the
  * first msg_id of the table's oldest spindle: those events went with
  * their spindles, which were dropped only when every event was dead to
  * everyone.  (2) Entries of aborted transactions, looking at up to max
- * entries from where this backend's last call stopped.  Takes the log's
+ * entries from where this backend's last call stopped.  (3) Once ids
+ * were cut, the pages the tree no longer needs (rebuild_if_sparse).
+ * Takes the log's
  * lock in ShareUpdateExclusiveLock mode without waiting (consumers do not
  * stop it; another settle or a freeze does: nothing this round) and the
  * consumer relation RowExclusiveLock.  Returns the ids removed.
@@ -632,7 +690,7 @@ spindle_consume_log_settle(Oid facade, int64 below, int max,
 	SpindleRun	r;
 	SpindleConsumed e;
 	int64		removed = 0;
-	int64	   *cursor;
+	SettleCursor *cursor;
 
 	if (!OidIsValid(croid) ||
 		(crel = try_relation_open(croid, RowExclusiveLock)) == NULL)
@@ -652,15 +710,19 @@ spindle_consume_log_settle(Oid facade, int64 below, int max,
 	cursor = cursor_of(facade);
 	for (int i = 0; i < max; i++)
 	{
-		if (!spindle_tree_next(&rt, Max(*cursor, below), &r))
+		if (!spindle_tree_next(&rt, Max(cursor->next, below), &r))
 		{
-			*cursor = PG_INT64_MIN;
+			cursor->next = PG_INT64_MIN;
 			break;
 		}
-		*cursor = spindle_run_end(&r);
+		cursor->next = spindle_run_end(&r);
 		if (entry_from_run(&r, &e) && entry_aborted(&e))
 			removed += cut_if_unchanged(crel, &t, &e);
 	}
+	if (removed > 0)
+		cursor->look_at_pages = true;
+	if (cursor->look_at_pages && rebuild_if_sparse(crel, &t))
+		cursor->look_at_pages = false;
 	UnlockPage(crel, SPINDLE_TREE_CONSUME_LOG, ShareUpdateExclusiveLock);
 	relation_close(crel, NoLock);
 	return removed;

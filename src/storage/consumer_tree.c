@@ -735,6 +735,44 @@ spindle_tree_swap(SpindleTree *old, SpindleTree *newt)
 	newt->detached = false;
 }
 
+/*
+ * Is a tree of npages pages (spindle_tree_npages) holding nruns runs
+ * worth rebuilding?  Its keys only grow or its runs go out of the middle
+ * (trees 2 to 4), and no page is deleted alone, so the leaves emptied
+ * stay: rebuild when it holds more than twice the pages its runs need
+ * packed (a root, a meta block and some room besides), which a rebuilt
+ * tree, its leaves split half full, does not reach again at once.
+ */
+bool
+spindle_tree_is_sparse(int npages, int64 nruns)
+{
+	int64		need = 4 + nruns / page_capacity(sizeof(SpindleRun));
+
+	return npages > 2 * need + 8;
+}
+
+/*
+ * Build tree old again beside itself from runs[0..n) (in key order, as
+ * spindle_tree_read_all gives them, or a subset) and put the new one in
+ * its place: spindle_tree_detached, the runs, spindle_tree_swap.  The
+ * caller holds old's writer lock; old must exist.  The caller also keeps
+ * every other writer out while it runs: a change made to old meanwhile
+ * would be lost with it.
+ */
+void
+spindle_tree_rebuild(SpindleTree *old, const SpindleRun *runs, int n)
+{
+	SpindleTree newt;
+
+	spindle_tree_detached(&newt, old);
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		spindle_tree_upsert(&newt, &runs[i]);
+	}
+	spindle_tree_swap(old, &newt);
+}
+
 /* ----------------------------------------------------------------
  * Writing: runs
  * ----------------------------------------------------------------
@@ -1303,6 +1341,34 @@ spindle_tree_drop(SpindleTree *t)
 	UnlockReleaseBuffer(buf);
 	free_pages(t, blocks, nblocks);
 	return nblocks + 1;
+}
+
+/*
+ * Every run of tree t in key order, as a palloc'd array (*n of them;
+ * NULL if none): a reader's walk, one leaf locked at a time.  The caller
+ * keeps the writers it must out.
+ */
+SpindleRun *
+spindle_tree_read_all(SpindleTree *t, int *n)
+{
+	SpindleRun	r;
+	SpindleRun *out = NULL;
+	int			nalloc = 0;
+	int64		x = PG_INT64_MIN;
+
+	*n = 0;
+	while (spindle_tree_next(t, x, &r))
+	{
+		x = spindle_run_end(&r);
+		if (*n >= nalloc)
+		{
+			nalloc = nalloc ? nalloc * 2 : 64;
+			out = out ? repalloc(out, nalloc * sizeof(SpindleRun)) :
+				palloc(nalloc * sizeof(SpindleRun));
+		}
+		out[(*n)++] = r;
+	}
+	return out;
 }
 
 /* How many pages tree t has, its meta block included (0: no tree). */

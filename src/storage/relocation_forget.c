@@ -45,35 +45,14 @@
 /* A chain of moves longer than this is corrupt (relocation.c's bound). */
 #define FORGET_MAX_LINKS	1024
 
-/* Leaf items a tree page holds (32-byte runs, the page's own header). */
-#define RUNS_PER_PAGE \
-	((BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - \
-	  MAXALIGN(sizeof(SpindleCpageOpaque))) / sizeof(SpindleRun))
-
 /* Every run of tree sub of crel, in key order (*n of them). */
 static SpindleRun *
 read_runs(Relation crel, uint32 sub, int *n)
 {
 	SpindleTree t;
-	SpindleRun	r;
-	SpindleRun *out = NULL;
-	int			nalloc = 0;
-	int64		x = PG_INT64_MIN;
 
-	*n = 0;
 	spindle_tree_init(&t, crel, sub, false);
-	while (spindle_tree_next(&t, x, &r))
-	{
-		x = spindle_run_end(&r);
-		if (*n >= nalloc)
-		{
-			nalloc = nalloc ? nalloc * 2 : 64;
-			out = out ? repalloc(out, nalloc * sizeof(SpindleRun)) :
-				palloc(nalloc * sizeof(SpindleRun));
-		}
-		out[(*n)++] = r;
-	}
-	return out;
+	return spindle_tree_read_all(&t, n);
 }
 
 /* The entry of e[0..n) (in key order) hiding copy (no, k), or NULL. */
@@ -275,32 +254,28 @@ apply_in_place(Relation crel, ForgetPlan *p)
 static void
 rebuild(Relation crel, ForgetPlan *p)
 {
-	SpindleTree old,
-				newt;
+	SpindleTree old;
+	SpindleRun *keep = palloc(sizeof(SpindleRun) * (Max(p->no, p->ne) + 1));
+	int			n = 0;
 
 	spindle_tree_init(&old, crel, SPINDLE_TREE_RELOC_IDS, true);
 	if (spindle_tree_npages(&old) > 0)	/* also reads its tag */
 	{
-		spindle_tree_detached(&newt, &old);
 		for (int i = 0; i < p->no; i++)
 			if (!p->o_gone[i])
-				spindle_tree_upsert(&newt, &p->o[i]);
-		spindle_tree_swap(&old, &newt);
+				keep[n++] = p->o[i];
+		spindle_tree_rebuild(&old, keep, n);
 	}
 	spindle_tree_init(&old, crel, SPINDLE_TREE_RELOC, true);
 	if (spindle_tree_npages(&old) > 0)
 	{
-		spindle_tree_detached(&newt, &old);
+		n = 0;
 		for (int j = 0; j < p->ne; j++)
 			if (!p->e_gone[j])
-			{
-				SpindleRun	r;
-
-				spindle_reloc_to_run(&p->e[j], &r);
-				spindle_tree_upsert(&newt, &r);
-			}
-		spindle_tree_swap(&old, &newt);
+				spindle_reloc_to_run(&p->e[j], &keep[n++]);
+		spindle_tree_rebuild(&old, keep, n);
 	}
+	pfree(keep);
 }
 
 /* Free both trees (nothing is left in them): tree 4 first. */
@@ -321,19 +296,13 @@ worth_rebuilding(Relation crel, const SpindleForgetStats *st)
 {
 	SpindleTree t;
 	int			pages;
-	int			need;
-	int			per_page;
 
 	spindle_tree_init(&t, crel, SPINDLE_TREE_RELOC, true);
 	pages = spindle_tree_npages(&t);
 	spindle_tree_init(&t, crel, SPINDLE_TREE_RELOC_IDS, true);
 	pages += spindle_tree_npages(&t);
-	/* a tree of n runs needs about n / per_page leaves, and a root */
-	per_page = (int) RUNS_PER_PAGE;
-	if (spindle_test_tree_fanout > 0 && spindle_test_tree_fanout < per_page)
-		per_page = spindle_test_tree_fanout;
-	need = 4 + (st->entries_kept + st->heads_kept) / per_page;
-	return pages > 2 * need + 8;
+	return spindle_tree_is_sparse(pages,
+								  st->entries_kept + st->heads_kept);
 }
 
 /*

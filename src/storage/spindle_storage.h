@@ -797,6 +797,10 @@ extern int64 spindle_tree_count(SpindleTree *t, uint16 kind,
 								TimestampTz after, TimestampTz *first_due);
 extern int	spindle_tree_drop(SpindleTree *t);
 extern int	spindle_tree_npages(SpindleTree *t);
+extern SpindleRun *spindle_tree_read_all(SpindleTree *t, int *n);
+extern bool spindle_tree_is_sparse(int npages, int64 nruns);
+extern void spindle_tree_rebuild(SpindleTree *old, const SpindleRun *runs,
+								 int n);
 extern void spindle_straggle_apply(Page page, const char *ops, Size len,
 								   int nops);
 
