@@ -82,7 +82,7 @@ ISOLATION = cache_visibility insert_boundary rr_drop skip_locked rights_before_l
 	queue_review_rights queue_review_snapshot queue_review_longpoll bigtid_epq \
 	delayed_due_race lease_ack_abort queue_limits_race longpoll_ddl_spindle handback_nowait \
 	queue_limits_count consume_log_mvcc consume_log_ssi keep_msg_ids_race consume_log_dequeue consume_log_mixed consume_log_writers \
-	annex_race relocation_mvcc relocation_consume_race reloc_forget_stale reloc_forget_chain reloc_forget_swap queue_order_items consume_log_rebuild
+	annex_race relocation_mvcc relocation_consume_race reloc_forget_stale reloc_forget_chain reloc_forget_swap queue_order_items consume_log_rebuild consume_log_free_reuse
 ISOLATION_OPTS = --inputdir=$(srcdir)/test --temp-instance=tmp_check_iso \
 	--temp-config=$(srcdir)/test/spindle.conf --load-extension=spindle
 TAP_TESTS = 1

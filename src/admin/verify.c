@@ -46,6 +46,10 @@
  *				for the next settle: entry_committed); each
  *				xid is FROZEN or a normal xid not older than the consumer
  *				relation's relfrozenxid (clog keeps its status).
+ *	free list	for a queue with a consumer relation: every page on its
+ *				free list is a free page inside the relation, none is on
+ *				it twice, and it holds the metapage's count (read under
+ *				the metapage's share lock).
  *
  * Locks: AccessShareLock on the table, each spindle (one at a time) and
  * each index, so it runs beside producers, consumers and the worker.  Pages
@@ -1250,7 +1254,9 @@ check_queue(VerifyState *vs)
 }
 
 /* A problem of the slot map's directory (spindle_mapdir_check). */
-/* ---------- the consume log ---------- */
+/* ---------- the consume log (and the consumer relation's free list) ---------- */
+
+static void report_map(void *arg, const char *msg);
 
 /*
  * How many msg_ids spindle sp handed out: its slot counter, or one past
@@ -1351,7 +1357,8 @@ entry_committed(const SpindleConsumed *e, TransactionId frozenxid)
 }
 
 /*
- * The queue's consume log, if it has one (see the header): read with its
+ * The queue's consumer relation: its free list (spindle_crel_check_free_list),
+ * then its consume log, if it has one (see the header): read with its
  * floor under the log's lock in exclusive mode, then each entry checked.
  */
 static void
@@ -1369,6 +1376,7 @@ check_consume_log(VerifyState *vs)
 	if (!OidIsValid(croid) ||
 		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
 		return;
+	spindle_crel_check_free_list(crel, report_map, vs);
 	if (!spindle_consume_log_exists(crel))
 	{
 		relation_close(crel, AccessShareLock);

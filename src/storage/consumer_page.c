@@ -18,8 +18,9 @@
  * read a pointer to it before the free still holds a snapshot that old.
  * Taking it writes a REUSE record carrying that xid as the conflict
  * horizon, on which a standby cancels the queries that could still read
- * the page.  With no reusable page the relation is extended.  The list is
- * LIFO; a head not yet reusable makes the allocation extend.  A writer
+ * the page.  The list is LIFO; an allocation takes the first page no
+ * snapshot sees among its first FREE_LOOKAHEAD (the pages freed last lie
+ * on top), and with none the relation is extended.  A writer
  * that must not fail for want of disk space (a consumer recording in the
  * consume log) makes sure of its pages first (spindle_crel_reserve_pages):
  * new pages put on the list's head stamped with the oldest normal xid,
@@ -138,26 +139,40 @@ spindle_crel_meta_lock(Relation crel, int mode)
 }
 
 /*
- * A page for a new tree page, exclusively locked, to be initialised by the
- * caller's record (registered REGBUF_WILL_INIT): the free list's head if
- * no snapshot can still see it (REUSE record), else a new block.  Takes
- * and releases the metapage lock; the caller may hold tree page locks.
+ * How far down the free list an allocation looks for a page no snapshot
+ * can still see.  The list is LIFO, so the pages freed last (a tree
+ * rebuilt and swapped in frees all the old tree's at once) lie on top,
+ * still visible to the snapshots of their moment, over older pages that
+ * no snapshot sees any more; taking only the head, every allocation made
+ * before the horizon passes the newest free extended the relation, which
+ * then grew by a few pages per rebuild for as long as a queue was
+ * consumed (turn 4, session 10).
  */
-Buffer
-spindle_crel_alloc_page(Relation crel)
-{
-	Buffer		mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
-	SpindleCrelMeta *meta = SpindleCrelGetMeta(BufferGetPage(mbuf));
-	Buffer		buf;
+#define FREE_LOOKAHEAD	64
 
-	if (meta->free_head != InvalidBlockNumber)
+/*
+ * The first of the free list's first FREE_LOOKAHEAD pages that no
+ * snapshot can still see (GlobalVisCheckRemovableFullXid, nbtree's rule
+ * for deleted pages), or InvalidBlockNumber; *prev is the page before it
+ * (InvalidBlockNumber: it is the head), *next the one after it, *stamp
+ * its free xid.  The caller holds the metapage's lock, which the list
+ * changes under; each page is share-locked for its look only.
+ */
+static BlockNumber
+find_reusable(Relation crel, BlockNumber head, BlockNumber *prev,
+			  BlockNumber *next, FullTransactionId *stamp)
+{
+	BlockNumber before = InvalidBlockNumber;
+	BlockNumber blk = head;
+
+	for (int i = 0; i < FREE_LOOKAHEAD && blk != InvalidBlockNumber; i++)
 	{
-		BlockNumber blk = meta->free_head;
 		Buffer		fbuf = ReadBuffer(crel, blk);
 		Page		fpage;
 		SpindleCpageOpaque *fop;
+		bool		ok;
 
-		LockBuffer(fbuf, BUFFER_LOCK_EXCLUSIVE);
+		LockBuffer(fbuf, BUFFER_LOCK_SHARE);
 		fpage = BufferGetPage(fbuf);
 		if (!spindle_crel_page_is(fpage, SPINDLE_CPAGE_FREE, 0))
 			ereport(ERROR,
@@ -165,28 +180,81 @@ spindle_crel_alloc_page(Relation crel)
 					 errmsg("consumer relation \"%s\": block %u on the free list is not a free page",
 							RelationGetRelationName(crel), blk)));
 		fop = SpindleCpageGetOpaque(fpage);
-		if (GlobalVisCheckRemovableFullXid(NULL, fop->freed_xid))
-		{
-			xl_spindle_reuse xlrec;
-			SpindleCrelWal w;
-
-			xlrec.node = crel->rd_node;
-			xlrec.horizon = fop->freed_xid;
-			xlrec.block = blk;
-			xlrec.next = fop->right;
-
-			START_CRIT_SECTION();
-			meta->free_head = fop->right;
-			meta->nfree--;
-			MarkBufferDirty(mbuf);
-			spindle_crel_wal_begin(&w, crel, &xlrec, sizeof(xlrec));
-			spindle_crel_wal_block(&w, mbuf, 0, NULL, 0);
-			(void) spindle_crel_wal_insert(&w, XLOG_SPINDLE_REUSE);
-			END_CRIT_SECTION();
-			UnlockReleaseBuffer(mbuf);
-			return fbuf;
-		}
+		ok = GlobalVisCheckRemovableFullXid(NULL, fop->freed_xid);
+		*next = fop->right;
+		*stamp = fop->freed_xid;
 		UnlockReleaseBuffer(fbuf);
+		if (ok)
+		{
+			*prev = before;
+			return blk;
+		}
+		before = blk;
+		blk = *next;
+	}
+	return InvalidBlockNumber;
+}
+
+/*
+ * A page for a new tree page, exclusively locked, to be initialised by the
+ * caller's record (registered REGBUF_WILL_INIT): a page of the free list
+ * no snapshot can still see, among its first FREE_LOOKAHEAD (find_reusable),
+ * taken off the list by a REUSE record (of the metapage, and of the page
+ * before it when it is not the head), else a new block.  Takes and
+ * releases the metapage lock, and the lock of the page before; the caller
+ * may hold tree page locks.
+ */
+Buffer
+spindle_crel_alloc_page(Relation crel)
+{
+	Buffer		mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
+	SpindleCrelMeta *meta = SpindleCrelGetMeta(BufferGetPage(mbuf));
+	BlockNumber prev = InvalidBlockNumber;
+	BlockNumber next = InvalidBlockNumber;
+	FullTransactionId stamp = InvalidFullTransactionId;
+	BlockNumber blk = find_reusable(crel, meta->free_head, &prev, &next,
+									&stamp);
+	Buffer		buf;
+
+	if (blk != InvalidBlockNumber)
+	{
+		Buffer		fbuf = ReadBuffer(crel, blk);
+		Buffer		pbuf = InvalidBuffer;
+		xl_spindle_reuse xlrec;
+		SpindleCrelWal w;
+
+		LockBuffer(fbuf, BUFFER_LOCK_EXCLUSIVE);
+		if (prev != InvalidBlockNumber)
+		{
+			pbuf = ReadBuffer(crel, prev);
+			LockBuffer(pbuf, BUFFER_LOCK_EXCLUSIVE);
+		}
+		xlrec.node = crel->rd_node;
+		xlrec.horizon = stamp;
+		xlrec.block = blk;
+		xlrec.next = next;
+		xlrec.prev = prev;
+
+		START_CRIT_SECTION();
+		if (BufferIsValid(pbuf))
+		{
+			SpindleCpageGetOpaque(BufferGetPage(pbuf))->right = next;
+			MarkBufferDirty(pbuf);
+		}
+		else
+			meta->free_head = next;
+		meta->nfree--;
+		MarkBufferDirty(mbuf);
+		spindle_crel_wal_begin(&w, crel, &xlrec, sizeof(xlrec));
+		spindle_crel_wal_block(&w, mbuf, 0, NULL, 0);
+		if (BufferIsValid(pbuf))
+			spindle_crel_wal_block(&w, pbuf, 0, NULL, 0);
+		(void) spindle_crel_wal_insert(&w, XLOG_SPINDLE_REUSE);
+		END_CRIT_SECTION();
+		if (BufferIsValid(pbuf))
+			UnlockReleaseBuffer(pbuf);
+		UnlockReleaseBuffer(mbuf);
+		return fbuf;
 	}
 	UnlockReleaseBuffer(mbuf);
 
@@ -231,8 +299,9 @@ spindle_crel_swap_tree_meta(Relation crel, Buffer buf, uint32 sub,
 }
 
 /*
- * How many of the free list's first pages (up to n) can be taken at once:
- * counted from its head to the first one some snapshot may still see.
+ * How many pages (up to n) an allocation can take at once: those among
+ * the free list's first FREE_LOOKAHEAD that no snapshot can still see
+ * (spindle_crel_alloc_page takes them wherever they are in that window).
  * Takes the metapage's share lock, then each page's, one at a time.
  */
 static int
@@ -242,25 +311,85 @@ reusable_on_top(Relation crel, int n)
 	BlockNumber blk = SpindleCrelGetMeta(BufferGetPage(mbuf))->free_head;
 	int			have = 0;
 
-	while (have < n && blk != InvalidBlockNumber)
+	for (int i = 0; i < FREE_LOOKAHEAD && have < n &&
+		 blk != InvalidBlockNumber; i++)
 	{
 		Buffer		fbuf = ReadBuffer(crel, blk);
 		Page		fpage;
-		bool		ok;
 
 		LockBuffer(fbuf, BUFFER_LOCK_SHARE);
 		fpage = BufferGetPage(fbuf);
-		ok = spindle_crel_page_is(fpage, SPINDLE_CPAGE_FREE, 0) &&
+		if (spindle_crel_page_is(fpage, SPINDLE_CPAGE_FREE, 0) &&
 			GlobalVisCheckRemovableFullXid(NULL,
-										   SpindleCpageGetOpaque(fpage)->freed_xid);
+										   SpindleCpageGetOpaque(fpage)->freed_xid))
+			have++;
 		blk = SpindleCpageGetOpaque(fpage)->right;
 		UnlockReleaseBuffer(fbuf);
-		if (!ok)
-			break;
-		have++;
 	}
 	UnlockReleaseBuffer(mbuf);
 	return have;
+}
+
+/*
+ * Check the free list of crel (verify()): every page on it is a free page
+ * of the relation, none is on it twice, and it holds the metapage's count
+ * of them.  Read under the metapage's share lock, which the list changes
+ * under, each page share-locked for its look only.  Each problem goes to
+ * report.
+ */
+void
+spindle_crel_check_free_list(Relation crel, spindle_mapdir_report report,
+							 void *arg)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(crel);
+	Buffer		mbuf;
+	SpindleCrelMeta *meta;
+	bool	   *seen;
+	BlockNumber blk;
+	uint32		n = 0;
+
+	if (nblocks == 0)
+		return;
+	seen = palloc0(sizeof(bool) * nblocks);
+	mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_SHARE);
+	meta = SpindleCrelGetMeta(BufferGetPage(mbuf));
+	for (blk = meta->free_head; blk != InvalidBlockNumber;)
+	{
+		Buffer		fbuf;
+		Page		fpage;
+
+		if (blk == 0 || blk >= nblocks)
+		{
+			report(arg, psprintf("consumer relation: free list names block %u, outside the relation's %u blocks",
+								 blk, nblocks));
+			break;
+		}
+		if (seen[blk])
+		{
+			report(arg, psprintf("consumer relation: block %u is on the free list twice",
+								 blk));
+			break;
+		}
+		seen[blk] = true;
+		n++;
+		fbuf = ReadBuffer(crel, blk);
+		LockBuffer(fbuf, BUFFER_LOCK_SHARE);
+		fpage = BufferGetPage(fbuf);
+		if (!spindle_crel_page_is(fpage, SPINDLE_CPAGE_FREE, 0))
+		{
+			report(arg, psprintf("consumer relation: block %u on the free list is not a free page",
+								 blk));
+			UnlockReleaseBuffer(fbuf);
+			break;
+		}
+		blk = SpindleCpageGetOpaque(fpage)->right;
+		UnlockReleaseBuffer(fbuf);
+	}
+	if (blk == InvalidBlockNumber && n != meta->nfree)
+		report(arg, psprintf("consumer relation: %u pages on the free list, the metapage counts %u",
+							 n, meta->nfree));
+	UnlockReleaseBuffer(mbuf);
+	pfree(seen);
 }
 
 /* Has the file system holding crel room for n more pages, and a margin? */

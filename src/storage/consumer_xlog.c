@@ -277,7 +277,8 @@ redo_free(XLogReaderState *record)
 /*
  * REUSE: standby queries whose snapshots may still see the page's free
  * xid are cancelled (as for nbtree's XLOG_BTREE_REUSE_PAGE), then the
- * free list's head moves on.
+ * page leaves the free list: the head moves on, or the page before it
+ * (block 1) points past it.
  */
 static void
 redo_reuse(XLogReaderState *record)
@@ -292,10 +293,26 @@ redo_reuse(XLogReaderState *record)
 		Page		mpage = BufferGetPage(mbuf);
 		SpindleCrelMeta *meta = SpindleCrelGetMeta(mpage);
 
-		meta->free_head = xlrec->next;
+		if (xlrec->prev == InvalidBlockNumber)
+			meta->free_head = xlrec->next;
 		meta->nfree--;
 		PageSetLSN(mpage, record->EndRecPtr);
 		MarkBufferDirty(mbuf);
+	}
+	if (XLogRecHasBlockRef(record, 1))
+	{
+		Buffer		pbuf;
+
+		if (XLogReadBufferForRedo(record, 1, &pbuf) == BLK_NEEDS_REDO)
+		{
+			Page		ppage = BufferGetPage(pbuf);
+
+			SpindleCpageGetOpaque(ppage)->right = xlrec->next;
+			PageSetLSN(ppage, record->EndRecPtr);
+			MarkBufferDirty(pbuf);
+		}
+		if (BufferIsValid(pbuf))
+			UnlockReleaseBuffer(pbuf);
 	}
 	if (BufferIsValid(mbuf))
 		UnlockReleaseBuffer(mbuf);
@@ -390,12 +407,12 @@ spindle_crel_desc(StringInfo buf, XLogReaderState *record)
 			{
 				xl_spindle_reuse *x = (xl_spindle_reuse *) data;
 
-				appendStringInfo(buf, "rel %u/%u/%u, block %u, horizon %u:%u, next %u",
+				appendStringInfo(buf, "rel %u/%u/%u, block %u, horizon %u:%u, next %u, prev %u",
 								 x->node.spcNode, x->node.dbNode, x->node.relNode,
 								 x->block,
 								 EpochFromFullTransactionId(x->horizon),
 								 XidFromFullTransactionId(x->horizon),
-								 x->next);
+								 x->next, x->prev);
 				break;
 			}
 	}

@@ -687,6 +687,9 @@ extern void spindle_crel_wal_block(SpindleCrelWal *w, Buffer buf, uint8 flags,
 								   char *data, uint32 len);
 extern XLogRecPtr spindle_crel_wal_insert(SpindleCrelWal *w, uint8 info);
 extern Buffer spindle_crel_meta_lock(Relation crel, int mode);
+extern void spindle_crel_check_free_list(Relation crel,
+										 spindle_mapdir_report report,
+										 void *arg);
 extern Buffer spindle_crel_alloc_page(Relation crel);
 extern bool spindle_crel_reserve_pages(Relation crel, int n);
 /* pages of room a reservation leaves on the file system beyond its own */
@@ -889,7 +892,10 @@ typedef struct xl_spindle_reuse
 	RelFileNode node;
 	FullTransactionId horizon;	/* the page's freed_xid */
 	BlockNumber block;
-	BlockNumber next;
+	BlockNumber next;			/* the page after it on the free list */
+	BlockNumber prev;			/* the page before it (block 1 of the
+								 * record), or InvalidBlockNumber: it was
+								 * the head */
 } xl_spindle_reuse;
 
 extern void spindle_crel_redo(struct XLogReaderState *record);
