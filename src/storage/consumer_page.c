@@ -393,8 +393,8 @@ spindle_crel_check_free_list(Relation crel, spindle_mapdir_report report,
 }
 
 /* Has the file system holding crel room for n more pages, and a margin? */
-static bool
-room_for(Relation crel, int n)
+bool
+spindle_crel_room_for(Relation crel, int n)
 {
 	char	   *path = relpathbackend(crel->rd_node, InvalidBackendId,
 									  MAIN_FORKNUM);
@@ -429,7 +429,7 @@ spindle_crel_reserve_pages(Relation crel, int n)
 
 	if (have >= n)
 		return true;
-	if (!room_for(crel, n - have))
+	if (!spindle_crel_room_for(crel, n - have))
 		return false;
 	for (; have < n; have++)
 	{

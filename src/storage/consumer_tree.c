@@ -746,9 +746,14 @@ spindle_tree_swap(SpindleTree *old, SpindleTree *newt)
 bool
 spindle_tree_is_sparse(int npages, int64 nruns)
 {
-	int64		need = 4 + nruns / page_capacity(sizeof(SpindleRun));
+	return npages > 2 * spindle_tree_pages_needed(nruns) + 8;
+}
 
-	return npages > 2 * need + 8;
+/* The pages a tree of nruns runs needs, its leaves packed (see above). */
+int64
+spindle_tree_pages_needed(int64 nruns)
+{
+	return 4 + nruns / page_capacity(sizeof(SpindleRun));
 }
 
 /*
@@ -1344,29 +1349,107 @@ spindle_tree_drop(SpindleTree *t)
 }
 
 /*
+ * The pages of tree t, its meta block included (0: no tree), and the runs
+ * its leaves hold, in one walk level by level along the right-links, one
+ * buffer lock at a time, no array kept.  A reader's walk: a writer may
+ * split a page meanwhile (the counts are then a page or a few runs off),
+ * but nothing may free the tree's pages (the caller holds what keeps the
+ * tree's rebuilders and droppers out).
+ */
+void
+spindle_tree_stats(SpindleTree *t, int *npages, int64 *nruns)
+{
+	BlockNumber root;
+	int			rootlevel;
+	BlockNumber leftmost;
+
+	*npages = 0;
+	*nruns = 0;
+	if (!spindle_tree_root(t, &root, &rootlevel))
+		return;
+	*npages = 1;
+	leftmost = root;
+	for (int level = rootlevel; level >= 0; level--)
+	{
+		BlockNumber blk = leftmost;
+
+		while (blk != InvalidBlockNumber)
+		{
+			Buffer		buf = ReadBuffer(t->crel, blk);
+			Page		page;
+
+			CHECK_FOR_INTERRUPTS();
+			LockBuffer(buf, BUFFER_LOCK_SHARE);
+			page = BufferGetPage(buf);
+			if (!spindle_tree_page_ok(t, page, level))
+				elog(ERROR, "spindle: block %u is not a page of consumer tree %u",
+					 blk, t->sub);
+			if (blk == leftmost && level > 0)
+				leftmost = spindle_inner_items(page)[0].child;
+			if (level == 0)
+				*nruns += spindle_cpage_nitems(page, sizeof(SpindleRun));
+			(*npages)++;
+			blk = SpindleCpageGetOpaque(page)->right;
+			UnlockReleaseBuffer(buf);
+		}
+	}
+}
+
+/*
  * Every run of tree t in key order, as a palloc'd array (*n of them;
- * NULL if none): a reader's walk, one leaf locked at a time.  The caller
- * keeps the writers it must out.
+ * NULL if none): the leaves from the leftmost along the right-links, one
+ * buffer lock at a time.  The caller holds the tree's writer lock (or
+ * keeps its writers out otherwise): the runs are then still.
  */
 SpindleRun *
 spindle_tree_read_all(SpindleTree *t, int *n)
 {
-	SpindleRun	r;
+	BlockNumber blk;
+	int			level;
 	SpindleRun *out = NULL;
 	int			nalloc = 0;
-	int64		x = PG_INT64_MIN;
 
 	*n = 0;
-	while (spindle_tree_next(t, x, &r))
+	if (!spindle_tree_root(t, &blk, &level))
+		return NULL;
+	/* down the leftmost downlinks to the leftmost leaf */
+	for (; level > 0; level--)
 	{
-		x = spindle_run_end(&r);
-		if (*n >= nalloc)
+		Buffer		buf = ReadBuffer(t->crel, blk);
+		Page		page;
+
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (!spindle_tree_page_ok(t, page, level))
+			elog(ERROR, "spindle: block %u is not a page of consumer tree %u",
+				 blk, t->sub);
+		blk = spindle_inner_items(page)[0].child;
+		UnlockReleaseBuffer(buf);
+	}
+	while (blk != InvalidBlockNumber)
+	{
+		Buffer		buf = ReadBuffer(t->crel, blk);
+		Page		page;
+		int			k;
+
+		CHECK_FOR_INTERRUPTS();
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (!spindle_tree_page_ok(t, page, 0))
+			elog(ERROR, "spindle: block %u is not a leaf of consumer tree %u",
+				 blk, t->sub);
+		k = spindle_cpage_nitems(page, sizeof(SpindleRun));
+		if (*n + k > nalloc)
 		{
-			nalloc = nalloc ? nalloc * 2 : 64;
-			out = out ? repalloc(out, nalloc * sizeof(SpindleRun)) :
-				palloc(nalloc * sizeof(SpindleRun));
+			nalloc = Max(nalloc * 2, *n + k + 64);
+			out = out ? repalloc_huge(out, (Size) nalloc * sizeof(SpindleRun)) :
+				palloc_extended((Size) nalloc * sizeof(SpindleRun),
+								MCXT_ALLOC_HUGE);
 		}
-		out[(*n)++] = r;
+		memcpy(out + *n, spindle_leaf_items(page), k * sizeof(SpindleRun));
+		*n += k;
+		blk = SpindleCpageGetOpaque(page)->right;
+		UnlockReleaseBuffer(buf);
 	}
 	return out;
 }

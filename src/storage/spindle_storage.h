@@ -687,6 +687,7 @@ extern void spindle_crel_wal_block(SpindleCrelWal *w, Buffer buf, uint8 flags,
 								   char *data, uint32 len);
 extern XLogRecPtr spindle_crel_wal_insert(SpindleCrelWal *w, uint8 info);
 extern Buffer spindle_crel_meta_lock(Relation crel, int mode);
+extern bool spindle_crel_room_for(Relation crel, int n);
 extern void spindle_crel_check_free_list(Relation crel,
 										 spindle_mapdir_report report,
 										 void *arg);
@@ -802,6 +803,8 @@ extern int	spindle_tree_drop(SpindleTree *t);
 extern int	spindle_tree_npages(SpindleTree *t);
 extern SpindleRun *spindle_tree_read_all(SpindleTree *t, int *n);
 extern bool spindle_tree_is_sparse(int npages, int64 nruns);
+extern int64 spindle_tree_pages_needed(int64 nruns);
+extern void spindle_tree_stats(SpindleTree *t, int *npages, int64 *nruns);
 extern void spindle_tree_rebuild(SpindleTree *old, const SpindleRun *runs,
 								 int n);
 extern void spindle_straggle_apply(Page page, const char *ops, Size len,
