@@ -217,6 +217,74 @@ static void tree_finish_split(SpindleTree *t, BlockNumber blk, int level);
 static BlockNumber *tree_pages(SpindleTree *t, int *n);
 static void free_pages(SpindleTree *t, BlockNumber *blocks, int n);
 
+typedef void (*TreePageVisitor) (void *arg, BlockNumber blk, Page page,
+								 int level);
+
+/*
+ * Visit the pages of tree t level by level from the root down, each level
+ * from its leftmost page along the right-links (leaves_only: the leaves
+ * alone, reached down the leftmost downlinks), each under a share lock
+ * held for the visit only.  False if there is no tree.  The caller keeps
+ * what must not move still (a reader's walk sees a split as it is).
+ */
+static bool
+walk_tree(SpindleTree *t, bool leaves_only, TreePageVisitor visit, void *arg)
+{
+	BlockNumber leftmost;
+	int			level;
+
+	if (!spindle_tree_root(t, &leftmost, &level))
+		return false;
+	for (; level >= 0; level--)
+	{
+		BlockNumber blk = leftmost;
+
+		while (blk != InvalidBlockNumber)
+		{
+			Buffer		buf = ReadBuffer(t->crel, blk);
+			Page		page;
+
+			CHECK_FOR_INTERRUPTS();
+			LockBuffer(buf, BUFFER_LOCK_SHARE);
+			page = BufferGetPage(buf);
+			if (!spindle_tree_page_ok(t, page, level))
+				elog(ERROR, "spindle: block %u is not a page of consumer tree %u",
+					 blk, t->sub);
+			if (blk == leftmost && level > 0)
+				leftmost = spindle_inner_items(page)[0].child;
+			if (level == 0 || !leaves_only)
+				visit(arg, blk, page, level);
+			blk = (level > 0 && leaves_only) ? InvalidBlockNumber :
+				SpindleCpageGetOpaque(page)->right;
+			UnlockReleaseBuffer(buf);
+		}
+	}
+	return true;
+}
+
+/* The blocks tree_pages collects (a walk_tree visitor's). */
+typedef struct BlockArray
+{
+	BlockNumber *blocks;
+	int			n;
+	int			nalloc;
+} BlockArray;
+
+static void
+collect_block(void *arg, BlockNumber blk, Page page, int level)
+{
+	BlockArray *a = (BlockArray *) arg;
+
+	if (a->n >= a->nalloc)
+	{
+		a->nalloc = a->nalloc ? a->nalloc * 2 : 64;
+		a->blocks = a->blocks ?
+			repalloc(a->blocks, a->nalloc * sizeof(BlockNumber)) :
+			palloc(a->nalloc * sizeof(BlockNumber));
+	}
+	a->blocks[a->n++] = blk;
+}
+
 /*
  * The page of tree t at `level` whose key range holds key, locked in mode
  * (pages above it are share-locked on the way), its low bound in *low;
@@ -1348,110 +1416,81 @@ spindle_tree_drop(SpindleTree *t)
 	return nblocks + 1;
 }
 
+/* What spindle_tree_stats counts, page by page (a walk_tree visitor). */
+typedef struct TreeStats
+{
+	int			npages;
+	int64		nruns;
+} TreeStats;
+
+static void
+count_page(void *arg, BlockNumber blk, Page page, int level)
+{
+	TreeStats  *st = (TreeStats *) arg;
+
+	st->npages++;
+	if (level == 0)
+		st->nruns += spindle_cpage_nitems(page, sizeof(SpindleRun));
+}
+
 /*
  * The pages of tree t, its meta block included (0: no tree), and the runs
- * its leaves hold, in one walk level by level along the right-links, one
- * buffer lock at a time, no array kept.  A reader's walk: a writer may
- * split a page meanwhile (the counts are then a page or a few runs off),
- * but nothing may free the tree's pages (the caller holds what keeps the
- * tree's rebuilders and droppers out).
+ * its leaves hold, in one walk (walk_tree), no array kept.  A reader's
+ * walk: a writer may split a page meanwhile (the counts are then a page
+ * or a few runs off), but nothing may free the tree's pages (the caller
+ * holds what keeps the tree's rebuilders and droppers out).
  */
 void
 spindle_tree_stats(SpindleTree *t, int *npages, int64 *nruns)
 {
-	BlockNumber root;
-	int			rootlevel;
-	BlockNumber leftmost;
+	TreeStats	st = {0, 0};
 
-	*npages = 0;
-	*nruns = 0;
-	if (!spindle_tree_root(t, &root, &rootlevel))
-		return;
-	*npages = 1;
-	leftmost = root;
-	for (int level = rootlevel; level >= 0; level--)
+	if (walk_tree(t, false, count_page, &st))
+		st.npages++;			/* the meta block */
+	*npages = st.npages;
+	*nruns = st.nruns;
+}
+
+/* The runs spindle_tree_read_all collects (a walk_tree visitor's). */
+typedef struct RunArray
+{
+	SpindleRun *runs;
+	int			n;
+	int			nalloc;
+} RunArray;
+
+static void
+collect_runs(void *arg, BlockNumber blk, Page page, int level)
+{
+	RunArray   *a = (RunArray *) arg;
+	int			k = spindle_cpage_nitems(page, sizeof(SpindleRun));
+
+	if (a->n + k > a->nalloc)
 	{
-		BlockNumber blk = leftmost;
-
-		while (blk != InvalidBlockNumber)
-		{
-			Buffer		buf = ReadBuffer(t->crel, blk);
-			Page		page;
-
-			CHECK_FOR_INTERRUPTS();
-			LockBuffer(buf, BUFFER_LOCK_SHARE);
-			page = BufferGetPage(buf);
-			if (!spindle_tree_page_ok(t, page, level))
-				elog(ERROR, "spindle: block %u is not a page of consumer tree %u",
-					 blk, t->sub);
-			if (blk == leftmost && level > 0)
-				leftmost = spindle_inner_items(page)[0].child;
-			if (level == 0)
-				*nruns += spindle_cpage_nitems(page, sizeof(SpindleRun));
-			(*npages)++;
-			blk = SpindleCpageGetOpaque(page)->right;
-			UnlockReleaseBuffer(buf);
-		}
+		a->nalloc = Max(a->nalloc * 2, a->n + k + 64);
+		a->runs = a->runs ?
+			repalloc_huge(a->runs, (Size) a->nalloc * sizeof(SpindleRun)) :
+			palloc_extended((Size) a->nalloc * sizeof(SpindleRun),
+							MCXT_ALLOC_HUGE);
 	}
+	memcpy(a->runs + a->n, spindle_leaf_items(page), k * sizeof(SpindleRun));
+	a->n += k;
 }
 
 /*
  * Every run of tree t in key order, as a palloc'd array (*n of them;
- * NULL if none): the leaves from the leftmost along the right-links, one
- * buffer lock at a time.  The caller holds the tree's writer lock (or
- * keeps its writers out otherwise): the runs are then still.
+ * NULL if none): its leaves from the leftmost along the right-links
+ * (walk_tree).  The caller holds the tree's writer lock (or keeps its
+ * writers out otherwise): the runs are then still.
  */
 SpindleRun *
 spindle_tree_read_all(SpindleTree *t, int *n)
 {
-	BlockNumber blk;
-	int			level;
-	SpindleRun *out = NULL;
-	int			nalloc = 0;
+	RunArray	a = {NULL, 0, 0};
 
-	*n = 0;
-	if (!spindle_tree_root(t, &blk, &level))
-		return NULL;
-	/* down the leftmost downlinks to the leftmost leaf */
-	for (; level > 0; level--)
-	{
-		Buffer		buf = ReadBuffer(t->crel, blk);
-		Page		page;
-
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		page = BufferGetPage(buf);
-		if (!spindle_tree_page_ok(t, page, level))
-			elog(ERROR, "spindle: block %u is not a page of consumer tree %u",
-				 blk, t->sub);
-		blk = spindle_inner_items(page)[0].child;
-		UnlockReleaseBuffer(buf);
-	}
-	while (blk != InvalidBlockNumber)
-	{
-		Buffer		buf = ReadBuffer(t->crel, blk);
-		Page		page;
-		int			k;
-
-		CHECK_FOR_INTERRUPTS();
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		page = BufferGetPage(buf);
-		if (!spindle_tree_page_ok(t, page, 0))
-			elog(ERROR, "spindle: block %u is not a leaf of consumer tree %u",
-				 blk, t->sub);
-		k = spindle_cpage_nitems(page, sizeof(SpindleRun));
-		if (*n + k > nalloc)
-		{
-			nalloc = Max(nalloc * 2, *n + k + 64);
-			out = out ? repalloc_huge(out, (Size) nalloc * sizeof(SpindleRun)) :
-				palloc_extended((Size) nalloc * sizeof(SpindleRun),
-								MCXT_ALLOC_HUGE);
-		}
-		memcpy(out + *n, spindle_leaf_items(page), k * sizeof(SpindleRun));
-		*n += k;
-		blk = SpindleCpageGetOpaque(page)->right;
-		UnlockReleaseBuffer(buf);
-	}
-	return out;
+	(void) walk_tree(t, true, collect_runs, &a);
+	*n = a.n;
+	return a.runs;
 }
 
 /* How many pages tree t has, its meta block included (0: no tree). */
@@ -1475,47 +1514,13 @@ spindle_tree_npages(SpindleTree *t)
 static BlockNumber *
 tree_pages(SpindleTree *t, int *n)
 {
-	BlockNumber root;
-	int			rootlevel;
-	BlockNumber *blocks;
-	int			nblocks = 0;
-	int			maxblocks = 64;
-	BlockNumber leftmost;
-	int			level;
+	BlockArray	a = {NULL, 0, 0};
 
 	*n = 0;
-	if (!spindle_tree_root(t, &root, &rootlevel))
+	if (!walk_tree(t, false, collect_block, &a))
 		return NULL;
-	blocks = palloc(maxblocks * sizeof(BlockNumber));
-	leftmost = root;
-	for (level = rootlevel; level >= 0; level--)
-	{
-		BlockNumber blk = leftmost;
-
-		while (blk != InvalidBlockNumber)
-		{
-			Buffer		buf = ReadBuffer(t->crel, blk);
-			Page		page;
-
-			LockBuffer(buf, BUFFER_LOCK_SHARE);
-			page = BufferGetPage(buf);
-			if (!spindle_tree_page_ok(t, page, level))
-				elog(ERROR, "spindle: block %u is not a page of consumer tree %u",
-					 blk, t->sub);
-			if (blk == leftmost && level > 0)
-				leftmost = spindle_inner_items(page)[0].child;
-			if (nblocks >= maxblocks)
-			{
-				maxblocks *= 2;
-				blocks = repalloc(blocks, maxblocks * sizeof(BlockNumber));
-			}
-			blocks[nblocks++] = blk;
-			blk = SpindleCpageGetOpaque(page)->right;
-			UnlockReleaseBuffer(buf);
-		}
-	}
-	*n = nblocks;
-	return blocks;
+	*n = a.n;
+	return a.blocks != NULL ? a.blocks : palloc(sizeof(BlockNumber));
 }
 
 /* Free blocks[0..n) of tree t (one FREE record each), and the array. */
