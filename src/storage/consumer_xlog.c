@@ -283,8 +283,18 @@ redo_free(XLogReaderState *record)
 static void
 redo_reuse(XLogReaderState *record)
 {
-	xl_spindle_reuse *xlrec = (xl_spindle_reuse *) XLogRecGetData(record);
+	xl_spindle_reuse xlrec_buf;
+	xl_spindle_reuse *xlrec = &xlrec_buf;
 	Buffer		mbuf;
+
+	/*
+	 * A record written before the free list's look-ahead (turn 4, session
+	 * 10) has no prev: it always took the head.
+	 */
+	memset(&xlrec_buf, 0, sizeof(xlrec_buf));
+	xlrec_buf.prev = InvalidBlockNumber;
+	memcpy(&xlrec_buf, XLogRecGetData(record),
+		   Min(XLogRecGetDataLen(record), sizeof(xlrec_buf)));
 
 	if (InHotStandby)
 		ResolveRecoveryConflictWithSnapshotFullXid(xlrec->horizon, xlrec->node);
@@ -405,7 +415,12 @@ spindle_crel_desc(StringInfo buf, XLogReaderState *record)
 			}
 		case XLOG_SPINDLE_REUSE:
 			{
-				xl_spindle_reuse *x = (xl_spindle_reuse *) data;
+				xl_spindle_reuse xbuf;
+				xl_spindle_reuse *x = &xbuf;
+
+				xbuf.prev = InvalidBlockNumber;
+				memcpy(&xbuf, data, Min(XLogRecGetDataLen(record),
+										sizeof(xbuf)));
 
 				appendStringInfo(buf, "rel %u/%u/%u, block %u, horizon %u:%u, next %u, prev %u",
 								 x->node.spcNode, x->node.dbNode, x->node.relNode,
