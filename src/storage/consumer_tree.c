@@ -1497,13 +1497,11 @@ spindle_tree_read_all(SpindleTree *t, int *n)
 int
 spindle_tree_npages(SpindleTree *t)
 {
-	int			n;
-	BlockNumber *blocks = tree_pages(t, &n);
+	int			npages;
+	int64		nruns;
 
-	if (blocks == NULL)
-		return 0;
-	pfree(blocks);
-	return n + 1;
+	spindle_tree_stats(t, &npages, &nruns);
+	return npages;
 }
 
 /*
