@@ -341,18 +341,24 @@ void
 spindle_crel_check_free_list(Relation crel, spindle_mapdir_report report,
 							 void *arg)
 {
-	BlockNumber nblocks = RelationGetNumberOfBlocks(crel);
+	BlockNumber nblocks;
 	Buffer		mbuf;
 	SpindleCrelMeta *meta;
 	bool	   *seen;
 	BlockNumber blk;
 	uint32		n = 0;
 
-	if (nblocks == 0)
+	if (RelationGetNumberOfBlocks(crel) == 0)
 		return;
-	seen = palloc0(sizeof(bool) * nblocks);
 	mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_SHARE);
 	meta = SpindleCrelGetMeta(BufferGetPage(mbuf));
+	/*
+	 * The length after the lock: a reservation extends the relation, then
+	 * puts the new page on the list under the metapage's exclusive lock
+	 * (review rv4: read before, it reported a page outside the relation).
+	 */
+	nblocks = RelationGetNumberOfBlocks(crel);
+	seen = palloc0(sizeof(bool) * nblocks);
 	for (blk = meta->free_head; blk != InvalidBlockNumber;)
 	{
 		Buffer		fbuf;
