@@ -3062,6 +3062,8 @@ consume_now(Consumer *cs, int want, ConsumeResult *out, bool *pool_full)
 		 * leaves nothing anyone reads, and its memory goes at once (a walk
 		 * over a long run of consumed events makes an attempt per claim).
 		 */
+		if (res.c != NULL)
+			pfree(res.c);		/* copied out by value above */
 		if (delivered > 0)
 			attempt = attempt_context(cxt);
 		else
