@@ -357,6 +357,72 @@ spindle_consumed_end(SpindleConsumeView *v)
 	memset(v, 0, sizeof(*v));
 }
 
+/* ids one look of spindle_consumed_skip reads the log over, at most */
+#define SKIP_LOOK_IDS	16384
+
+/*
+ * The first id at or after from, and below to, that the consume log of
+ * facade does not say is consumed for good: from itself if the queue has
+ * no log or no committed entry (or the floor) covers from.  One range read
+ * of the log over at most SKIP_LOOK_IDS ids, then its floor (after the
+ * entries, see spindle_consume_log_floor), and one clog look per xid, as
+ * spindle_consumed_page does; an entry of a running, aborted or this
+ * backend's transaction ends the run.  A committed entry stays committed,
+ * so what this returns stays true: every id below it from from on is an
+ * event consumed by a committed transaction, which no consumer delivers
+ * again, and the caller (queue.c, skip_consumed) may move a head over
+ * them without examining them one claim at a time.  Takes the log's lock
+ * in consumers' mode (no rebuild swaps the tree under the read) and opens
+ * the consumer relation AccessShareLock, kept to the end of the
+ * transaction.  No buffer lock or LWLock may be held.
+ */
+int64
+spindle_consumed_skip(Relation facade, int64 from, int64 to)
+{
+	Oid			croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
+	Relation	crel;
+	SpindleConsumed *e = NULL;
+	int			n = 0;
+	int64		pos = from;
+	int64		floor = PG_INT64_MIN;
+	FullTransactionId gone = InvalidFullTransactionId;
+
+	to = Min(to, from + SKIP_LOOK_IDS);
+	if (from >= to || !OidIsValid(croid) ||
+		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
+		return from;
+	spindle_consume_log_lock_consumer(crel);
+	if (spindle_consume_log_exists(crel))
+	{
+		e = spindle_consume_log_read(crel, from, to, &n);
+		floor = spindle_consume_log_floor(crel);
+	}
+	spindle_consume_log_unlock_consumer(crel);
+	relation_close(crel, NoLock);
+	pos = Max(pos, floor);
+	for (int i = 0; i < n && pos < to; i++)
+	{
+		TransactionId xid;
+
+		if (e[i].first + e[i].len <= pos)
+			continue;
+		if (e[i].first > pos)
+			break;				/* an id no entry covers */
+		/* one clog look per xid: neighbours mostly share it */
+		if (!(FullTransactionIdIsValid(gone) &&
+			  FullTransactionIdEquals(e[i].fxid, gone)))
+		{
+			if (entry_verdict(&e[i], &xid) != SPINDLE_LOG_GONE)
+				break;
+			gone = e[i].fxid;
+		}
+		pos = e[i].first + e[i].len;
+	}
+	if (e != NULL)
+		pfree(e);
+	return Min(pos, to);
+}
+
 /*
  * Where a consumer state rebuilt from disk may start examining: the
  * consume log's floor, below which every event is consumed for every

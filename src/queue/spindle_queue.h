@@ -341,6 +341,7 @@ extern void spindle_consumed_write(SpindleConsumeView *v, Relation seg,
 								   CommandId cid);
 extern void spindle_consumed_end(SpindleConsumeView *v);
 extern int64 spindle_consumed_floor(Relation facade);
+extern int64 spindle_consumed_skip(Relation facade, int64 from, int64 to);
 
 /* ---- queue.c: consuming ---- */
 
