@@ -58,19 +58,13 @@
 #     documented exceptions (rollbacks, crashes, leases, delays) are left
 #     out.  Concurrent consumers split a producer's events between them,
 #     so no order across sessions is promised, nor for re-delivered
-#     events.  (2) is a TODO test: it fails now and then (about one run
-#     in three here) for two defects of the consumers.  The events behind
-#     the head are taken in the order of the queue state's item list, not
-#     in msg_id order: a claim that finds a producer's events pending on
-#     its open transaction keeps its own item for its last run and puts the
-#     earlier runs in new items at the list's tail, so once the transaction
-#     commits a dequeue(q, 1) returns its later event first (reproduced
-#     with one producer and one consumer).  And a consumer reads the time
-#     before it claims positions, so an event whose producer began after
-#     that moment has a visible_at later than the consumer's time: with no
-#     delay it is taken for delayed, parked, and delivered after the
-#     producer's later events (taking the time after the claim fixes it).
-#     A narrower window stays with those fixed: a consumer that found s
+#     events.  (2) is a TODO test.  It failed now and then (about one run
+#     in three) for two defects of the consumers, both fixed in e8d5656:
+#     events behind the head were taken in the order of the queue state's
+#     item list, not in msg_id order (ready_items now sorts them), and a
+#     consumer read the time before it claimed positions, so a fresh event
+#     with no delay looked delayed (the time is now read after the claim).
+#     A narrower window stays and keeps it a TODO: a consumer that found s
 #     pending and is descheduled before it records so, while the producer
 #     commits s and s + 1 and another consumer takes s + 1, leaves s for
 #     that consumer's next call.  (1) holds since a call returns its events
@@ -498,9 +492,8 @@ is($n_bad, '0',
 TODO:
 {
 	local $TODO =
-	  'known defects: items behind the head are taken in item-list order, '
-	  . 'not msg_id order; a consumer\'s time, read before its claim, makes '
-	  . 'a fresh event with no delay look delayed';
+	  'a consumer that finds an event pending and is descheduled before it '
+	  . 'records so may see another consumer take the next one first';
 	is($n_bad, '0',
 		"across the calls of each consumer session, each producer's single deliveries come out in its order"
 	) or diag("out of order: $bad");
