@@ -357,27 +357,26 @@ spindle_consumed_end(SpindleConsumeView *v)
 	memset(v, 0, sizeof(*v));
 }
 
-/* ids one look of spindle_consumed_skip reads the log over, at most */
-#define SKIP_LOOK_IDS	16384
-
 /*
- * The first id at or after from, and below to, that the consume log of
- * facade does not say is consumed for good: from itself if the queue has
- * no log or no committed entry (or the floor) covers from.  One range read
- * of the log over at most SKIP_LOOK_IDS ids, then its floor (after the
- * entries, see spindle_consume_log_floor), and one clog look per xid, as
+ * The first id at or after from, and below to, that is neither in one of
+ * the parked ranges parked[0..2 * nparked) (sorted, disjoint [start, end)
+ * pairs) nor consumed for good by the consume log of facade: from itself
+ * if none of them covers from.  One range read of the log over at most
+ * SPINDLE_SKIP_LOOK_IDS ids, then its floor (after the entries, see
+ * spindle_consume_log_floor), and one clog look per xid, as
  * spindle_consumed_page does; an entry of a running, aborted or this
- * backend's transaction ends the run.  A committed entry stays committed,
- * so what this returns stays true: every id below it from from on is an
- * event consumed by a committed transaction, which no consumer delivers
- * again, and the caller (queue.c, skip_consumed) may move a head over
- * them without examining them one claim at a time.  Takes the log's lock
- * in consumers' mode (no rebuild swaps the tree under the read) and opens
- * the consumer relation AccessShareLock, kept to the end of the
+ * backend's transaction, or an id neither covers, ends the run.  A
+ * committed entry stays committed, so every id it covers is an event that
+ * no consumer delivers again, and a parked run comes back when due: the
+ * caller (queue.c, skip_settled) may move a head over them without
+ * claiming and examining them one attempt at a time.  Takes the log's
+ * lock in consumers' mode (no rebuild swaps the tree under the read) and
+ * opens the consumer relation AccessShareLock, kept to the end of the
  * transaction.  No buffer lock or LWLock may be held.
  */
 int64
-spindle_consumed_skip(Relation facade, int64 from, int64 to)
+spindle_consumed_skip(Relation facade, int64 from, int64 to,
+					  const int64 *parked, int nparked)
 {
 	Oid			croid = spindle_consumer_rel_oid(RelationGetRelid(facade));
 	Relation	crel;
@@ -386,10 +385,14 @@ spindle_consumed_skip(Relation facade, int64 from, int64 to)
 	int64		pos = from;
 	int64		floor = PG_INT64_MIN;
 	FullTransactionId gone = InvalidFullTransactionId;
+	int			i = 0;
+	int			j = 0;
 
-	to = Min(to, from + SKIP_LOOK_IDS);
-	if (from >= to || !OidIsValid(croid) ||
-		(crel = try_relation_open(croid, AccessShareLock)) == NULL)
+	to = Min(to, from + SPINDLE_SKIP_LOOK_IDS);
+	if (from >= to || !OidIsValid(croid))
+		return from;
+	crel = try_relation_open(croid, AccessShareLock);
+	if (crel == NULL)
 		return from;
 	spindle_consume_log_lock_consumer(crel);
 	if (spindle_consume_log_exists(crel))
@@ -400,14 +403,21 @@ spindle_consumed_skip(Relation facade, int64 from, int64 to)
 	spindle_consume_log_unlock_consumer(crel);
 	relation_close(crel, NoLock);
 	pos = Max(pos, floor);
-	for (int i = 0; i < n && pos < to; i++)
+	while (pos < to)
 	{
 		TransactionId xid;
 
-		if (e[i].first + e[i].len <= pos)
+		while (j < nparked && parked[2 * j + 1] <= pos)
+			j++;
+		while (i < n && e[i].first + e[i].len <= pos)
+			i++;
+		if (j < nparked && parked[2 * j] <= pos)
+		{
+			pos = parked[2 * j + 1];	/* parked: back when due */
 			continue;
-		if (e[i].first > pos)
-			break;				/* an id no entry covers */
+		}
+		if (i == n || e[i].first > pos)
+			break;				/* an id neither covers */
 		/* one clog look per xid: neighbours mostly share it */
 		if (!(FullTransactionIdIsValid(gone) &&
 			  FullTransactionIdEquals(e[i].fxid, gone)))

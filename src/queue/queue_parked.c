@@ -1107,21 +1107,15 @@ spindle_park_next_due(Relation facade, QueueState *qs)
 }
 
 /*
- * Where the first parked run of facade's queue that reaches past x starts
- * (PG_INT64_MAX: none), its end in *end: the head of a state rebuilt from
- * disk skips parked runs (they come back when due).  Without I/O when no
- * parked run reaches past x, as for any head in steady state (runs are
- * parked behind it).  qs pinned, no LWLock or buffer lock held; reads
- * tree 0 as a reader.
+ * The end of the last parked run of facade's queue, learnt from tree 1 if
+ * the state was loaded afresh: no parked run reaches past it.  qs pinned,
+ * no LWLock held.
  */
-int64
-spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
+static int64
+known_park_end(Relation facade, QueueState *qs)
 {
 	bool		known;
 	int64		park_end;
-	SpindleTree t;
-	SpindleRun	run;
-	bool		found;
 
 	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
 	known = qs->park_known;
@@ -1134,14 +1128,83 @@ spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
 		park_end = qs->park_end;
 		LWLockRelease(spindle_queue_lock(qs));
 	}
+	return park_end;
+}
+
+/* runs one look of spindle_park_next follows past the first, at most */
+#define PARK_CHAIN_MAX	65536
+
+/*
+ * Where the first parked run of facade's queue that reaches past x starts
+ * (PG_INT64_MAX: none), its end in *end: the head of a state rebuilt from
+ * disk skips parked runs (they come back when due).  When that run holds
+ * x, *end is the end of the chain of runs parked one after the other from
+ * it (spindle_tree_chain_end, a walk of tree 0's leaves): a head rebuilt
+ * among 100 000 delayed events enqueued one after the other used to move
+ * over them one tree descent each, 120 ms again at every rebuild of an
+ * evicted state.  Safe to skip for a head at x that has not moved: runs at
+ * or past a state's head are never taken (spindle_park_take_due holds them
+ * back until the head has passed them), only parked again or cut by an
+ * ack.  Without I/O when no parked run reaches past x, as for any head in
+ * steady state (runs are parked behind it).  qs pinned, no LWLock or
+ * buffer lock held; reads tree 0 as a reader.
+ */
+int64
+spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
+{
+	int64		park_end;
+	SpindleTree t;
+	SpindleRun	run;
+	bool		found;
+
+	park_end = known_park_end(facade, qs);
 	if (x >= park_end || !reader_open(RelationGetRelid(facade), &t))
 		return PG_INT64_MAX;
 	found = spindle_tree_next(&t, x, &run);
+	if (found)
+	{
+		*end = spindle_run_end(&run);
+		if (run.first <= x)
+			*end = spindle_tree_chain_end(&t, *end, PARK_CHAIN_MAX);
+	}
 	reader_close(&t);
-	if (!found)
-		return PG_INT64_MAX;
-	*end = spindle_run_end(&run);
-	return run.first;
+	return found ? run.first : PG_INT64_MAX;
+}
+
+/*
+ * The parked runs of facade's queue that reach into [lo, hi), at most max
+ * of them, as *n sorted, disjoint [start, end) pairs (NULL if none), read
+ * by one walk of tree 0's leaves (spindle_tree_read_range): what a head
+ * rebuilt among parked runs moves over (queue.c, skip_settled; the same
+ * safety as spindle_park_next's).  Without I/O when no parked run reaches
+ * past lo.  qs pinned, no LWLock or buffer lock held.
+ */
+int64 *
+spindle_park_ranges(Relation facade, QueueState *qs, int64 lo, int64 hi,
+					int max, int *n)
+{
+	int64		park_end;
+	SpindleTree t;
+	SpindleRun *runs;
+	int64	   *ranges = NULL;
+
+	*n = 0;
+	park_end = known_park_end(facade, qs);
+	if (lo >= park_end || !reader_open(RelationGetRelid(facade), &t))
+		return NULL;
+	runs = spindle_tree_read_range(&t, lo, hi, max, n);
+	reader_close(&t);
+	if (*n > 0)
+	{
+		ranges = palloc(sizeof(int64) * 2 * *n);
+		for (int i = 0; i < *n; i++)
+		{
+			ranges[2 * i] = runs[i].first;
+			ranges[2 * i + 1] = spindle_run_end(&runs[i]);
+		}
+		pfree(runs);
+	}
+	return ranges;
 }
 
 /*

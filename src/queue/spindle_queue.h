@@ -227,6 +227,8 @@ extern bool spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n,
 extern TimestampTz spindle_park_next_due(Relation facade, QueueState *qs);
 extern int64 spindle_park_next(Relation facade, QueueState *qs, int64 x,
 							   int64 *end);
+extern int64 *spindle_park_ranges(Relation facade, QueueState *qs, int64 lo,
+								  int64 hi, int max, int *n);
 extern int64 spindle_park_count(Oid relid, uint16 kind, TimestampTz after,
 								 TimestampTz *first_due);
 extern int64 *spindle_park_leased(Oid relid, int64 lo, int64 hi,
@@ -341,7 +343,11 @@ extern void spindle_consumed_write(SpindleConsumeView *v, Relation seg,
 								   CommandId cid);
 extern void spindle_consumed_end(SpindleConsumeView *v);
 extern int64 spindle_consumed_floor(Relation facade);
-extern int64 spindle_consumed_skip(Relation facade, int64 from, int64 to);
+extern int64 spindle_consumed_skip(Relation facade, int64 from, int64 to,
+								   const int64 *parked, int nparked);
+
+/* ids one look of a head over settled events covers, at most */
+#define SPINDLE_SKIP_LOOK_IDS	16384
 
 /* ---- queue.c: consuming ---- */
 

@@ -1282,6 +1282,137 @@ spindle_tree_next(SpindleTree *t, int64 x, SpindleRun *run)
 }
 
 /*
+ * Call visit for each run of tree t whose first is at or after x, in key
+ * order, until it returns false or the runs end: a reader's walk of the
+ * leaves from x's, one buffer lock at a time, crossing them by their
+ * right-links (items only move right in a split, so none already in the
+ * tree is missed; a page that left the tree makes the walk descend again
+ * from the last run visited).  visit runs with the leaf's buffer locked
+ * (share): it must not read the tree or do I/O.
+ */
+static void
+scan_from(SpindleTree *t, int64 x, bool (*visit) (const SpindleRun *, void *),
+		  void *arg)
+{
+	int64		low;
+	Buffer		buf = spindle_tree_descend(t, x, 0, BUFFER_LOCK_SHARE, &low);
+
+	while (BufferIsValid(buf))
+	{
+		Page		page = BufferGetPage(buf);
+		int			n = spindle_cpage_nitems(page, sizeof(SpindleRun));
+		SpindleRun *items = spindle_leaf_items(page);
+		BlockNumber right = SpindleCpageGetOpaque(page)->right;
+		bool		more = true;
+
+		for (int i = spindle_leaf_search_ge(page, x); i < n && more; i++)
+		{
+			more = visit(&items[i], arg);
+			x = spindle_run_end(&items[i]);
+		}
+		UnlockReleaseBuffer(buf);
+		if (!more || right == InvalidBlockNumber)
+			return;
+		CHECK_FOR_INTERRUPTS();
+		buf = ReadBuffer(t->crel, right);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		if (!spindle_tree_page_ok(t, BufferGetPage(buf), 0))
+		{
+			/* freed meanwhile: look again from the top */
+			UnlockReleaseBuffer(buf);
+			buf = spindle_tree_descend(t, x, 0, BUFFER_LOCK_SHARE, &low);
+		}
+	}
+}
+
+/* The chain spindle_tree_chain_end follows (a scan_from visitor's). */
+typedef struct RunChain
+{
+	int64		end;
+	int			left;			/* runs it may still follow */
+} RunChain;
+
+static bool
+follow_chain(const SpindleRun *run, void *arg)
+{
+	RunChain   *c = (RunChain *) arg;
+
+	if (run->first != c->end || c->left <= 0)
+		return false;
+	c->end = spindle_run_end(run);
+	return --c->left > 0;
+}
+
+/*
+ * The end of the chain of runs of tree t that starts at end: the runs
+ * each beginning where the one before ends (runs never overlap), at most
+ * max of them (scan_from).  Returns end itself if no run begins there.  A
+ * reader: what it returns may change as soon as it is returned, so the
+ * caller must know by other means that the runs it skips cannot go
+ * meanwhile.
+ */
+int64
+spindle_tree_chain_end(SpindleTree *t, int64 end, int max)
+{
+	RunChain	c = {end, max};
+
+	scan_from(t, end, follow_chain, &c);
+	return c.end;
+}
+
+/* The runs spindle_tree_read_range collects (a scan_from visitor's). */
+typedef struct RunRange
+{
+	SpindleRun *runs;
+	int			n;
+	int			nalloc;
+	int			max;
+	int64		hi;
+} RunRange;
+
+static bool
+collect_range(const SpindleRun *run, void *arg)
+{
+	RunRange   *r = (RunRange *) arg;
+
+	if (run->first >= r->hi || r->n >= r->max)
+		return false;
+	if (r->n == r->nalloc)
+	{
+		r->nalloc = Max(16, r->nalloc * 2);
+		r->runs = r->runs == NULL ?
+			palloc(sizeof(SpindleRun) * r->nalloc) :
+			repalloc(r->runs, sizeof(SpindleRun) * r->nalloc);
+	}
+	r->runs[r->n++] = *run;
+	return true;
+}
+
+/*
+ * The runs of tree t that reach into [lo, hi), at most max of them, in key
+ * order, as a palloc'd array (NULL if none; *n how many): the run holding
+ * lo, if one starts before it, then those scan_from finds from lo on.  A
+ * reader: the runs may change as soon as they are returned.
+ */
+SpindleRun *
+spindle_tree_read_range(SpindleTree *t, int64 lo, int64 hi, int max, int *n)
+{
+	RunRange	r = {NULL, 0, 0, max, hi};
+	SpindleRun	holder;
+	int64		from = lo;
+
+	if (lo < hi && max > 0 && spindle_tree_lookup(t, lo, &holder))
+	{
+		collect_range(&holder, &r);
+		from = spindle_run_end(&holder);
+	}
+	if (from < hi)
+		scan_from(t, from, collect_range, &r);
+	*n = r.n;
+	return r.runs;
+}
+
+/*
  * Copy into out up to max runs of tree t, whose writer lock the caller
  * holds, whose first lies in [from, limit), in key order, and remove them
  * if remove; returns how many.  *next gets the smallest first the tree

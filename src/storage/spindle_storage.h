@@ -795,6 +795,9 @@ extern bool spindle_tree_replace_exact(SpindleTree *t, const SpindleRun *run);
 extern int64 spindle_tree_cut(SpindleTree *t, int64 a, int64 b, int32 *maxrc);
 extern bool spindle_tree_lookup(SpindleTree *t, int64 x, SpindleRun *run);
 extern bool spindle_tree_next(SpindleTree *t, int64 x, SpindleRun *run);
+extern int64 spindle_tree_chain_end(SpindleTree *t, int64 end, int max);
+extern SpindleRun *spindle_tree_read_range(SpindleTree *t, int64 lo, int64 hi,
+										   int max, int *n);
 extern int	spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
 							 SpindleRun *out, int64 *next, bool remove);
 extern int64 spindle_tree_count(SpindleTree *t, uint16 kind,

@@ -1,7 +1,7 @@
 # A consumer walking over a long run of consumed events keeps no memory
 # per event, and skips the events the consume log says are consumed
 # (review rv3 of turn 4, session 10; queue.c, consume_now,
-# attempt_context and skip_consumed).  A lease on a queue's first event
+# attempt_context and skip_settled).  A lease on a queue's first event
 # keeps the consume log from folding the entries of the events after it,
 # so a queue state built from disk (after a restart) starts its head at
 # the lease, and the first dequeue used to walk over every one of them,

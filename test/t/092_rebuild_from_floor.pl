@@ -50,14 +50,16 @@ ok( $node->poll_query_until('postgres', q{
 
 # buffers one dequeue(hist, 1) touches in a session whose caches another
 # call warmed, and the event it took
-my $dequeue = sub {
-	my $out = $q->(q{SELECT count(*) FROM spindle.dequeue('t1', 1);
+my $buffers_of = sub {
+	my ($queue) = @_;
+	my $out = $q->(qq{SELECT count(*) FROM spindle.dequeue('t1', 1);
 		EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY OFF)
-		SELECT * FROM spindle.dequeue('hist', 1);});
+		SELECT * FROM spindle.dequeue('$queue', 1);});
 	my $n = 0;
 	$n += $1 while $out =~ /(?:hit|read)=(\d+)/g;
 	return $n;
 };
+my $dequeue = sub { $buffers_of->('hist') };
 $churn->();
 my $rebuilt = $dequeue->();
 my $warm = $dequeue->();
@@ -73,5 +75,45 @@ is($q->(q{SELECT string_agg(payload::text, ',') FROM spindle.dequeue('hist', 10)
 is($q->(q{SELECT payload::text FROM spindle_q.hist}), '{"late": 2}',
 	'what stays is the delayed event');
 verify_ok($node, 'postgres', 'spindle_q.hist', 'verify() is clean');
+
+# Delayed events stop the fold, so a state rebuilt with no saved head
+# starts at the first of them and moves its head over the parked runs and
+# the consumed events above it.  It used to take one tree descent per
+# parked run and one attempt per consumed event, again at every rebuild:
+# 100 000 reminders enqueued one after the other cost every dequeue of an
+# evicted state 65 to 120 ms.  Now it follows the parked runs by a walk of
+# tree 0's leaves (spindle_park_next) and the consumed events by range
+# reads of the consume log (skip_settled).
+# remind: 20 000 reminders, one run each (due 2 s apart), one after the other
+$q->(q{SELECT spindle.create_queue('remind', 100000)});
+$q->(q{SELECT count(*) FROM (SELECT spindle.enqueue('remind', '{}',
+	delay => (3600 + 2 * g) * interval '1 s') FROM generate_series(1, 20000) g) x});
+# mixed: 2 000 reminders, each followed by 9 events consumed at once
+$q->(q{SELECT spindle.create_queue('mixed', 100000)});
+$q->(q{DO $$ BEGIN FOR g IN 1 .. 2000 LOOP
+	PERFORM spindle.enqueue('mixed', '{}', delay => (3600 + 2 * g) * interval '1 s');
+	PERFORM spindle.enqueue_batch('mixed', ARRAY(SELECT '{}'::jsonb FROM generate_series(1, 9)));
+END LOOP; END $$});
+for my $queue ('remind', 'mixed')
+{
+	# one transaction a call: a call's claims last until its commit
+	$q->(qq{SELECT count(*) FROM spindle.dequeue('$queue', 1000)}) for 1 .. 25;
+	$q->(qq{SELECT spindle.enqueue('$queue', '{"last": 1}')});
+}
+is($q->(q{SELECT count(*) FROM spindle_q.mixed}), '2001',
+	'mixed: the reminders and the last event are left, the others consumed');
+for my $queue ('remind', 'mixed')
+{
+	$churn->();
+	my $rebuilt = $buffers_of->($queue);
+	$q->(qq{SELECT spindle.enqueue('$queue', '{"last": 2}')});
+	my $warm = $buffers_of->($queue);
+	note "$queue: $rebuilt buffers rebuilt, $warm warm";
+	cmp_ok($rebuilt, '<', 1000,
+		"$queue: a state rebuilt among the parked runs reads few buffers (before: remind 80 080, mixed 476 112)");
+	is($q->(qq{SELECT count(*) FROM spindle_q.$queue WHERE payload ? 'last'}), '0',
+		"$queue: both calls took the event after the parked ones");
+}
+verify_ok($node, 'postgres', 'spindle_q.mixed', 'verify() of mixed is clean');
 
 done_testing();
