@@ -204,6 +204,10 @@ typedef struct ClaimRef
 	uint64		lease_call;		/* the read() call that made it, or 0 */
 	bool		purge;			/* it purged events (dequeue, ack, a move to
 								 * the dead-letter queue): PREPARE refused */
+	Oid			relid;			/* the queue table */
+	int64		spilled;		/* > 0: no item any more, but this many
+								 * purged events parked on disk
+								 * (spill_claims), counted at commit */
 } ClaimRef;
 
 static dlist_head my_claims = DLIST_STATIC_INIT(my_claims);	/* ClaimRefs */
@@ -409,6 +413,15 @@ end_claims(bool commit, SubTransactionId subid)
 
 		if (subid != InvalidSubTransactionId && ref->subid != subid)
 			continue;
+		if (ref->spilled > 0)
+		{
+			/* its events wait on disk for our xid: counted if it commits */
+			if (commit && (qs = spindle_queue_state(ref->relid)) != NULL)
+				pg_atomic_fetch_add_u64(&qs->dequeued, (uint64) ref->spilled);
+			dlist_delete(&ref->node);
+			pfree(ref);
+			continue;
+		}
 		qs = spindle_queue_state_at(ref->slot);
 		item = spindle_qitem_at(ref->index);
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
@@ -1079,8 +1092,147 @@ remember_claim(QueueState *qs, QueueItem *item)
 	ref->subid = GetCurrentSubTransactionId();
 	ref->lease_call = current_lease_call;
 	ref->purge = false;
+	ref->relid = qs->relid;
+	ref->spilled = 0;
 	dlist_push_tail(&my_claims, &ref->node);
 	return ref;
+}
+
+/*
+ * Whether item, of this backend's claim ref, holds events that our open
+ * (sub)transaction purged and nothing else: what spill_claims may park.
+ * The caller holds the queue's lock.
+ */
+static bool
+spillable(const ClaimRef *ref, const QueueItem *item)
+{
+	return ref->purge && ref->spilled == 0 && ref->lease_call == 0 &&
+		item->generation == ref->generation && item->kind == QITEM_CLAIM &&
+		item->owner == MyProc->pgprocno && !item->to_lease && !item->mixed &&
+		TransactionIdIsValid(item->xid);
+}
+
+/*
+ * Fold spilled claim ref into an older one of the same queue and
+ * subtransaction, if any, so that a transaction that spills again and
+ * again keeps one reference per queue, not one per claim.
+ */
+static void
+merge_spilled(ClaimRef *ref)
+{
+	dlist_iter	iter;
+
+	dlist_foreach(iter, &my_claims)
+	{
+		ClaimRef   *other = dlist_container(ClaimRef, node, iter.cur);
+
+		if (other == ref)
+			return;
+		if (other->spilled > 0 && other->relid == ref->relid &&
+			other->subid == ref->subid)
+		{
+			other->spilled += ref->spilled;
+			dlist_delete(&ref->node);
+			pfree(ref);
+			return;
+		}
+	}
+}
+
+/*
+ * Move this backend's claims of qs that purged events (dequeue, ack) out
+ * of the queue's items: each becomes a run parked on disk, PENDING on the
+ * (sub)transaction that purged its events (queue_parked.c), and its item
+ * is freed.  A queue has SPINDLE_ITEMS_PER_QUEUE items, and a claim holds
+ * one until its transaction ends, so consumers that each took events one
+ * call at a time in open transactions ran the queue out of items: two of
+ * them, 128 dequeue(q, 1) calls each, and every consumer of the queue
+ * failed with 53400 until one of them ended.  A parked PENDING run keeps
+ * what the claim kept: others find its events pending on our xid (the log
+ * entry or the xmax says so too) and look at the run again a second later
+ * while we run; once we commit it is found consumed, and if we (or the
+ * subtransaction) roll back, its events are delivered again, up to a
+ * second late (the claim would have handed them back at once).  Parked
+ * first, durably, then the items go: a crash in between leaves both, and
+ * the item wins while it lasts (queue_parked.c, P3).  Returns how many
+ * items it freed.  qs pinned; takes the queue's lock, none may be held.
+ */
+static int
+spill_claims(Relation facade, QueueState *qs)
+{
+	dlist_mutable_iter iter;
+	TimestampTz due = GetCurrentTimestamp() + USECS_PER_SEC;
+	ParkedRun  *runs = NULL;
+	ClaimRef  **refs = NULL;
+	int			n = 0;
+	int			nalloc = 0;
+	int			freed = 0;
+
+	LWLockAcquire(spindle_queue_lock(qs), LW_SHARED);
+	dlist_foreach_modify(iter, &my_claims)
+	{
+		ClaimRef   *ref = dlist_container(ClaimRef, node, iter.cur);
+		QueueItem  *item = spindle_qitem_at(ref->index);
+
+		if (ref->slot != qs->slot || !spillable(ref, item))
+			continue;
+		if (n == nalloc)
+		{
+			nalloc = Max(16, nalloc * 2);
+			runs = runs ? repalloc(runs, sizeof(ParkedRun) * nalloc) :
+				palloc(sizeof(ParkedRun) * nalloc);
+			refs = refs ? repalloc(refs, sizeof(ClaimRef *) * nalloc) :
+				palloc(sizeof(ClaimRef *) * nalloc);
+		}
+		runs[n].start = item->start;
+		runs[n].end = item->end;
+		runs[n].due = due;
+		runs[n].read_count = item->read_count;
+		runs[n].kind = SPINDLE_RUN_PENDING;
+		runs[n].xid = item->xid;
+		refs[n++] = ref;
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+	if (n == 0)
+		return 0;
+	spindle_park_runs(facade, qs, runs, n);
+	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
+	for (int i = 0; i < n; i++)
+	{
+		QueueItem  *item = spindle_qitem_at(refs[i]->index);
+
+		/* only this backend changes its claims: still as parked */
+		if (!spillable(refs[i], item) || item->start != runs[i].start ||
+			item->end != runs[i].end)
+		{
+			refs[i] = NULL;
+			continue;
+		}
+		refs[i]->spilled = item->end - item->start;
+		spindle_qitem_free(qs, item);
+		freed++;
+	}
+	LWLockRelease(spindle_queue_lock(qs));
+	for (int i = 0; i < n; i++)
+		if (refs[i] != NULL)
+			merge_spilled(refs[i]);
+	pfree(runs);
+	pfree(refs);
+	return freed;
+}
+
+/*
+ * Spill this backend's claims of qs (spill_claims) once more than half of
+ * the queue's items are in use, so that the consumers holding claims in
+ * open transactions leave room for one another before any runs out.
+ * Reads the count without the lock (a hint).
+ */
+static void
+spill_if_crowded(Relation facade, QueueState *qs)
+{
+	if (qs->nitems - qs->nleases > SPINDLE_ITEMS_PER_QUEUE / 2 &&
+		!dlist_is_empty(&my_claims))
+		(void) spill_claims(facade, qs);
 }
 
 /*
@@ -3087,6 +3239,7 @@ consume_now(Consumer *cs, int want, ConsumeResult *out, bool *pool_full)
 	MemoryContext cxt = CurrentMemoryContext;
 	MemoryContext attempt = attempt_context(cxt);
 
+	spill_if_crowded(cs->rel, qs);
 	while (out->n < want)
 	{
 		int64		head_before = qs->head;
@@ -3151,6 +3304,12 @@ consume_now(Consumer *cs, int want, ConsumeResult *out, bool *pool_full)
 		 * number of attempts in a row that only settled items ends it
 		 * too, so that items others keep changing cannot keep it here.
 		 */
+		/* no item left for a claim: our own claims go to disk, once more */
+		if (*pool_full && spill_claims(cs->rel, qs) > 0)
+		{
+			*pool_full = false;
+			continue;
+		}
 		/* an attempt that only moved the head (past parked runs) goes on */
 		if (*pool_full || (res.n == 0 && qs->head == head_before))
 			break;
@@ -3838,6 +3997,7 @@ ack_claim(Relation facade, QueueState *qs, SpindleDirectory *dir,
 	a->leased = a->from_parked = a->examine = a->purged = false;
 	if (msg_id < 0)
 		return;
+	spill_if_crowded(facade, qs);
 	start = first_position(facade, qs, dir);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (!qs->valid)
@@ -3867,6 +4027,12 @@ ack_claim(Relation facade, QueueState *qs, SpindleDirectory *dir,
 		if ((item = carve(qs, item, msg_id)) == NULL)
 		{
 			LWLockRelease(spindle_queue_lock(qs));
+			/* our own purged claims go to disk, and we look again */
+			if (spill_claims(facade, qs) > 0)
+			{
+				ack_claim(facade, qs, dir, a);
+				return;
+			}
 			no_room_for_item();
 		}
 		item->kind = QITEM_CLAIM;
