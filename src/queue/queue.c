@@ -1711,6 +1711,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	int64		head;
 	int64		start;
 	bool		held;
+	bool		jumped;			/* the head just moved over a parked run */
 
 	*nsources = 0;
 	*pool_full = false;
@@ -1770,6 +1771,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 	}
 
 	/* then from the head, one spindle at a time */
+	jumped = false;
 	while (got < want && *nsources < max_sources && !*pool_full)
 	{
 		HeadSpindle hs;
@@ -1794,8 +1796,9 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			}
 			*look = false;		/* nothing settled at the head */
 		}
+		/* after a parked run, others may follow it (a leaf walk) */
 		park_start = spindle_park_next(facade, qs, Max(head, hs.first_no),
-									   &park_end);
+									   jumped, &park_end);
 		LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 		if (qs->head != head)
 		{
@@ -1809,6 +1812,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			/* parked (a rebuilt state): they come back when due */
 			qs->head = Max(head, park_end);
 			LWLockRelease(spindle_queue_lock(qs));
+			jumped = true;
 			if (held)
 				break;			/* due ones first: the next attempt */
 			continue;
@@ -1838,6 +1842,7 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			break;
 		}
 		remember_claim(qs, claim);
+		jumped = false;
 		qs->head = head + n;
 		if (hs.full && k + n >= hs.used)
 			*ends_spindle = true;	/* the full spindle's last positions */

@@ -1138,8 +1138,10 @@ known_park_end(Relation facade, QueueState *qs)
  * Where the first parked run of facade's queue that reaches past x starts
  * (PG_INT64_MAX: none), its end in *end: the head of a state rebuilt from
  * disk skips parked runs (they come back when due).  When that run holds
- * x, *end is the end of the chain of runs parked one after the other from
- * it (spindle_tree_chain_end, a walk of tree 0's leaves): a head rebuilt
+ * x and chain is set (the caller's head has just moved over a parked run,
+ * so others may follow: the walk costs a descent more), *end is the end of
+ * the chain of runs parked one after the other from it
+ * (spindle_tree_chain_end, a walk of tree 0's leaves): a head rebuilt
  * among 100 000 delayed events enqueued one after the other used to move
  * over them one tree descent each, 120 ms again at every rebuild of an
  * evicted state.  Safe to skip for a head at x that has not moved: runs at
@@ -1150,7 +1152,8 @@ known_park_end(Relation facade, QueueState *qs)
  * buffer lock held; reads tree 0 as a reader.
  */
 int64
-spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
+spindle_park_next(Relation facade, QueueState *qs, int64 x, bool chain,
+				  int64 *end)
 {
 	int64		park_end;
 	SpindleTree t;
@@ -1164,7 +1167,7 @@ spindle_park_next(Relation facade, QueueState *qs, int64 x, int64 *end)
 	if (found)
 	{
 		*end = spindle_run_end(&run);
-		if (run.first <= x)
+		if (chain && run.first <= x)
 			*end = spindle_tree_chain_end(&t, *end, PARK_CHAIN_MAX);
 	}
 	reader_close(&t);

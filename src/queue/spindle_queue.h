@@ -226,7 +226,7 @@ extern bool spindle_park_hand_back(Oid relid, const ParkedRun *runs, int n,
 								   bool nowait);
 extern TimestampTz spindle_park_next_due(Relation facade, QueueState *qs);
 extern int64 spindle_park_next(Relation facade, QueueState *qs, int64 x,
-							   int64 *end);
+							   bool chain, int64 *end);
 extern int64 *spindle_park_ranges(Relation facade, QueueState *qs, int64 lo,
 								  int64 hi, int max, int *n);
 extern int64 spindle_park_count(Oid relid, uint16 kind, TimestampTz after,
