@@ -1684,6 +1684,13 @@ skip_settled(Relation facade, QueueState *qs, int64 head, int64 from,
 	return true;
 }
 
+/* Whether, and from where, take_claims looks before claiming at the head */
+typedef struct HeadLook
+{
+	bool		on;				/* skip_settled before claiming */
+	int64		vain_at;		/* a look found nothing settled there */
+} HeadLook;
+
 /*
  * Take up to want positions as this backend's claim: deliverable items
  * first (in msg_id order), then from the head.  Fills sources and returns
@@ -1692,16 +1699,18 @@ skip_settled(Relation facade, QueueState *qs, int64 head, int64 from,
  * head, moves the head past it, or takes a whole pending run of a spindle
  * all handed out.
  * Delayed, returned and leased runs do not count: they can be due one
- * call after another and would wake the worker at each.  With *look (the
- * caller's last attempt found only consumed events, as the first ones of
- * a state rebuilt from disk do over what settle did not fold yet), the
- * head first moves over what is parked or consumed (skip_settled); *look
- * is set false when neither covered the head.  Without it no look is made: a consumer at the head pays nothing.
+ * call after another and would wake the worker at each.  With look->on
+ * (the caller's last attempts found only consumed events, as the first
+ * ones of a state rebuilt from disk do over what settle did not fold yet),
+ * the head first moves over what is parked or consumed (skip_settled);
+ * when neither covers the head, look->on is cleared and look->vain_at set
+ * to where it stood.  Without it no look is made: a consumer at the head
+ * pays nothing.
  */
 static int
 take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			Source *sources, int *nsources, int max_sources, TimestampTz now,
-			bool *look, bool *pool_full, bool *ends_spindle)
+			HeadLook *look, bool *pool_full, bool *ends_spindle)
 {
 	int			got = 0;
 	QueueItem **ready = NULL;
@@ -1785,16 +1794,20 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 		head_spindle(facade, dir, head, &hs);
 		if (hs.spindle_no == 0)
 			break;				/* no spindle at or after the head */
-		if (*look)
+		if (look->on)
 		{
 			if (skip_settled(facade, qs, head, Max(head, hs.first_no),
 							 hs.first_no + hs.used))
 			{
+				/* over a full spindle's last events: the worker drops it */
+				if (hs.full && qs->head >= hs.first_no + hs.used)
+					*ends_spindle = true;
 				if (held)
 					break;		/* due ones first: the next attempt */
 				continue;
 			}
-			*look = false;		/* nothing settled at the head */
+			look->on = false;	/* nothing settled at the head */
+			look->vain_at = Max(head, hs.first_no);
 		}
 		/* after a parked run, others may follow it (a leaf walk) */
 		park_start = spindle_park_next(facade, qs, Max(head, hs.first_no),
@@ -3071,10 +3084,10 @@ typedef struct Consumer
 	QueueState *qs;
 	bool		purge;			/* dequeue; else read */
 	Snapshot	snapshot;		/* transaction snapshot isolation, or NULL */
-	bool		walking;		/* the last attempt found only consumed
-								 * events: skip_settled before claiming */
-	bool		log_vain;		/* a look of this call found no such
-								 * entries: look no more */
+	int			gone_in_a_row;	/* attempts in a row that found only
+								 * consumed events: at 2, skip_settled */
+	int64		vain_at;		/* where a look found nothing settled: the
+								 * next one only once the head passed it */
 } Consumer;
 
 /*
@@ -3100,11 +3113,13 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	int64		newest = 0;
 	bool		ends_spindle;
 	bool		any_dead = false;
-	bool		look;
+	HeadLook	look;
 	TimestampTz now;
 
 	AcceptInvalidationMessages();
-	look = cs->walking;
+	/* qs->head read unlocked: a hint */
+	look.on = cs->gone_in_a_row >= 2 && qs->head > cs->vain_at;
+	look.vain_at = cs->vain_at;
 
 	/*
 	 * Every committed spindle: a consumer woken by a producer's COMMIT runs
@@ -3115,8 +3130,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	sources = palloc(sizeof(Source) * max_sources);
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
 					  ready_at, &look, pool_full, &ends_spindle);
-	if (cs->walking && !look)
-		cs->log_vain = true;
+	cs->vain_at = look.vain_at;
 
 	/*
 	 * The time events are judged due against, read after the claims: a
@@ -3280,9 +3294,15 @@ consume_now(Consumer *cs, int want, ConsumeResult *out, bool *pool_full)
 				settled = true;
 				gone += res.c[i].outcome == EV_GONE;
 			}
-		/* a walk over consumed events: the next attempt skips them */
-		cs->walking = delivered == 0 && gone == res.n && gone > 0 &&
-			!cs->log_vain;
+		/*
+		 * A walk over consumed events: from the second such attempt in a
+		 * row, the next ones skip them (one alone is a deleted event
+		 * before a live one, which a look would not help).
+		 */
+		if (delivered == 0 && gone == res.n && gone > 0)
+			cs->gone_in_a_row++;
+		else
+			cs->gone_in_a_row = 0;
 		/*
 		 * The delivered events' tuples and payloads stay in the attempt's
 		 * context until the call ends; an attempt that delivered nothing
@@ -3709,6 +3729,7 @@ consumer_init(Consumer *cs, FunctionCallInfo fcinfo, bool purge)
 	memset(cs, 0, sizeof(*cs));
 	cs->fcinfo = fcinfo;
 	cs->purge = purge;
+	cs->vain_at = PG_INT64_MIN;
 	cs->snapshot = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : NULL;
 	consumer_open(cs);
 }
