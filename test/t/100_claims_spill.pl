@@ -16,8 +16,9 @@
 # their events; a rollback to a savepoint and a rollback give back their
 # events (they come back within seconds, as parked runs), a commit
 # consumes for good; every event is delivered, none twice; PREPARE is
-# still refused to a transaction whose claims were spilled; a crash
-# (-m immediate) with both transactions open loses nothing.
+# still refused to a transaction whose claims were spilled; 800 scheduled
+# events cancelled (acknowledged) in two statements; a crash (-m
+# immediate) with both transactions open loses nothing.
 use strict;
 use warnings;
 
@@ -123,6 +124,27 @@ is($q->("SELECT count(*) FROM got WHERE who = 'D' AND n = ANY ('{$back}')"),
 	'450', "A's events after the savepoint and all of B's came back");
 is($q->(q{SELECT count(*) FROM spindle_q.sp}), '0', 'the queue is empty');
 verify_ok($node, 'postgres', 'spindle_q.sp', 'verify() is clean');
+
+# Cancelling scheduled events: an ack of a delayed event takes it out of
+# its parked run as a claim, so one statement acknowledging 400 of them,
+# each its own run, ran the queue's items out (53400) before.
+$q->(q{SELECT spindle.create_queue('cancel');
+SELECT count(*) FROM (SELECT spindle.enqueue('cancel', jsonb_build_object('n', g),
+    delay => (3600 + 2 * g) * interval '1 s') FROM generate_series(1, 1200) g) x;
+SELECT count(*) FROM spindle.dequeue('cancel', 2000);});
+is($q->(q{SELECT count(*) FILTER (WHERE spindle.ack('cancel', msg_id))
+	FROM (SELECT msg_id FROM spindle_q.cancel WHERE (payload->>'n')::int % 3 = 0
+	      ORDER BY msg_id) x}),
+	'400', '400 scheduled events cancelled by an ack each, in one statement');
+is($q->(q{SELECT count(*) FROM (SELECT spindle.ack('cancel', array_agg(msg_id))
+	FROM (SELECT msg_id FROM spindle_q.cancel WHERE (payload->>'n')::int % 3 = 1
+	      ORDER BY msg_id) x) y}),
+	'400', '400 more by one ack of an array');
+is($q->(q{SELECT count(*) || ',' || count(*) FILTER (WHERE (payload->>'n')::int % 3 = 2)
+	FROM spindle_q.cancel}), '400,400', 'the other 400 are still scheduled');
+is($q->(q{SELECT delayed FROM spindle.queues WHERE queue_name = 'cancel'}), '400',
+	'spindle.queues counts 400 delayed');
+verify_ok($node, 'postgres', 'spindle_q.cancel', 'verify() of cancel is clean');
 
 # a crash with both transactions open loses nothing
 $q->(q{TRUNCATE got;
