@@ -1101,7 +1101,12 @@ remember_claim(QueueState *qs, QueueItem *item)
 /*
  * Whether item, of this backend's claim ref, holds events that our open
  * (sub)transaction purged and nothing else: what spill_claims may park.
- * The caller holds the queue's lock.
+ * Not a claim of events a parked run still holds until what consumes them
+ * commits (item->parked: an ended lease, a run taken back, a delayed event
+ * compaction moved, reached only through tree 0): a PENDING run parked
+ * over it would replace that run, and once taken after a rollback leave
+ * the event in shared memory only, lost at a crash or an eviction (review
+ * rv7, finding 1).  The caller holds the queue's lock.
  */
 static bool
 spillable(const ClaimRef *ref, const QueueItem *item)
@@ -1109,7 +1114,7 @@ spillable(const ClaimRef *ref, const QueueItem *item)
 	return ref->purge && ref->spilled == 0 && ref->lease_call == 0 &&
 		item->generation == ref->generation && item->kind == QITEM_CLAIM &&
 		item->owner == MyProc->pgprocno && !item->to_lease && !item->mixed &&
-		TransactionIdIsValid(item->xid);
+		!item->parked && TransactionIdIsValid(item->xid);
 }
 
 /*
@@ -2948,6 +2953,9 @@ record(QueueState *qs, Source *sources, int nsources, Candidate *c, int n,
 				kind == QITEM_CLAIM && !leasing ? xid : InvalidTransactionId;
 			run->owner = kind == QITEM_CLAIM ? MyProc->pgprocno : -1;
 			run->mixed = false;
+			/* a claim of a run that stays parked until it settles */
+			if (kind == QITEM_CLAIM)
+				run->parked = src->parked;
 			if (kind == QITEM_CLAIM && run != item)
 				remember_claim(qs, run);
 			if (!last)
@@ -3906,7 +3914,7 @@ join_last_claim(QueueState *qs, QueueItem *item)
 			!prev->to_lease &&
 			prev->owner == item->owner && prev->xid == item->xid &&
 			prev->read_count == item->read_count &&
-			prev->mixed == item->mixed)
+			prev->mixed == item->mixed && prev->parked == item->parked)
 		{
 			/* item's ClaimRef goes stale with its generation */
 			prev->start = Min(prev->start, item->start);
@@ -3967,7 +3975,9 @@ item_of_parked(Relation facade, QueueState *qs, int64 msg_id, bool *leased)
 	/* an ended lease not leased again (READY) is still acknowledged */
 	*leased = parked.kind == SPINDLE_RUN_LEASED ||
 		parked.kind == SPINDLE_RUN_READY;
-	taken = parked.kind == SPINDLE_RUN_DELAYED &&
+	/* delayed, or pending on a transaction that may have ended */
+	taken = (parked.kind == SPINDLE_RUN_DELAYED ||
+			 parked.kind == SPINDLE_RUN_PENDING) &&
 		spindle_park_take_one(facade, qs, msg_id, &parked);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	item = find_item(qs, msg_id);
@@ -4062,6 +4072,7 @@ ack_claim(Relation facade, QueueState *qs, SpindleDirectory *dir,
 			no_room_for_item();
 		}
 		item->kind = QITEM_CLAIM;
+		item->parked = a->from_parked;
 		item->owner = MyProc->pgprocno;
 		item->xid = GetCurrentTransactionId();
 		a->generation = item->generation;

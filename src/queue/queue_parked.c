@@ -820,9 +820,14 @@ spindle_park_moved(Relation facade, int64 lo, int64 hi)
 
 /*
  * Take the one id msg_id out of the parked run holding it, for an ack
- * (qs pinned, no LWLock or buffer lock held): the rest of the run after
- * it gets a reference of its own.  Returns false if no parked run holds
- * it; else *was says what it was (its due and read count).
+ * (qs pinned, no LWLock or buffer lock held): a delayed run, or a run
+ * pending on a transaction that has ended (a consumer's spilled claim
+ * after its rollback, an open producer's events after its commit: the ack
+ * examines the event then, instead of finding it parked and acknowledging
+ * nothing until a consumer took the run, review rv7, finding 2).  The
+ * rest of the run after it gets a reference of its own.  Returns false if
+ * no such run holds it; else *was says what it was (its due, read count,
+ * kind and awaited xid).
  */
 bool
 spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
@@ -835,7 +840,9 @@ spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
 
 	park_open(facade, qs, &p);
 	found = spindle_tree_lookup(&p.runs, msg_id, &run) &&
-		run.kind == SPINDLE_RUN_DELAYED;
+		(run.kind == SPINDLE_RUN_DELAYED ||
+		 (run.kind == SPINDLE_RUN_PENDING &&
+		  !TransactionIdIsInProgress((TransactionId) run.awaited)));
 	if (found)
 	{
 		/* the tail's reference first: a crash leaves no run without one */
@@ -846,7 +853,8 @@ spindle_park_take_one(Relation facade, QueueState *qs, int64 msg_id,
 		was->due = run.due;
 		was->read_count = run.read_count;
 		was->kind = run.kind;
-		was->xid = InvalidTransactionId;
+		was->xid = run.kind == SPINDLE_RUN_PENDING ?
+			(TransactionId) run.awaited : InvalidTransactionId;
 	}
 	park_close(&p);
 	return found;

@@ -135,8 +135,9 @@ typedef struct QueueItem
 	int			owner;			/* CLAIM: pgprocno of the claimer ... */
 	LocalTransactionId owner_lxid;	/* ... and its transaction */
 	bool		mixed;			/* CLAIM: holds events it did not purge */
-	bool		parked;			/* RETURNED: a run that stays parked on disk
-								 * until settled (queue_parked.c) */
+	bool		parked;			/* RETURNED, or a CLAIM made of one: a run
+								 * that stays parked on disk until settled
+								 * (queue_parked.c) */
 	bool		to_lease;		/* CLAIM: a lease its read() grants when it
 								 * returns (counted in nleases) */
 	int32		read_count;		/* reads so far of these events */

@@ -98,6 +98,14 @@ like($berr, qr/cannot PREPARE a transaction that dequeued/,
 	'PREPARE refused to B, whose claims went to disk');
 # the failed PREPARE ended B's transaction: its events come back
 $a->query_safe('ROLLBACK TO SAVEPOINT s');
+# an event A took in the rolled-back savepoint, its claim spilled: nobody
+# holds it now, so an ack purges it (review rv7, finding 2: false until a
+# consumer had taken the parked run); that ack rolls back
+my $n200 = $got{A}[200];
+is( $q->(qq{BEGIN;
+	SELECT spindle.ack('sp', (SELECT msg_id FROM spindle_q.sp WHERE payload->>'n' = '$n200'));
+	ROLLBACK;}),
+	't', 'an ack of an event of the rolled-back savepoint purges it at once');
 $a->query_safe('COMMIT');
 $a->quit;
 $b->quit;
