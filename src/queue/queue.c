@@ -1661,11 +1661,13 @@ ready_items(QueueState *qs, TimestampTz now, QueueItem ***ready)
  * (review rv3 of turn 4, session 10), and a state rebuilt among 2 000
  * delayed events, each followed by 9 consumed ones, read 476 112 buffers
  * (TAP 092).  One walk of tree 0's leaves and one range read of the log
- * per look (spindle_park_ranges, spindle_consumed_skip).  Returns whether
- * the head moved, or someone moved it meanwhile (the caller looks at the
- * head again either way).  Takes the queue's lock; none may be held.
+ * per look (spindle_park_ranges, spindle_consumed_skip), over at most
+ * to - from ids.  Returns where the look found the first id neither
+ * covers (from if none: nothing moved); the head is moved there only if it
+ * did not move meanwhile (the caller looks at the head again either way).
+ * Takes the queue's lock; none may be held.
  */
-static bool
+static int64
 skip_settled(Relation facade, QueueState *qs, int64 head, int64 from,
 			 int64 to)
 {
@@ -1681,19 +1683,23 @@ skip_settled(Relation facade, QueueState *qs, int64 head, int64 from,
 	if (parked != NULL)
 		pfree(parked);
 	if (skip_to <= from)
-		return false;
+		return from;
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	if (qs->head == head)
 		qs->head = skip_to;
 	LWLockRelease(spindle_queue_lock(qs));
-	return true;
+	return skip_to;
 }
+
+/* ids a look covers at first, doubled while looks cover them all */
+#define LOOK_WINDOW_MIN		64
 
 /* Whether, and from where, take_claims looks before claiming at the head */
 typedef struct HeadLook
 {
 	bool		on;				/* skip_settled before claiming */
 	int64		vain_at;		/* a look found nothing settled there */
+	int64		window;			/* ids the next look covers, at most */
 } HeadLook;
 
 /*
@@ -1801,9 +1807,23 @@ take_claims(QueueState *qs, Relation facade, SpindleDirectory *dir, int want,
 			break;				/* no spindle at or after the head */
 		if (look->on)
 		{
-			if (skip_settled(facade, qs, head, Max(head, hs.first_no),
-							 hs.first_no + hs.used))
+			int64		from = Max(head, hs.first_no);
+			int64		to = Min(hs.first_no + hs.used, from + look->window);
+			int64		skip_to = skip_settled(facade, qs, head, from, to);
+
+			if (skip_to > from)
 			{
+				/*
+				 * A look that covered its whole window covers twice as many
+				 * ids next time; one that stopped short goes back to the
+				 * smallest: settled and unsettled ids that alternate (leases
+				 * between deleted events) would otherwise make each look
+				 * read 16 384 ids' runs to move over one (3x slower than the
+				 * walk at 300 000 leases).
+				 */
+				look->window = skip_to >= to ?
+					Min(look->window * 2, SPINDLE_SKIP_LOOK_IDS) :
+					LOOK_WINDOW_MIN;
 				/* over a full spindle's last events: the worker drops it */
 				if (hs.full && qs->head >= hs.first_no + hs.used)
 					*ends_spindle = true;
@@ -3096,6 +3116,7 @@ typedef struct Consumer
 								 * consumed events: at 2, skip_settled */
 	int64		vain_at;		/* where a look found nothing settled: the
 								 * next one only once the head passed it */
+	int64		look_window;	/* ids the next look covers (HeadLook) */
 } Consumer;
 
 /*
@@ -3128,6 +3149,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	/* qs->head read unlocked: a hint */
 	look.on = cs->gone_in_a_row >= 2 && qs->head > cs->vain_at;
 	look.vain_at = cs->vain_at;
+	look.window = cs->look_window;
 
 	/*
 	 * Every committed spindle: a consumer woken by a producer's COMMIT runs
@@ -3139,6 +3161,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
 					  ready_at, &look, pool_full, &ends_spindle);
 	cs->vain_at = look.vain_at;
+	cs->look_window = look.window;
 
 	/*
 	 * The time events are judged due against, read after the claims: a
@@ -3738,6 +3761,7 @@ consumer_init(Consumer *cs, FunctionCallInfo fcinfo, bool purge)
 	cs->fcinfo = fcinfo;
 	cs->purge = purge;
 	cs->vain_at = PG_INT64_MIN;
+	cs->look_window = LOOK_WINDOW_MIN;
 	cs->snapshot = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : NULL;
 	consumer_open(cs);
 }
