@@ -277,38 +277,50 @@ spindle_size(Oid segment, int64 *main_size)
 }
 
 /*
- * The fill time spindle_catalog records now for spindle spindle_no of
- * relation (0: none), read with the latest snapshot.  A view that finds a
- * spindle full with no fill time read the catalog before the worker's
- * record of it committed; the worker lets the slot counter that knew the
- * time go only once that record commits (maintenance.c), so by the time
- * the view finds the counter gone, this read sees the record (review
- * turn 3, q30: "full" with a NULL filled_at in a few runs in 30 under
- * load).
+ * Fill in the fill times spindle_catalog records now for the spindles of
+ * relation rows[start..end) whose figures figs[] say full with none, read
+ * with the latest snapshot in one statement.  The view read the catalog
+ * before the worker's record of such a time committed; the worker lets the
+ * slot counter that knew the time go only once that record commits
+ * (maintenance.c), so by the time the view finds the counter gone, this
+ * read sees the record (review turn 3, q30: "full" with a NULL filled_at
+ * in a few runs in 30 under load).  Nothing is read if no such spindle.
  */
-static TimestampTz
-recorded_filled_at(Oid relation, int64 spindle_no)
+static void
+recorded_filled_times(CatRow *rows, int start, int end, Figures *figs)
 {
 	SpindleSpi	spi;
-	Oid			types[2] = {OIDOID, INT8OID};
-	Datum		values[2] = {ObjectIdGetDatum(relation), Int64GetDatum(spindle_no)};
-	TimestampTz filled_at = 0;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(rows[start].relation)};
+	uint64		n;
+	int			i = start;
 
+	while (i < end && !(figs[i - start].full && figs[i - start].filled_at == 0))
+		i++;
+	if (i == end)
+		return;
 	spindle_spi_begin(&spi);
-	if (spindle_spi_exec("SELECT filled_at FROM spindle.spindle_catalog"
+	n = spindle_spi_exec("SELECT spindle_no, filled_at FROM spindle.spindle_catalog"
 						 " WHERE relation OPERATOR(pg_catalog.=) $1"
-						 " AND spindle_no OPERATOR(pg_catalog.=) $2",
-						 2, types, values, NULL, true) == 1)
+						 " AND filled_at IS NOT NULL ORDER BY spindle_no",
+						 1, types, values, NULL, true);
+	i = start;
+	for (uint64 k = 0; k < n; k++)
 	{
+		HeapTuple	tup = SPI_tuptable->vals[k];
+		TupleDesc	td = SPI_tuptable->tupdesc;
 		bool		isnull;
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
-									  SPI_tuptable->tupdesc, 1, &isnull);
+		int64		no = DatumGetInt64(SPI_getbinval(tup, td, 1, &isnull));
+		TimestampTz at = DatumGetTimestampTz(SPI_getbinval(tup, td, 2, &isnull));
 
-		if (!isnull)
-			filled_at = DatumGetTimestampTz(d);
+		/* both in spindle_no order */
+		while (i < end && rows[i].sp.spindle_no < no)
+			i++;
+		if (i < end && rows[i].sp.spindle_no == no &&
+			figs[i - start].full && figs[i - start].filled_at == 0)
+			figs[i - start].filled_at = at;
 	}
 	spindle_spi_end(&spi);
-	return filled_at;
 }
 
 /*
@@ -376,8 +388,6 @@ spindle_figures_ext(CatRow *rows, int nrows, int i, bool sizes, Figures *f)
 	f->full = ci.full || r->sp.filled_at != 0;
 	f->filled_at = r->sp.filled_at != 0 ? r->sp.filled_at :
 		(ci.full ? ci.filled_at : 0);
-	if (f->full && f->filled_at == 0)
-		f->filled_at = recorded_filled_at(r->relation, r->sp.spindle_no);
 	if (!usable)
 		return;
 	f->known = true;
@@ -569,6 +579,7 @@ spindle_spindle_info(PG_FUNCTION_ARGS)
 				(f->full || (f->known && f->events > 0)))
 				any_events = true;
 		}
+		recorded_filled_times(rows, start, end, figs);
 		for (i = start; i < end; i++)
 		{
 			Figures    *f = &figs[i - start];
