@@ -3114,9 +3114,9 @@ typedef struct Consumer
 	Snapshot	snapshot;		/* transaction snapshot isolation, or NULL */
 	int			gone_in_a_row;	/* attempts in a row that found only
 								 * consumed events: at 2, skip_settled */
-	int64		vain_at;		/* where a look found nothing settled: the
-								 * next one only once the head passed it */
-	int64		look_window;	/* ids the next look covers (HeadLook) */
+	HeadLook	look;			/* where the last look found nothing
+								 * settled (the next one only once the head
+								 * passed it), and its window */
 } Consumer;
 
 /*
@@ -3142,14 +3142,11 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	int64		newest = 0;
 	bool		ends_spindle;
 	bool		any_dead = false;
-	HeadLook	look;
 	TimestampTz now;
 
 	AcceptInvalidationMessages();
 	/* qs->head read unlocked: a hint */
-	look.on = cs->gone_in_a_row >= 2 && qs->head > cs->vain_at;
-	look.vain_at = cs->vain_at;
-	look.window = cs->look_window;
+	cs->look.on = cs->gone_in_a_row >= 2 && qs->head > cs->look.vain_at;
 
 	/*
 	 * Every committed spindle: a consumer woken by a producer's COMMIT runs
@@ -3159,9 +3156,7 @@ consume_once(Consumer *cs, int want, TimestampTz ready_at, bool *pool_full)
 	dir = spindle_directory_acquire_current(facade);
 	sources = palloc(sizeof(Source) * max_sources);
 	got = take_claims(qs, facade, dir, want, sources, &nsources, max_sources,
-					  ready_at, &look, pool_full, &ends_spindle);
-	cs->vain_at = look.vain_at;
-	cs->look_window = look.window;
+					  ready_at, &cs->look, pool_full, &ends_spindle);
 
 	/*
 	 * The time events are judged due against, read after the claims: a
@@ -3760,8 +3755,8 @@ consumer_init(Consumer *cs, FunctionCallInfo fcinfo, bool purge)
 	memset(cs, 0, sizeof(*cs));
 	cs->fcinfo = fcinfo;
 	cs->purge = purge;
-	cs->vain_at = PG_INT64_MIN;
-	cs->look_window = LOOK_WINDOW_MIN;
+	cs->look.vain_at = PG_INT64_MIN;
+	cs->look.window = LOOK_WINDOW_MIN;
 	cs->snapshot = IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : NULL;
 	consumer_open(cs);
 }
