@@ -1360,12 +1360,34 @@ spindle_tree_chain_end(SpindleTree *t, int64 end, int max)
 	return c.end;
 }
 
-/* The runs spindle_tree_read_range collects (a scan_from visitor's). */
-typedef struct RunRange
+/* A growing array of runs, in key order (may pass MaxAllocSize) */
+typedef struct RunArray
 {
 	SpindleRun *runs;
 	int			n;
 	int			nalloc;
+} RunArray;
+
+/* Append runs[0..k) to a. */
+static void
+run_array_append(RunArray *a, const SpindleRun *runs, int k)
+{
+	if (a->n + k > a->nalloc)
+	{
+		a->nalloc = Max(a->nalloc * 2, a->n + k + 64);
+		a->runs = a->runs ?
+			repalloc_huge(a->runs, (Size) a->nalloc * sizeof(SpindleRun)) :
+			palloc_extended((Size) a->nalloc * sizeof(SpindleRun),
+							MCXT_ALLOC_HUGE);
+	}
+	memcpy(a->runs + a->n, runs, k * sizeof(SpindleRun));
+	a->n += k;
+}
+
+/* The runs spindle_tree_read_range collects (a scan_from visitor's). */
+typedef struct RunRange
+{
+	RunArray	a;
 	int			max;
 	int64		hi;
 } RunRange;
@@ -1375,16 +1397,9 @@ collect_range(const SpindleRun *run, void *arg)
 {
 	RunRange   *r = (RunRange *) arg;
 
-	if (run->first >= r->hi || r->n >= r->max)
+	if (run->first >= r->hi || r->a.n >= r->max)
 		return false;
-	if (r->n == r->nalloc)
-	{
-		r->nalloc = Max(16, r->nalloc * 2);
-		r->runs = r->runs == NULL ?
-			palloc(sizeof(SpindleRun) * r->nalloc) :
-			repalloc(r->runs, sizeof(SpindleRun) * r->nalloc);
-	}
-	r->runs[r->n++] = *run;
+	run_array_append(&r->a, run, 1);
 	return true;
 }
 
@@ -1397,7 +1412,7 @@ collect_range(const SpindleRun *run, void *arg)
 SpindleRun *
 spindle_tree_read_range(SpindleTree *t, int64 lo, int64 hi, int max, int *n)
 {
-	RunRange	r = {NULL, 0, 0, max, hi};
+	RunRange	r = {{NULL, 0, 0}, max, hi};
 	SpindleRun	holder;
 	int64		from = lo;
 
@@ -1408,8 +1423,8 @@ spindle_tree_read_range(SpindleTree *t, int64 lo, int64 hi, int max, int *n)
 	}
 	if (from < hi)
 		scan_from(t, from, collect_range, &r);
-	*n = r.n;
-	return r.runs;
+	*n = r.a.n;
+	return r.a.runs;
 }
 
 /*
@@ -1583,29 +1598,11 @@ spindle_tree_stats(SpindleTree *t, int *npages, int64 *nruns)
 }
 
 /* The runs spindle_tree_read_all collects (a walk_tree visitor's). */
-typedef struct RunArray
-{
-	SpindleRun *runs;
-	int			n;
-	int			nalloc;
-} RunArray;
-
 static void
 collect_runs(void *arg, BlockNumber blk, Page page, int level)
 {
-	RunArray   *a = (RunArray *) arg;
-	int			k = spindle_cpage_nitems(page, sizeof(SpindleRun));
-
-	if (a->n + k > a->nalloc)
-	{
-		a->nalloc = Max(a->nalloc * 2, a->n + k + 64);
-		a->runs = a->runs ?
-			repalloc_huge(a->runs, (Size) a->nalloc * sizeof(SpindleRun)) :
-			palloc_extended((Size) a->nalloc * sizeof(SpindleRun),
-							MCXT_ALLOC_HUGE);
-	}
-	memcpy(a->runs + a->n, spindle_leaf_items(page), k * sizeof(SpindleRun));
-	a->n += k;
+	run_array_append((RunArray *) arg, spindle_leaf_items(page),
+					 spindle_cpage_nitems(page, sizeof(SpindleRun)));
 }
 
 /*
