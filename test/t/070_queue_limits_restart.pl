@@ -12,6 +12,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
+use Time::HiRes ();
 use lib "$FindBin::RealBin/../perl";
 use SpindleTest;
 
@@ -147,11 +148,13 @@ SELECT spindle.enqueue('$q', '"a"'); SELECT spindle.enqueue('$q', '"b"');
 # lexp: leased for 4 s; "c" recounts (two deliverable, two leased), then
 # the leases end: "d" is refused although the bound of the events not
 # leased (three) has room
-my $t_lexp = time();
 limit_setup('lexp', '4 seconds');
+# the leases began before this instant: they end before it plus 4 s
+# (Time::HiRes: whole seconds made this sleep up to 1 s too short)
+my $t_lexp = Time::HiRes::time();
 is(sqlstate_of(q{SELECT spindle.enqueue('lexp', '"c"')}), 'ok',
 	'lexp: the leased events take no room');
-my $left = 4.5 - (time() - $t_lexp);
+my $left = 4.5 - (Time::HiRes::time() - $t_lexp);
 sleep($left) if $left > 0;
 is(sqlstate_of(q{SELECT spindle.enqueue('lexp', '"d"')}), '54000',
 	'lexp: leases that ended count again');
