@@ -52,6 +52,8 @@
 #include "storage/bufmgr.h"
 #include "common/relpath.h"
 #include "storage/lmgr.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "storage/spindle_storage.h"
@@ -299,18 +301,81 @@ spindle_crel_swap_tree_meta(Relation crel, Buffer buf, uint32 sub,
 }
 
 /*
+ * What this backend last found on a consumer relation's free list: the
+ * number of its first pages that no snapshot could still see, as of the
+ * metapage's LSN then.  Every change to the list changes the metapage under
+ * a record that sets its LSN (a fake LSN for an unlogged relation), and a
+ * page once reusable stays so (the horizon only moves forward), so while
+ * the LSN is unchanged the count still holds and the list's pages need not
+ * be read again: a consumer going round many queues read three of them per
+ * call (turn 4, session 12).  Keyed by relfilenode, so a TRUNCATE's new
+ * file starts afresh; at most RESERVE_HINTS_MAX entries (then forgotten
+ * all at once: under 1 MB), in TopMemoryContext.
+ */
+typedef struct ReserveHint
+{
+	RelFileNode node;			/* hash key */
+	XLogRecPtr	lsn;			/* the metapage's LSN at the look */
+	int			have;			/* reusable pages found on top */
+} ReserveHint;
+
+#define RESERVE_HINTS_MAX	16384
+
+static HTAB *reserve_hints = NULL;
+
+/* The hint for node, made (with lsn invalid) if absent. */
+static ReserveHint *
+reserve_hint(RelFileNode node)
+{
+	bool		found;
+	ReserveHint *h;
+
+	if (reserve_hints != NULL &&
+		hash_get_num_entries(reserve_hints) >= RESERVE_HINTS_MAX)
+	{
+		hash_destroy(reserve_hints);
+		reserve_hints = NULL;
+	}
+	if (reserve_hints == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(RelFileNode);
+		ctl.entrysize = sizeof(ReserveHint);
+		ctl.hcxt = TopMemoryContext;
+		reserve_hints = hash_create("spindle reservation hints", 256, &ctl,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	h = hash_search(reserve_hints, &node, HASH_ENTER, &found);
+	if (!found)
+	{
+		h->lsn = InvalidXLogRecPtr;
+		h->have = 0;
+	}
+	return h;
+}
+
+/*
  * How many pages (up to n) an allocation can take at once: those among
  * the free list's first FREE_LOOKAHEAD that no snapshot can still see
  * (spindle_crel_alloc_page takes them wherever they are in that window).
- * Takes the metapage's share lock, then each page's, one at a time.
+ * Takes the metapage's share lock, then each page's, one at a time; reads
+ * no free page when this backend's last look (ReserveHint) is still true.
  */
 static int
 reusable_on_top(Relation crel, int n)
 {
 	Buffer		mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_SHARE);
-	BlockNumber blk = SpindleCrelGetMeta(BufferGetPage(mbuf))->free_head;
+	Page		mpage = BufferGetPage(mbuf);
+	BlockNumber blk = SpindleCrelGetMeta(mpage)->free_head;
+	ReserveHint *hint = reserve_hint(crel->rd_node);
 	int			have = 0;
 
+	if (hint->lsn == PageGetLSN(mpage) && hint->have >= n)
+	{
+		UnlockReleaseBuffer(mbuf);
+		return hint->have;
+	}
 	for (int i = 0; i < FREE_LOOKAHEAD && have < n &&
 		 blk != InvalidBlockNumber; i++)
 	{
@@ -326,6 +391,8 @@ reusable_on_top(Relation crel, int n)
 		blk = SpindleCpageGetOpaque(fpage)->right;
 		UnlockReleaseBuffer(fbuf);
 	}
+	hint->lsn = PageGetLSN(mpage);
+	hint->have = have;
 	UnlockReleaseBuffer(mbuf);
 	return have;
 }
