@@ -304,10 +304,11 @@ spindle_crel_swap_tree_meta(Relation crel, Buffer buf, uint32 sub,
  * What this backend last found on a consumer relation's free list: the
  * number of its first pages that no snapshot could still see, as of the
  * metapage's LSN then.  Every change to the list changes the metapage under
- * a record that sets its LSN (a fake LSN for an unlogged relation), and a
- * page once reusable stays so (the horizon only moves forward), so while
- * the LSN is unchanged the count still holds and the list's pages need not
- * be read again: a consumer going round many queues read three of them per
+ * a record that sets its LSN (a fake LSN for an unlogged relation), so
+ * while the LSN is unchanged the same pages are on top, and they are all
+ * still reusable if the newest of their free xids still is (checked again:
+ * the horizon may move back, by a standby's feedback: review rv8), so the
+ * list's pages need not be read again: a consumer going round many queues read three of them per
  * call (turn 4, session 12).  Keyed by relfilenode, so a TRUNCATE's new
  * file starts afresh; at most RESERVE_HINTS_MAX entries (then forgotten
  * all at once: under 1 MB), in TopMemoryContext.
@@ -317,6 +318,7 @@ typedef struct ReserveHint
 	RelFileNode node;			/* hash key */
 	XLogRecPtr	lsn;			/* the metapage's LSN at the look */
 	int			have;			/* reusable pages found on top */
+	FullTransactionId newest;	/* the newest free xid among them */
 } ReserveHint;
 
 #define RESERVE_HINTS_MAX	16384
@@ -351,6 +353,7 @@ reserve_hint(RelFileNode node)
 	{
 		h->lsn = InvalidXLogRecPtr;
 		h->have = 0;
+		h->newest = InvalidFullTransactionId;
 	}
 	return h;
 }
@@ -369,30 +372,39 @@ reusable_on_top(Relation crel, int n)
 	Page		mpage = BufferGetPage(mbuf);
 	BlockNumber blk = SpindleCrelGetMeta(mpage)->free_head;
 	ReserveHint *hint = reserve_hint(crel->rd_node);
+	FullTransactionId newest;
 	int			have = 0;
 
-	if (hint->lsn == PageGetLSN(mpage) && hint->have >= n)
+	if (hint->lsn == PageGetLSN(mpage) && hint->have >= n &&
+		GlobalVisCheckRemovableFullXid(NULL, hint->newest))
 	{
 		UnlockReleaseBuffer(mbuf);
 		return hint->have;
 	}
+	newest = FullTransactionIdFromEpochAndXid(0, FirstNormalTransactionId);
 	for (int i = 0; i < FREE_LOOKAHEAD && have < n &&
 		 blk != InvalidBlockNumber; i++)
 	{
 		Buffer		fbuf = ReadBuffer(crel, blk);
 		Page		fpage;
+		FullTransactionId stamp;
 
 		LockBuffer(fbuf, BUFFER_LOCK_SHARE);
 		fpage = BufferGetPage(fbuf);
+		stamp = SpindleCpageGetOpaque(fpage)->freed_xid;
 		if (spindle_crel_page_is(fpage, SPINDLE_CPAGE_FREE, 0) &&
-			GlobalVisCheckRemovableFullXid(NULL,
-										   SpindleCpageGetOpaque(fpage)->freed_xid))
+			GlobalVisCheckRemovableFullXid(NULL, stamp))
+		{
 			have++;
+			if (FullTransactionIdFollows(stamp, newest))
+				newest = stamp;
+		}
 		blk = SpindleCpageGetOpaque(fpage)->right;
 		UnlockReleaseBuffer(fbuf);
 	}
 	hint->lsn = PageGetLSN(mpage);
 	hint->have = have;
+	hint->newest = newest;
 	UnlockReleaseBuffer(mbuf);
 	return have;
 }
