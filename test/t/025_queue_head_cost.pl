@@ -1,6 +1,7 @@
 # Head cost: dequeue, read and ack touch the same number of shared buffers
-# whether 0 or 100 000 consumed-but-not-dropped events, or 100 000 events
-# delayed by an hour, precede the head of the queue.  Counted with EXPLAIN
+# (give or take the 3 free-list pages of same_costs below) whether 0 or
+# 100 000 consumed-but-not-dropped events, or 100 000 events delayed by an
+# hour, precede the head of the queue.  Counted with EXPLAIN
 # (ANALYZE, BUFFERS): shared hits + reads of the top plan node, which
 # include every buffer the function touched.  Each count is taken after a
 # warm-up call, so that loading the catalogs and the spindle directory is
@@ -84,12 +85,32 @@ SELECT spindle.ack('$q', (SELECT msg_id FROM spindle.read('$q', 1, '1 hour')));
 	return;
 }
 
+# Whether two "dequeue:read:ack" counts are the same, up to the free-list
+# pages a consumer reads to make sure of room for a leaf split (3): it
+# skips them while the consumer relation's metapage is unchanged since its
+# last look, which the worker's settle changes when it happens to run
+# between the calls (turn 4, session 12).  A walk over the events ahead
+# would add thousands.
+sub same_costs
+{
+	my ($got, $want, $name) = @_;
+	my @g = split /:/, $got;
+	my @w = split /:/, $want;
+	my $same = @g == @w;
+	for my $i (0 .. $#w)
+	{
+		$same = 0 unless defined $g[$i] && abs($g[$i] - $w[$i]) <= 3;
+	}
+	ok($same, $name) or diag("got $got, want $want (each within 3)");
+	return;
+}
+
 # ---- 0 events ahead of the head -------------------------------------------
 warm_up('hc');
 my $empty = head_costs('hc', 'nothing ahead');
 my $empty_again = head_costs('hc', 'nothing ahead, again');
 note "buffers (dequeue:read:ack) with nothing ahead of the head: $empty, then $empty_again";
-is($empty_again, $empty, 'the counts are stable');
+same_costs($empty_again, $empty, 'the counts are stable');
 
 # ---- 100 000 consumed-but-not-dropped events ahead -------------------------
 sql(q{INSERT INTO spindle_q.hc (payload) SELECT jsonb_build_object('n', g) FROM generate_series(1, 100000) g});
@@ -109,7 +130,7 @@ SELECT count(*) || ':' || sum(purged_events) FROM spindle.spindles
 warm_up('hc');
 my $after_consumed = head_costs('hc', '100 000 consumed ahead');
 note "buffers (dequeue:read:ack) with 100 000 consumed events ahead of the head: $after_consumed";
-is($after_consumed, $empty,
+same_costs($after_consumed, $empty,
 	'dequeue, read and ack touch as many buffers with 100 000 consumed events ahead as with none');
 
 # ---- 100 000 delayed events ahead -------------------------------------------
@@ -130,7 +151,7 @@ SKIP:
 	warm_up('hd');
 	my $after_delayed = head_costs('hd', '100 000 delayed ahead');
 	note "buffers (dequeue:read:ack) with 100 000 delayed events ahead of the head: $after_delayed";
-	is($after_delayed, $hd_empty,
+	same_costs($after_delayed, $hd_empty,
 		'dequeue, read and ack touch as many buffers with 100 000 delayed events ahead as with none');
 }
 is(sql('SELECT count(*) FROM spindle_q.hd WHERE visible_at > now()'),
