@@ -6,6 +6,7 @@ OBJS = \
 	src/storage/layout.o \
 	src/storage/slotmap.o \
 	src/storage/mapdir.o \
+	src/storage/local_cache.o \
 	src/storage/eventinsert.o \
 	src/storage/slots.o \
 	src/storage/tombstones.o \

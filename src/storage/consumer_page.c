@@ -53,7 +53,6 @@
 #include "common/relpath.h"
 #include "storage/lmgr.h"
 #include "utils/hsearch.h"
-#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "storage/spindle_storage.h"
@@ -308,10 +307,10 @@ spindle_crel_swap_tree_meta(Relation crel, Buffer buf, uint32 sub,
  * while the LSN is unchanged the same pages are on top, and they are all
  * still reusable if the newest of their free xids still is (checked again:
  * the horizon may move back, by a standby's feedback: review rv8), so the
- * list's pages need not be read again: a consumer going round many queues read three of them per
- * call (turn 4, session 12).  Keyed by relfilenode, so a TRUNCATE's new
- * file starts afresh; at most RESERVE_HINTS_MAX entries (then forgotten
- * all at once: under 1 MB), in TopMemoryContext.
+ * list's pages need not be read again: a consumer going round many queues
+ * read three of them per call (turn 4, session 12).  Keyed by relfilenode,
+ * so a TRUNCATE's new file starts afresh; at most RESERVE_HINTS_MAX entries
+ * (then forgotten all at once: under 1 MB; local_cache.c).
  */
 typedef struct ReserveHint
 {
@@ -329,26 +328,14 @@ static HTAB *reserve_hints = NULL;
 static ReserveHint *
 reserve_hint(RelFileNode node)
 {
+	HTAB	   *hints = spindle_local_cache(&reserve_hints,
+											"spindle reservation hints",
+											sizeof(RelFileNode),
+											sizeof(ReserveHint),
+											RESERVE_HINTS_MAX);
 	bool		found;
-	ReserveHint *h;
+	ReserveHint *h = hash_search(hints, &node, HASH_ENTER, &found);
 
-	if (reserve_hints != NULL &&
-		hash_get_num_entries(reserve_hints) >= RESERVE_HINTS_MAX)
-	{
-		hash_destroy(reserve_hints);
-		reserve_hints = NULL;
-	}
-	if (reserve_hints == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(RelFileNode);
-		ctl.entrysize = sizeof(ReserveHint);
-		ctl.hcxt = TopMemoryContext;
-		reserve_hints = hash_create("spindle reservation hints", 256, &ctl,
-									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-	h = hash_search(reserve_hints, &node, HASH_ENTER, &found);
 	if (!found)
 	{
 		h->lsn = InvalidXLogRecPtr;

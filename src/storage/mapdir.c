@@ -268,21 +268,9 @@ cache_set(Relation facade, uint32 vp, BlockNumber blk)
 	MapCacheKey key;
 	MapCacheEntry *e;
 
-	if (map_cache != NULL && hash_get_num_entries(map_cache) >= MAP_CACHE_MAX)
-	{
-		hash_destroy(map_cache);
-		map_cache = NULL;
-	}
-	if (map_cache == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(MapCacheKey);
-		ctl.entrysize = sizeof(MapCacheEntry);
-		ctl.hcxt = TopMemoryContext;
-		map_cache = hash_create("spindle slot map pages", 256, &ctl,
-								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
+	(void) spindle_local_cache(&map_cache, "spindle slot map pages",
+							   sizeof(MapCacheKey), sizeof(MapCacheEntry),
+							   MAP_CACHE_MAX);
 	cache_key(facade, vp, &key);
 	if (blk == InvalidBlockNumber)
 		(void) hash_search(map_cache, &key, HASH_REMOVE, NULL);

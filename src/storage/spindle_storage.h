@@ -24,6 +24,7 @@
 #include "storage/itemptr.h"
 #include "storage/off.h"
 #include "storage/smgr.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -316,6 +317,10 @@ typedef struct SpindleMapRoot
 extern Buffer spindle_meta_read(Relation facade, int mode);
 extern SpindleMapRoot *spindle_meta_map_root(Page metapage);
 extern int	spindle_map_used(Page page);
+
+/* local_cache.c: bounded per-backend hash tables */
+extern HTAB *spindle_local_cache(HTAB **cache, const char *name,
+								 Size keysize, Size entrysize, long max);
 
 extern void spindle_mapdir_init_page(Page page, uint16 kind, uint16 level,
 									 uint32 key);
