@@ -721,7 +721,8 @@ rebuild_if_sparse(Relation crel, SpindleTree *t)
  * everyone.  (2) Entries of aborted transactions, looking at up to max
  * entries from where this backend's last call stopped.  (3) Once ids
  * were cut, the pages the tree no longer needs (rebuild_if_sparse).
- * Takes the log's
+ * First, what a crash left of a rebuild (spindle_tree_reclaim: settle's
+ * lock keeps any other rebuild out).  Takes the log's
  * lock in ShareUpdateExclusiveLock mode without waiting (consumers do not
  * stop it; another settle or a freeze does: nothing this round) and the
  * consumer relation RowExclusiveLock.  Returns the ids removed.
@@ -751,6 +752,7 @@ spindle_consume_log_settle(Oid facade, int64 below, int max,
 	}
 	log_tree(crel, true, &t);
 	log_tree(crel, false, &rt);
+	spindle_tree_reclaim(&t);
 	if (spindle_tree_next(&rt, PG_INT64_MIN, &r) && r.first < below)
 		removed += cut_locked(crel, &t, r.first, below);
 	removed += fold_into_floor(crel, &t, below, max, conflict, arg);

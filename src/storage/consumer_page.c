@@ -25,6 +25,9 @@
  * consume log) makes sure of its pages first (spindle_crel_reserve_pages):
  * new pages put on the list's head stamped with the oldest normal xid,
  * reusable at once, or nothing when the file system has no room for them.
+ * Which trees the metapage names, in use or set aside (being built, or
+ * being given back), changes in FREE records and, for a swap or a drop, in
+ * a GenericXLog delta of the metapage (spindle_crel_set_trees).
  *
  * Locks.  The callers are a tree's writers (consumer_tree.c), serialised
  * per tree by its writer lock; the free list is shared by every tree of
@@ -36,8 +39,9 @@
  *
  * Invariants: a page on the free list is referenced by no tree; it is
  * handed out again only once no snapshot can still see its free xid.
- * Every change to a page is logged by one record that sets the page's LSN
- * (a fake LSN for an unlogged relation) before its buffer lock is let go.
+ * Every change to a page is logged by one record before its buffer lock
+ * is let go; each change to the free list sets the metapage's LSN (a fake
+ * LSN for an unlogged relation), which the reservation hints rely on.
  *
  *-------------------------------------------------------------------------
  */
@@ -45,6 +49,7 @@
 
 #include <sys/statvfs.h>
 
+#include "access/generic_xlog.h"
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "access/xloginsert.h"
@@ -267,7 +272,7 @@ spindle_crel_alloc_page(Relation crel)
 }
 
 static void free_page_stamped(Relation crel, Buffer buf, uint32 sub,
-							  bool drop_tree, BlockNumber replacement,
+							  uint16 flags, BlockNumber replacement,
 							  FullTransactionId stamp);
 
 /*
@@ -279,23 +284,41 @@ static void free_page_stamped(Relation crel, Buffer buf, uint32 sub,
 void
 spindle_crel_free_page(Relation crel, Buffer buf, uint32 sub, bool drop_tree)
 {
-	free_page_stamped(crel, buf, sub, drop_tree, InvalidBlockNumber,
-					  ReadNextFullTransactionId());
+	free_page_stamped(crel, buf, sub, drop_tree ? XLFR_DROP_TREE : 0,
+					  InvalidBlockNumber, ReadNextFullTransactionId());
 }
 
 /*
- * Free the meta block in buf of tree sub (exclusively locked by the
- * caller) and name replacement, the meta block of a tree built beside it,
- * as tree sub in the metapage, in one record: readers then find the new
- * tree, and one still on the old tree's pages finds them as they were
- * until they are reused, which deferred reuse puts off past its snapshot.
+ * Name tree (or InvalidBlockNumber: none) as tree sub's meta block in the
+ * metapage and aside (or 0) as the tree set aside beside it, in one
+ * record (GenericXLog, a delta of the metapage): a swap names the tree
+ * built beside it and sets the old one aside, a drop names none and sets
+ * it aside, and the old tree's pages are then given back
+ * (consumer_tree.c, retire_tree).  Takes and releases the metapage lock.
  */
 void
-spindle_crel_swap_tree_meta(Relation crel, Buffer buf, uint32 sub,
-							BlockNumber replacement)
+spindle_crel_set_trees(Relation crel, uint32 sub, BlockNumber tree,
+					   BlockNumber aside)
 {
-	Assert(replacement != InvalidBlockNumber);
-	free_page_stamped(crel, buf, sub, true, replacement,
+	Buffer		buf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
+	GenericXLogState *state = GenericXLogStart(crel);
+	Page		page = GenericXLogRegisterBuffer(state, buf, 0);
+
+	SpindleCrelGetMeta(page)->trees[sub] = tree;
+	spindle_crel_meta_set_aside(page, sub, aside);
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * Free the meta block in buf (exclusively locked by the caller) of the
+ * tree set aside beside tree sub, its other pages given back already, and
+ * name none set aside in the metapage, in one record (consumer_tree.c).
+ */
+void
+spindle_crel_free_aside_meta(Relation crel, Buffer buf, uint32 sub)
+{
+	free_page_stamped(crel, buf, sub, XLFR_DROP_ASIDE, InvalidBlockNumber,
 					  ReadNextFullTransactionId());
 }
 
@@ -511,16 +534,42 @@ spindle_crel_reserve_pages(Relation crel, int n)
 		buf = ReadBuffer(crel, P_NEW);
 		UnlockRelationForExtension(crel, ExclusiveLock);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		free_page_stamped(crel, buf, 0, false, InvalidBlockNumber,
+		free_page_stamped(crel, buf, 0, 0, InvalidBlockNumber,
 						  FullTransactionIdFromEpochAndXid(0, FirstNormalTransactionId));
 		UnlockReleaseBuffer(buf);
 	}
 	return true;
 }
 
-/* spindle_crel_free_page with the page stamped stamp (see above). */
+/*
+ * The metapage's side of a FREE record (the primary's and redo's): blk
+ * heads the free list, and the flags' tree changes are made.
+ */
+void
+spindle_crel_meta_freed(Page mpage, BlockNumber blk,
+						const xl_spindle_free *xlrec)
+{
+	SpindleCrelMeta *meta = SpindleCrelGetMeta(mpage);
+
+	meta->free_head = blk;
+	meta->nfree++;
+	if (xlrec->flags & XLFR_SWAP_TREE)
+	{
+		meta->trees[xlrec->sub] = xlrec->replacement;
+		spindle_crel_meta_set_aside(mpage, xlrec->sub, 0);
+	}
+	else if (xlrec->flags & XLFR_DROP_TREE)
+		meta->trees[xlrec->sub] = InvalidBlockNumber;
+	if (xlrec->flags & XLFR_DROP_ASIDE)
+		spindle_crel_meta_set_aside(mpage, xlrec->sub, 0);
+}
+
+/*
+ * spindle_crel_free_page with the page stamped stamp and the metapage
+ * changed as flags (XLFR_*) say (see above).
+ */
 static void
-free_page_stamped(Relation crel, Buffer buf, uint32 sub, bool drop_tree,
+free_page_stamped(Relation crel, Buffer buf, uint32 sub, uint16 flags,
 				  BlockNumber replacement, FullTransactionId stamp)
 {
 	Buffer		mbuf = spindle_crel_meta_lock(crel, BUFFER_LOCK_EXCLUSIVE);
@@ -534,20 +583,15 @@ free_page_stamped(Relation crel, Buffer buf, uint32 sub, bool drop_tree,
 	xlrec.freed_xid = stamp;
 	xlrec.next = meta->free_head;
 	xlrec.sub = sub;
-	xlrec.flags = drop_tree ? XLFR_DROP_TREE : 0;
+	xlrec.flags = flags;
 	xlrec.replacement = replacement;
-	if (drop_tree && replacement != InvalidBlockNumber)
-		xlrec.flags |= XLFR_SWAP_TREE;
 
 	START_CRIT_SECTION();
 	spindle_crel_init_page(page, SPINDLE_CPAGE_FREE, 0, 0);
 	op = SpindleCpageGetOpaque(page);
 	op->freed_xid = xlrec.freed_xid;
 	op->right = xlrec.next;
-	meta->free_head = BufferGetBlockNumber(buf);
-	meta->nfree++;
-	if (drop_tree)
-		meta->trees[sub] = replacement;
+	spindle_crel_meta_freed(mpage, BufferGetBlockNumber(buf), &xlrec);
 	MarkBufferDirty(buf);
 	MarkBufferDirty(mbuf);
 	spindle_crel_wal_begin(&w, crel, &xlrec, sizeof(xlrec));

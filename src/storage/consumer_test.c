@@ -86,7 +86,7 @@ spindle_crel_define_gucs(void)
 							 NULL, NULL, NULL);
 	DefineCustomStringVariable("spindle.test_pause",
 							   "Test only: a named point where calls wait while pg_advisory_lock(4242, 1) is held.",
-							   "Empty: no pause.  Points: consume_locate (a consumer holding its directory, before it finds its events), consume_examine (between finding its events and examining their pages), reloc_follow (a consumer between two links of a chain of moves), tree_root_N (a reader of consumer tree N between the metapage and the tree's meta block).",
+							   "Empty: no pause.  Points: consume_locate (a consumer holding its directory, before it finds its events), consume_examine (between finding its events and examining their pages), reloc_follow (a consumer between two links of a chain of moves), tree_root_N (a reader of consumer tree N between the metapage and the tree's meta block), tree_retire_half and tree_reclaim_half (a writer halfway through giving back the pages of a tree swapped out or dropped, or of one a crash left set aside).",
 							   &spindle_test_pause_at,
 							   "",
 							   PGC_SUSET, GUC_NOT_IN_SAMPLE,

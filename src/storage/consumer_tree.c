@@ -27,8 +27,12 @@
  * and swapped in (spindle_tree_detached, spindle_tree_swap: the relocation
  * entries, relocation.c): its pages carry a tag, the tree's number plus a
  * generation, so a reader finds a page freed and reused by the rebuilt
- * tree not its own.  spindle_tree_lookup/next/pop/count read or remove
- * runs in key order (queue_parked.c).
+ * tree not its own.  The metapage names a tree set aside beside the one in
+ * use, being built until its swap or given back after a swap or a drop,
+ * so what a crash or an error leaves of one is given back before that
+ * number's next tree is made (reclaim_aside).
+ * spindle_tree_lookup/next/pop/count read or remove runs in key order
+ * (queue_parked.c).
  *
  * Locks.  Writers of one tree are serialised by a heavyweight lock
  * (LockPage on the consumer relation with the subscription number as
@@ -214,8 +218,9 @@ spindle_tree_root(SpindleTree *t, BlockNumber *root, int *level)
 }
 
 static void tree_finish_split(SpindleTree *t, BlockNumber blk, int level);
-static BlockNumber *tree_pages(SpindleTree *t, int *n);
-static void free_pages(SpindleTree *t, BlockNumber *blocks, int n);
+static BlockNumber *tree_pages(SpindleTree *t, bool partial, int *n);
+static void free_pages(SpindleTree *t, BlockNumber *blocks, int n,
+					   const char *pause);
 
 typedef void (*TreePageVisitor) (void *arg, BlockNumber blk, Page page,
 								 int level);
@@ -225,20 +230,26 @@ typedef void (*TreePageVisitor) (void *arg, BlockNumber blk, Page page,
  * from its leftmost page along the right-links (leaves_only: the leaves
  * alone, reached down the leftmost downlinks), each under a share lock
  * held for the visit only.  False if there is no tree.  The caller keeps
- * what must not move still (a reader's walk sees a split as it is).
+ * what must not move still (a reader's walk sees a split as it is).  A
+ * page that is not of the tree is an error, or, partial (a tree given back
+ * in part, reclaim_aside), the end of its level, and of the walk if it
+ * is the level's first.
  */
 static bool
-walk_tree(SpindleTree *t, bool leaves_only, TreePageVisitor visit, void *arg)
+walk_tree(SpindleTree *t, bool leaves_only, bool partial,
+		  TreePageVisitor visit, void *arg)
 {
 	BlockNumber leftmost;
 	int			level;
 
 	if (!spindle_tree_root(t, &leftmost, &level))
 		return false;
-	for (; level >= 0; level--)
+	for (; level >= 0 && leftmost != InvalidBlockNumber; level--)
 	{
-		BlockNumber blk = leftmost;
+		BlockNumber first = leftmost;
+		BlockNumber blk = first;
 
+		leftmost = InvalidBlockNumber;
 		while (blk != InvalidBlockNumber)
 		{
 			Buffer		buf = ReadBuffer(t->crel, blk);
@@ -248,9 +259,14 @@ walk_tree(SpindleTree *t, bool leaves_only, TreePageVisitor visit, void *arg)
 			LockBuffer(buf, BUFFER_LOCK_SHARE);
 			page = BufferGetPage(buf);
 			if (!spindle_tree_page_ok(t, page, level))
-				elog(ERROR, "spindle: block %u is not a page of consumer tree %u",
-					 blk, t->sub);
-			if (blk == leftmost && level > 0)
+			{
+				if (!partial)
+					elog(ERROR, "spindle: block %u is not a page of consumer tree %u",
+						 blk, t->sub);
+				UnlockReleaseBuffer(buf);
+				break;
+			}
+			if (blk == first && level > 0)
 				leftmost = spindle_inner_items(page)[0].child;
 			if (level == 0 || !leaves_only)
 				visit(arg, blk, page, level);
@@ -706,27 +722,38 @@ tree_finish_split(SpindleTree *t, BlockNumber blk, int level)
 	}
 }
 
+static void reclaim_aside(const SpindleTree *old);
+
 /*
  * Make tree t (none yet): an empty root leaf and a tree meta block, named
- * in the metapage; or, t->detached, named nowhere yet, its pages tagged
- * t->tag (spindle_tree_detached).  One NEWROOT record (XLNR_CREATE).
+ * in the metapage; or, t->detached, named there as the tree set aside
+ * beside tree t->sub, being built, its pages tagged t->tag
+ * (spindle_tree_detached).  What an earlier crash left set aside beside
+ * it is given back first (reclaim_aside).  One NEWROOT record
+ * (XLNR_CREATE).
  */
 static void
 tree_create(SpindleTree *t)
 {
-	Buffer		lbuf = spindle_crel_alloc_page(t->crel);
-	Buffer		tbuf = spindle_crel_alloc_page(t->crel);
-	Buffer		mbuf = InvalidBuffer;
-	Page		lpage = BufferGetPage(lbuf);
-	Page		tpage = BufferGetPage(tbuf);
+	Buffer		lbuf;
+	Buffer		tbuf;
+	Buffer		mbuf;
+	Page		lpage;
+	Page		tpage;
+	BlockNumber tblk;
 	xl_spindle_newroot xlrec;
 	SpindleCrelWal w;
 
+	Assert(t->writer);
+	reclaim_aside(t);
+	lbuf = spindle_crel_alloc_page(t->crel);
+	tbuf = spindle_crel_alloc_page(t->crel);
+	lpage = BufferGetPage(lbuf);
+	tpage = BufferGetPage(tbuf);
+	tblk = BufferGetBlockNumber(tbuf);
 	if (!t->detached)
-	{
 		t->tag = t->sub;
-		mbuf = spindle_crel_meta_lock(t->crel, BUFFER_LOCK_EXCLUSIVE);
-	}
+	mbuf = spindle_crel_meta_lock(t->crel, BUFFER_LOCK_EXCLUSIVE);
 	xlrec.sub = t->tag;
 	xlrec.level = 0;
 	xlrec.flags = XLNR_CREATE | (t->detached ? XLNR_DETACHED : 0);
@@ -736,34 +763,131 @@ tree_create(SpindleTree *t)
 	SpindleTreeMetaGet(tpage)->root = BufferGetBlockNumber(lbuf);
 	SpindleTreeMetaGet(tpage)->level = 0;
 	spindle_cpage_set_nitems(tpage, 1, sizeof(SpindleTreeMeta));
-	if (BufferIsValid(mbuf))
-	{
-		SpindleCrelGetMeta(BufferGetPage(mbuf))->trees[t->sub] =
-			BufferGetBlockNumber(tbuf);
-		MarkBufferDirty(mbuf);
-	}
+	if (t->detached)
+		spindle_crel_meta_set_aside(BufferGetPage(mbuf), t->sub, tblk);
+	else
+		SpindleCrelGetMeta(BufferGetPage(mbuf))->trees[t->sub] = tblk;
+	MarkBufferDirty(mbuf);
 	MarkBufferDirty(lbuf);
 	MarkBufferDirty(tbuf);
 	spindle_crel_wal_begin(&w, t->crel, &xlrec, sizeof(xlrec));
 	spindle_crel_wal_block(&w, lbuf, REGBUF_WILL_INIT, NULL, 0);
 	spindle_crel_wal_block(&w, tbuf, REGBUF_WILL_INIT, NULL, 0);
-	if (BufferIsValid(mbuf))
-		spindle_crel_wal_block(&w, mbuf, 0, NULL, 0);
+	spindle_crel_wal_block(&w, mbuf, 0, NULL, 0);
 	(void) spindle_crel_wal_insert(&w, XLOG_SPINDLE_NEWROOT);
 	END_CRIT_SECTION();
-	t->meta_blk = BufferGetBlockNumber(tbuf);
-	if (BufferIsValid(mbuf))
-		UnlockReleaseBuffer(mbuf);
+	t->meta_blk = tblk;
+	UnlockReleaseBuffer(mbuf);
 	UnlockReleaseBuffer(tbuf);
 	UnlockReleaseBuffer(lbuf);
 }
 
 /*
+ * Free the meta block of tree t, set aside (its other pages given back),
+ * and clear the metapage's name for it, in one record.
+ */
+static void
+free_aside_meta(SpindleTree *t)
+{
+	Buffer		buf = ReadBuffer(t->crel, t->meta_blk);
+
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	spindle_crel_free_aside_meta(t->crel, buf, t->sub);
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * Put the tree whose meta block is tree (InvalidBlockNumber: none) in
+ * old's place in the metapage and set old aside in the same record, then
+ * give old's pages back (free_pages' order), its meta block last with the
+ * name cleared (free_aside_meta).  A crash in the middle leaves the rest
+ * named aside, for the next build or drop (reclaim_aside).  Readers that
+ * take no lock and are still on old's pages find them freed, or reused
+ * and not of old's generation, and start again from the metapage.  The
+ * caller holds old's writer lock.  Returns the pages given back, the meta
+ * block counted; 0 if there is no tree old.
+ */
+static int
+retire_tree(SpindleTree *old, BlockNumber tree)
+{
+	BlockNumber *blocks;
+	int			nblocks;
+
+	Assert(old->writer);
+	blocks = tree_pages(old, false, &nblocks);
+	if (blocks == NULL)
+		return 0;
+	spindle_crel_set_trees(old->crel, old->sub, tree, old->meta_blk);
+	free_pages(old, blocks, nblocks, "tree_retire_half");
+	free_aside_meta(old);
+	return nblocks + 1;
+}
+
+/*
+ * Give back what is left of the tree set aside beside tree old->sub, if
+ * the metapage names one: a build that a crash or an error stopped before
+ * its swap (spindle_tree_detached), or an old tree whose pages were being
+ * given back (retire_tree).  Its pages (free_pages' order), then its meta
+ * block, with the metapage's name for it cleared in the same record.  A
+ * crash in the middle leaves the rest to a partial walk from the meta
+ * block, for the next call.  Every tree of that number is made after this
+ * (tree_create), so no page of the set-aside tree's tag lies outside it:
+ * its pages given back and taken again carry another tag, and end the
+ * walk.  The caller holds old's writer lock.
+ */
+static void
+reclaim_aside(const SpindleTree *old)
+{
+	Buffer		mbuf = spindle_crel_meta_lock(old->crel, BUFFER_LOCK_SHARE);
+	Page		mpage = BufferGetPage(mbuf);
+	BlockNumber blk = spindle_crel_meta_aside(mpage, old->sub);
+	BlockNumber live = SpindleCrelGetMeta(mpage)->trees[old->sub];
+	SpindleTree lost;
+	BlockNumber *blocks;
+	int			nblocks;
+
+	UnlockReleaseBuffer(mbuf);
+	if (blk == 0)
+		return;
+	spindle_tree_init(&lost, old->crel, old->sub, true);
+	lost.detached = true;
+	lost.meta_blk = blk;
+	if (blk == live || (blocks = tree_pages(&lost, true, &nblocks)) == NULL)
+	{
+		/* a build's tree_create names its own instead */
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("consumer relation \"%s\" names block %u as a tree set aside beside tree %u, which it is not",
+						RelationGetRelationName(old->crel), blk, old->sub)));
+		return;
+	}
+	free_pages(&lost, blocks, nblocks, "tree_reclaim_half");
+	free_aside_meta(&lost);
+	ereport(DEBUG1,
+			(errmsg_internal("spindle: gave back %d pages of a tree left aside beside tree %u of \"%s\"",
+							 nblocks + 1, old->sub,
+							 RelationGetRelationName(old->crel))));
+}
+
+/*
+ * Give back what a crash or an error left set aside beside tree t (whose
+ * writer lock the caller holds), without waiting for the next tree of
+ * that number to be made: settle's, each round (consume_log.c).
+ */
+void
+spindle_tree_reclaim(SpindleTree *t)
+{
+	Assert(t->writer);
+	reclaim_aside(t);
+}
+
+/*
  * Make an empty tree beside old (a writer: its writer lock held), which
- * the metapage does not name: the same number, the next generation of
- * tag.  Runs go in with the usual calls on newt; spindle_tree_swap then
- * puts it in old's place.  A crash before the swap leaves its pages
- * referenced by nothing (lost to the relation, not to correctness).
+ * the metapage names as the tree set aside beside it: the same number, the
+ * next generation of tag.  Runs go in with the usual calls on newt;
+ * spindle_tree_swap then puts it in old's place.  What a crash or an error
+ * left set aside is given back first (tree_create, reclaim_aside): the
+ * writer lock keeps any other build out, so it can only be a leftover.
  */
 void
 spindle_tree_detached(SpindleTree *newt, const SpindleTree *old)
@@ -777,29 +901,19 @@ spindle_tree_detached(SpindleTree *newt, const SpindleTree *old)
 
 /*
  * Put the detached tree newt in the place of tree old (same number, its
- * writer lock held): one FREE record frees old's meta block and names
- * newt's in the metapage; then old's other pages are freed, one FREE
- * each (deferred reuse: a reader still on them finds them as they were,
- * or, reused, not of its tree's tag, and starts again from the
- * metapage).  Tree old must exist.
+ * writer lock held): one record names newt in the metapage and sets old
+ * aside; then old's pages are freed, one FREE each (retire_tree; deferred
+ * reuse: a reader still on them finds them as they were, freed, or reused
+ * and not of its tree's tag, and starts again from the metapage).  Tree
+ * old must exist.
  */
 void
 spindle_tree_swap(SpindleTree *old, SpindleTree *newt)
 {
-	BlockNumber *blocks;
-	int			nblocks;
-	Buffer		buf;
-
 	Assert(old->writer && newt->detached && newt->sub == old->sub);
-	blocks = tree_pages(old, &nblocks);
-	if (blocks == NULL)
+	if (retire_tree(old, newt->meta_blk) == 0)
 		elog(ERROR, "spindle: no tree %u to swap a rebuilt one in for",
 			 old->sub);
-	buf = ReadBuffer(old->crel, old->meta_blk);
-	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-	spindle_crel_swap_tree_meta(old->crel, buf, old->sub, newt->meta_blk);
-	UnlockReleaseBuffer(buf);
-	free_pages(old, blocks, nblocks);
 	newt->detached = false;
 }
 
@@ -1538,28 +1652,19 @@ spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after,
 }
 
 /*
- * Free every page of tree t, whose writer lock the caller holds: its meta
- * block first (readers that start again then find no tree), then its
- * pages level by level, one FREE record each (deferred reuse,
- * consumer_page.c).  Returns the pages freed; 0 if there is no tree.
+ * Free every page of tree t, whose writer lock the caller holds: the
+ * metapage names no tree t and sets it aside (readers that start again
+ * then find no tree), then its pages are freed, one FREE record each
+ * (deferred reuse, consumer_page.c), its meta block last (retire_tree).
+ * What an earlier crash left set aside goes first.  Returns the pages
+ * freed; 0 if there is no tree.
  */
 int
 spindle_tree_drop(SpindleTree *t)
 {
-	BlockNumber *blocks;
-	int			nblocks;
-	Buffer		buf;
-
 	Assert(t->writer);
-	blocks = tree_pages(t, &nblocks);
-	if (blocks == NULL)
-		return 0;
-	buf = ReadBuffer(t->crel, t->meta_blk);
-	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-	spindle_crel_free_page(t->crel, buf, t->sub, true);
-	UnlockReleaseBuffer(buf);
-	free_pages(t, blocks, nblocks);
-	return nblocks + 1;
+	reclaim_aside(t);
+	return retire_tree(t, InvalidBlockNumber);
 }
 
 /* What spindle_tree_stats counts, page by page (a walk_tree visitor). */
@@ -1591,7 +1696,7 @@ spindle_tree_stats(SpindleTree *t, int *npages, int64 *nruns)
 {
 	TreeStats	st = {0, 0};
 
-	if (walk_tree(t, false, count_page, &st))
+	if (walk_tree(t, false, false, count_page, &st))
 		st.npages++;			/* the meta block */
 	*npages = st.npages;
 	*nruns = st.nruns;
@@ -1616,7 +1721,7 @@ spindle_tree_read_all(SpindleTree *t, int *n)
 {
 	RunArray	a = {NULL, 0, 0};
 
-	(void) walk_tree(t, true, collect_runs, &a);
+	(void) walk_tree(t, true, false, collect_runs, &a);
 	*n = a.n;
 	return a.runs;
 }
@@ -1633,29 +1738,40 @@ spindle_tree_npages(SpindleTree *t)
 }
 
 /*
- * Every page of tree t but its meta block, level by level (the writer
- * lock keeps them still), as a palloc'd array (*n of them); NULL if there
- * is no tree.  t->meta_blk is left naming its meta block.
+ * Every page of tree t but its meta block, level by level from the root
+ * down, each level left to right (the writer lock keeps them still), as a
+ * palloc'd array (*n of them); NULL if there is no tree.  t->meta_blk is
+ * left naming its meta block.  partial: as walk_tree's.
  */
 static BlockNumber *
-tree_pages(SpindleTree *t, int *n)
+tree_pages(SpindleTree *t, bool partial, int *n)
 {
 	BlockArray	a = {NULL, 0, 0};
 
 	*n = 0;
-	if (!walk_tree(t, false, collect_block, &a))
+	if (!walk_tree(t, false, partial, collect_block, &a))
 		return NULL;
 	*n = a.n;
 	return a.blocks != NULL ? a.blocks : palloc(sizeof(BlockNumber));
 }
 
-/* Free blocks[0..n) of tree t (one FREE record each), and the array. */
+/*
+ * Free blocks[0..n) of tree t (one FREE record each), as tree_pages lists
+ * them, from the last: the leaves right to left, then each level above,
+ * the root last, so that what a crash leaves of them is still found by a
+ * partial walk (each level a prefix of its pages).  Frees the array.
+ * Halfway, the test-only pause point pause (spindle.test_pause).
+ */
 static void
-free_pages(SpindleTree *t, BlockNumber *blocks, int n)
+free_pages(SpindleTree *t, BlockNumber *blocks, int n, const char *pause)
 {
-	for (int i = 0; i < n; i++)
+	for (int i = n - 1; i >= 0; i--)
 	{
-		Buffer		buf = ReadBuffer(t->crel, blocks[i]);
+		Buffer		buf;
+
+		if (i == n / 2)
+			spindle_test_pause(pause);
+		buf = ReadBuffer(t->crel, blocks[i]);
 
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 		spindle_crel_free_page(t->crel, buf, t->sub, false);

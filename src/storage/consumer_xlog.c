@@ -16,8 +16,10 @@
  * INCOMPLETE_SPLIT.  INSERT_UPPER: the child (flag cleared), then the
  * parent (the downlink).  NEWROOT: the old root (flag cleared), the new
  * root and the tree meta block; or, for a new tree, its empty root leaf,
- * its tree meta block and the metapage.  FREE: the page, then the
- * metapage.  REUSE: the metapage; on a standby it first cancels the
+ * its tree meta block and the metapage (which names it as the tree, or as
+ * the tree being built beside it).  FREE: the page, then the metapage
+ * (which may name another tree, or none, as the tree or the one being
+ * built: spindle_crel_meta_freed).  REUSE: the metapage; on a standby it first cancels the
  * queries whose snapshots may still see the page's free xid.
  *
  * Locks: redo takes a record's blocks in the order they are registered,
@@ -197,12 +199,17 @@ redo_newroot(XLogReaderState *record)
 		spindle_cpage_set_nitems(page, 1, sizeof(SpindleTreeMeta));
 		PageSetLSN(page, record->EndRecPtr);
 		MarkBufferDirty(b1);
-		if (xlrec->flags & XLNR_DETACHED)
-			b2 = InvalidBuffer;	/* the metapage names it later (a swap) */
+		if (!XLogRecHasBlockRef(record, 2))
+			b2 = InvalidBuffer; /* detached, before the metapage named it */
 		else if (XLogReadBufferForRedo(record, 2, &b2) == BLK_NEEDS_REDO)
 		{
+			uint32		sub = SPINDLE_TREE_TAG_SUB(xlrec->sub);
+
 			page = BufferGetPage(b2);
-			SpindleCrelGetMeta(page)->trees[SPINDLE_TREE_TAG_SUB(xlrec->sub)] = blk1;
+			if (xlrec->flags & XLNR_DETACHED)
+				spindle_crel_meta_set_aside(page, sub, blk1);
+			else
+				SpindleCrelGetMeta(page)->trees[sub] = blk1;
 			PageSetLSN(page, record->EndRecPtr);
 			MarkBufferDirty(b2);
 		}
@@ -258,14 +265,8 @@ redo_free(XLogReaderState *record)
 	if (XLogReadBufferForRedo(record, 1, &mbuf) == BLK_NEEDS_REDO)
 	{
 		Page		mpage = BufferGetPage(mbuf);
-		SpindleCrelMeta *meta = SpindleCrelGetMeta(mpage);
 
-		meta->free_head = BufferGetBlockNumber(buf);
-		meta->nfree++;
-		if (xlrec->flags & XLFR_SWAP_TREE)
-			meta->trees[xlrec->sub] = xlrec->replacement;
-		else if (xlrec->flags & XLFR_DROP_TREE)
-			meta->trees[xlrec->sub] = InvalidBlockNumber;
+		spindle_crel_meta_freed(mpage, BufferGetBlockNumber(buf), xlrec);
 		PageSetLSN(mpage, record->EndRecPtr);
 		MarkBufferDirty(mbuf);
 	}
@@ -407,7 +408,9 @@ spindle_crel_desc(StringInfo buf, XLogReaderState *record)
 								 XidFromFullTransactionId(x->freed_xid),
 								 x->next,
 								 (x->flags & XLFR_SWAP_TREE) ? ", tree swapped" :
-								 (x->flags & XLFR_DROP_TREE) ? ", tree dropped" : "");
+								 (x->flags & XLFR_DROP_TREE) ? ", tree dropped" :
+								 (x->flags & XLFR_DROP_ASIDE) ?
+								 ", a tree being built given back" : "");
 				if (x->flags & XLFR_SWAP_TREE)
 					appendStringInfo(buf, ", tree %u now at block %u",
 									 x->sub, x->replacement);

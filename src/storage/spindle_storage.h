@@ -569,10 +569,49 @@ typedef struct SpindleCrelMeta
 	int64		consumed_floor;
 	BlockNumber trees[SPINDLE_CREL_MAX_TREES];	/* tree meta block per
 												 * subscription, or Invalid */
+
+	/*
+	 * The meta block of a tree set aside beside tree i, whose pages are to
+	 * be given back if the writer that set it is gone: one being built
+	 * (spindle_tree_detached) until it is swapped in, then the old one
+	 * until its pages are freed (spindle_tree_swap, spindle_tree_drop); or
+	 * 0 (block 0 is this page).  A metapage written before this field lies
+	 * past its pd_lower there, zeroes: read and set only through
+	 * spindle_crel_meta_aside and spindle_crel_meta_set_aside.
+	 */
+	BlockNumber aside[SPINDLE_CREL_MAX_TREES];
 } SpindleCrelMeta;
 
 #define SpindleCrelGetMeta(page) \
 	((SpindleCrelMeta *) PageGetContents(page))
+
+/* The meta block of the tree set aside beside tree sub, or 0. */
+static inline BlockNumber
+spindle_crel_meta_aside(Page mpage, uint32 sub)
+{
+	SpindleCrelMeta *meta = SpindleCrelGetMeta(mpage);
+
+	if (((PageHeader) mpage)->pd_lower <
+		(char *) &meta->aside[SPINDLE_CREL_MAX_TREES] - (char *) mpage)
+		return 0;				/* a metapage from before the field */
+	return meta->aside[sub];
+}
+
+/*
+ * Name blk (0: none) as the tree set aside beside tree sub, pd_lower moved
+ * past the field first on a metapage from before it (its bytes there are
+ * zeroes), so that full-page images keep it.
+ */
+static inline void
+spindle_crel_meta_set_aside(Page mpage, uint32 sub, BlockNumber blk)
+{
+	SpindleCrelMeta *meta = SpindleCrelGetMeta(mpage);
+	LocationIndex end = (LocationIndex) ((char *) (meta + 1) - (char *) mpage);
+
+	if (((PageHeader) mpage)->pd_lower < end)
+		((PageHeader) mpage)->pd_lower = end;
+	meta->aside[sub] = blk;
+}
 
 /* Initialise page (BLCKSZ bytes) as an empty page of a kind. */
 static inline void
@@ -702,8 +741,10 @@ extern bool spindle_crel_reserve_pages(Relation crel, int n);
 #define SPINDLE_CREL_ROOM_MARGIN	32
 extern void spindle_crel_free_page(Relation crel, Buffer buf, uint32 sub,
 								   bool drop_tree);
-extern void spindle_crel_swap_tree_meta(Relation crel, Buffer buf,
-										uint32 sub, BlockNumber replacement);
+extern void spindle_crel_set_trees(Relation crel, uint32 sub,
+								   BlockNumber tree, BlockNumber aside);
+extern void spindle_crel_free_aside_meta(Relation crel, Buffer buf,
+											uint32 sub);
 
 /* consumer_tree.c: the straggler tree of a subscription */
 
@@ -788,6 +829,7 @@ extern void spindle_tree_init(SpindleTree *t, Relation crel, uint32 sub,
 extern BlockNumber spindle_tree_meta_block(Relation crel, uint32 sub);
 extern void spindle_tree_detached(SpindleTree *t, const SpindleTree *old);
 extern void spindle_tree_swap(SpindleTree *old, SpindleTree *newt);
+extern void spindle_tree_reclaim(SpindleTree *t);
 extern bool spindle_tree_root(SpindleTree *t, BlockNumber *root, int *level);
 extern Buffer spindle_tree_descend(SpindleTree *t, int64 key, int level,
 								   int mode, int64 *low);
@@ -869,7 +911,10 @@ typedef struct xl_spindle_insert_upper
  * NEWROOT.  A root split: block 0 the old root (flag cleared), block 1 the
  * new root (WILL_INIT; block data its two downlinks), block 2 the tree
  * meta block.  A new tree (XLNR_CREATE): block 0 the empty root leaf,
- * block 1 the tree meta block (both WILL_INIT), block 2 the metapage.
+ * block 1 the tree meta block (both WILL_INIT), block 2 the metapage,
+ * which names block 1 as tree `sub`, or, XLNR_DETACHED, as the tree set
+ * aside beside it, being built (a record written before turn 4, session
+ * 13 has no block 2 then).
  */
 typedef struct xl_spindle_newroot
 {
@@ -879,8 +924,8 @@ typedef struct xl_spindle_newroot
 } xl_spindle_newroot;
 
 #define XLNR_CREATE		0x0001
-#define XLNR_DETACHED	0x0002	/* with CREATE: no block 2, the metapage
-								 * does not name the tree yet */
+#define XLNR_DETACHED	0x0002	/* with CREATE: a tree built beside tree
+								 * `sub`, named in the metapage's aside[] */
 
 /* FREE: block 0 the page (WILL_INIT), block 1 the metapage */
 typedef struct xl_spindle_free
@@ -895,7 +940,15 @@ typedef struct xl_spindle_free
 
 #define XLFR_DROP_TREE	0x0001
 #define XLFR_SWAP_TREE	0x0002	/* with DROP_TREE: the metapage names
-								 * `replacement` instead */
+								 * `replacement` instead (records from
+								 * before turn 4, session 13) */
+#define XLFR_DROP_ASIDE	0x0004	/* the meta block of the tree set aside
+								 * beside tree `sub`, its last page: the
+								 * metapage names none */
+
+/* consumer_page.c: the metapage's side of a FREE record (also for redo) */
+extern void spindle_crel_meta_freed(Page mpage, BlockNumber blk,
+									const xl_spindle_free *xlrec);
 
 /* REUSE: block 0 the metapage (the list's head moves to next) */
 typedef struct xl_spindle_reuse

@@ -6,7 +6,9 @@
 #  - A PANIC in the middle of a rebuild (after a SPLIT record of the tree
 #    being built, spindle.test_split_crash) leaves the tree in use as it
 #    was: plain SQL shows the same rows, verify() is clean, and the next
-#    settle rebuilds it.
+#    settle rebuilds it, giving back first the pages the stopped build
+#    held (the metapage names the tree being built: before turn 4,
+#    session 13 they were lost to the relation for good).
 #  - A streaming standby (wal_consistency_checking = 'all,spindle')
 #    replays the rebuild to the primary's tree and rows; `-m immediate`
 #    after it leaves the same tree.
@@ -77,6 +79,22 @@ sub tree_of
 		"SELECT count(*) || ':' || coalesce(md5(string_agg(s::text, ',' ORDER BY first)), '')"
 		  . " FROM spindle._run_scan('spindle_q.cl', 2, -1, 9223372036854775807) s");
 }
+# Pages of the consumer relation that no tree, no free list and no tree
+# being built holds: the relation's size less the trees' pages (meta blocks
+# counted), the free list's length (the metapage's nfree) and the
+# metapage.
+$q->('CREATE EXTENSION pageinspect');
+my $lost_q = q{
+WITH c AS (SELECT ('pg_spindle.c' || 'spindle_q.cl'::regclass::oid)::regclass AS crel),
+m AS (SELECT get_raw_page(crel::text, 0) AS p, pg_relation_size(crel) / 8192 AS total FROM c),
+t AS (SELECT sum(pages + CASE WHEN height > 0 THEN 1 ELSE 0 END) AS tree_pages
+        FROM generate_series(0, 4) s, spindle._run_verify('spindle_q.cl', s))
+SELECT total - tree_pages - 1
+       - ('x' || encode(substring(p from 40 for 1) || substring(p from 39 for 1)
+                        || substring(p from 38 for 1) || substring(p from 37 for 1),
+                        'hex'))::bit(32)::int
+  FROM m, t};
+is($q->($lost_q), '0', 'every page of the consumer relation is a tree\'s or free');
 my $pages_before = $q->($pages_q);
 cmp_ok($pages_before, '>', 60, "tree 2: $pages_before pages for 405 entries");
 is($q->($rows_q), $want_rows, 'plain SQL: the leased event and the four waiting');
@@ -97,12 +115,16 @@ is($q->(q{SELECT count(*) FROM spindle.verify('spindle_q.cl')}), '0',
 like(tree_of($primary), qr/^5:/, 'after the crash: the cut was made');
 cmp_ok($q->($pages_q), '>', 60,
 	'after the crash: the tree in use is the old one, its leaves emptied');
+cmp_ok($q->($lost_q), '>=', 3,
+	'after the crash: the pages of the stopped build are held by no tree');
 
 # ---- the rebuild, replayed by the standby ------------------------------------
 $q->(q{SELECT spindle._settle('spindle_q.cl')});
 my $pages_after = $q->($pages_q);
 cmp_ok($pages_after, '<=', 8, "tree 2 rebuilt: $pages_after pages");
 like(tree_of($primary), qr/^5:/, 'tree 2 keeps the five entries of the last spindle');
+is($q->($lost_q), '0',
+	'the pages the stopped build held were given back (none held by no tree)');
 is($q->($rows_q), $want_rows, 'after the rebuild: the same rows');
 $primary->wait_for_catchup($standby);
 is(tree_of($standby), tree_of($primary), 'the standby has the primary\'s tree 2');
@@ -110,6 +132,8 @@ is($standby->safe_psql('postgres', $rows_q), $want_rows,
 	'the standby returns the primary\'s rows');
 ok(!$standby->log_contains(qr/inconsistent page found/),
 	'no inconsistent page on the standby');
+is($standby->safe_psql('postgres', $lost_q), '0',
+	'the standby: no page held by no tree either');
 
 my $tree = tree_of($primary);
 $primary->stop('immediate');
