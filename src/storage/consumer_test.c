@@ -4,7 +4,8 @@
  *	  Test-only SQL functions spindle._run_*() that drive the straggler
  *	  tree of a queue's consumer relation (consumer_tree.c) -- upsert,
  *	  remove, lookup, scan, verify, drop --, the test-only GUCs
- *	  spindle.test_tree_fanout and spindle.test_split_crash that the tree
+ *	  spindle.test_tree_fanout, spindle.test_split_crash and
+ *	  spindle.test_load_crash that the tree
  *	  reads (docs/design.md, "Consumer state that scales with what stays",
  *	  section 4, "Step 2 as built"), and spindle.test_pause, a named point
  *	  where a call waits while a test holds an advisory lock
@@ -59,6 +60,7 @@ PG_FUNCTION_INFO_V1(spindle_run_drop);
 
 int			spindle_test_tree_fanout = 0;
 bool		spindle_test_split_crash = false;
+bool		spindle_test_load_crash = false;
 static char *spindle_test_pause_at = NULL;
 
 /* ----------------------------------------------------------------
@@ -81,6 +83,13 @@ spindle_crel_define_gucs(void)
 							 "Test only: PANIC after a consumer tree page's SPLIT record, before INSERT_UPPER.",
 							 NULL,
 							 &spindle_test_split_crash,
+							 false,
+							 PGC_SUSET, GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("spindle.test_load_crash",
+							 "Test only: PANIC in the bulk load of a consumer tree being rebuilt, once its leaves are written.",
+							 NULL,
+							 &spindle_test_load_crash,
 							 false,
 							 PGC_SUSET, GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);

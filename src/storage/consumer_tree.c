@@ -939,12 +939,152 @@ spindle_tree_pages_needed(int64 nruns)
 }
 
 /*
+ * Log the whole page in buf (exclusively locked, changed in the caller's
+ * critical section) as one full-page record (log_newpage_buffer, the hole
+ * between pd_lower and pd_upper left out), or give it a fake LSN for an
+ * unlogged relation.
+ */
+static void
+log_whole_page(SpindleTree *t, Buffer buf)
+{
+	if (RelationNeedsWAL(t->crel))
+		(void) log_newpage_buffer(buf, true);
+	else
+		PageSetLSN(BufferGetPage(buf), GetFakeLSNForUnloggedRel());
+}
+
+/*
+ * One level of a bulk load (tree_bulk_load): the nitems items (of that
+ * level's size, in key order) packed into pages left to right, the first
+ * into first (exclusively locked) if valid, the others into pages
+ * allocated one ahead, so that each page is written once, its right-link
+ * and high key set, under one full-page record.  Each page's block and low
+ * bound (the leftmost's PG_INT64_MIN) go into blks and lows; returns the
+ * pages made.  Only the page being written and the next one are locked.
+ */
+static int
+bulk_level(SpindleTree *t, int level, const char *items, int nitems,
+		   Buffer first, BlockNumber *blks, int64 *lows)
+{
+	Size		isz = spindle_tree_item_size(level);
+	int			cap = page_capacity(isz);
+	int			npages = (nitems + cap - 1) / cap;
+	Buffer		cur = BufferIsValid(first) ? first :
+		spindle_crel_alloc_page(t->crel);
+
+	for (int p = 0; p < npages; p++)
+	{
+		int			from = p * cap;
+		int			cnt = Min(cap, nitems - from);
+		Buffer		next = p + 1 < npages ?
+			spindle_crel_alloc_page(t->crel) : InvalidBuffer;
+		Page		page = BufferGetPage(cur);
+		SpindleCpageOpaque *op;
+
+		blks[p] = BufferGetBlockNumber(cur);
+		lows[p] = p == 0 ? PG_INT64_MIN : *(const int64 *) (items + from * isz);
+		START_CRIT_SECTION();
+		spindle_crel_init_page(page, level == 0 ? SPINDLE_CPAGE_LEAF :
+							   SPINDLE_CPAGE_INNER, t->tag, level);
+		memcpy(PageGetContents(page), items + from * isz, cnt * isz);
+		spindle_cpage_set_nitems(page, cnt, isz);
+		op = SpindleCpageGetOpaque(page);
+		if (BufferIsValid(next))
+		{
+			op->right = BufferGetBlockNumber(next);
+			op->high_key = *(const int64 *) (items + (from + cnt) * isz);
+		}
+		MarkBufferDirty(cur);
+		log_whole_page(t, cur);
+		END_CRIT_SECTION();
+		UnlockReleaseBuffer(cur);
+		cur = next;
+	}
+	return npages;
+}
+
+/* Name blk as the root of tree t, at level, in its meta block. */
+static void
+set_root(SpindleTree *t, BlockNumber blk, int level)
+{
+	Buffer		buf = ReadBuffer(t->crel, t->meta_blk);
+	Page		page;
+
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	page = BufferGetPage(buf);
+	START_CRIT_SECTION();
+	SpindleTreeMetaGet(page)->root = blk;
+	SpindleTreeMetaGet(page)->level = level;
+	MarkBufferDirty(buf);
+	log_whole_page(t, buf);
+	END_CRIT_SECTION();
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * Fill tree t, detached and just made (an empty root leaf), with
+ * runs[0..n) (in key order, none overlapping): packed leaves, the first in
+ * the root leaf, then each level above from the pages of the one below,
+ * the tree meta block naming each level's first page as the root once the
+ * level is written.  A page a record, about 32 bytes of WAL a run, where
+ * an upsert a run wrote one record each (about 89 bytes, and the splits).
+ * Nothing reaches t's pages before its swap; what a crash leaves is found
+ * by reclaim_aside from the meta block, but for the pages of a level not
+ * finished above the leaves (at the real fanout, a page or two) and one
+ * allocated and not yet written.
+ */
+static void
+tree_bulk_load(SpindleTree *t, const SpindleRun *runs, int n)
+{
+	BlockNumber root;
+	int			level = 0;
+	int			npages;
+	BlockNumber *blks;
+	int64	   *lows;
+	Buffer		buf;
+
+	for (int i = 1; i < n; i++)
+		if (runs[i].first < spindle_run_end(&runs[i - 1]))
+			elog(ERROR, "spindle: runs to load into consumer tree %u are out of order at " INT64_FORMAT,
+				 t->sub, runs[i].first);
+	if (n == 0 || !spindle_tree_root(t, &root, &level) || level != 0)
+		return;
+	blks = palloc(sizeof(BlockNumber) * n);
+	lows = palloc(sizeof(int64) * n);
+	buf = ReadBuffer(t->crel, root);
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	npages = bulk_level(t, 0, (const char *) runs, n, buf, blks, lows);
+	if (spindle_test_load_crash)
+	{
+		XLogFlush(GetXLogInsertRecPtr());
+		elog(PANIC, "spindle.test_load_crash: stopping after the leaves of a bulk load");
+	}
+	while (npages > 1)
+	{
+		SpindleDownlink *dl = palloc0(sizeof(SpindleDownlink) * npages);
+
+		for (int p = 0; p < npages; p++)
+		{
+			dl[p].key = lows[p];
+			dl[p].child = blks[p];
+		}
+		level++;
+		npages = bulk_level(t, level, (const char *) dl, npages,
+							InvalidBuffer, blks, lows);
+		pfree(dl);
+		set_root(t, blks[0], level);
+	}
+	pfree(blks);
+	pfree(lows);
+}
+
+/*
  * Build tree old again beside itself from runs[0..n) (in key order, as
  * spindle_tree_read_all gives them, or a subset) and put the new one in
- * its place: spindle_tree_detached, the runs, spindle_tree_swap.  The
- * caller holds old's writer lock; old must exist.  The caller also keeps
- * every other writer out while it runs: a change made to old meanwhile
- * would be lost with it.
+ * its place: spindle_tree_detached, the runs loaded in bulk
+ * (tree_bulk_load), spindle_tree_swap.  The caller holds old's writer
+ * lock; old must exist.  The caller also keeps every other writer out
+ * while it runs: a change made to old meanwhile would be lost with it.
  */
 void
 spindle_tree_rebuild(SpindleTree *old, const SpindleRun *runs, int n)
@@ -952,11 +1092,7 @@ spindle_tree_rebuild(SpindleTree *old, const SpindleRun *runs, int n)
 	SpindleTree newt;
 
 	spindle_tree_detached(&newt, old);
-	for (int i = 0; i < n; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		spindle_tree_upsert(&newt, &runs[i]);
-	}
+	tree_bulk_load(&newt, runs, n);
 	spindle_tree_swap(old, &newt);
 }
 

@@ -1112,6 +1112,8 @@ extern int	spindle_test_tree_fanout;	/* GUC, test only: items a page takes */
 extern void spindle_test_pause(const char *point);
 extern void spindle_test_pause_tree(uint32 sub);
 extern bool spindle_test_split_crash;	/* GUC, test only: PANIC after SPLIT */
+extern bool spindle_test_load_crash;	/* GUC, test only: PANIC in a bulk
+										 * load, after its leaves */
 extern void spindle_crel_define_gucs(void);
 
 /* ---- touched.c: touched and settled spindles ---- */

@@ -6,8 +6,8 @@
 # queue table then forgets the entries of the dropped copies and, the
 # trees being mostly empty pages, rebuilds trees 3 and 4 beside
 # themselves and swaps them in.
-#  - A crash in the middle of the rebuild (a PANIC after a SPLIT record of
-#    the tree being built, spindle.test_split_crash) leaves the trees in
+#  - A crash in the middle of the rebuild (a PANIC once the leaves of the
+#    tree being built are written, spindle.test_load_crash) leaves the trees in
 #    use as they were: the moved events are found by msg_id and verify()
 #    is clean; the next VACUUM does the rebuild.
 #  - A streaming standby (wal_consistency_checking = 'all,spindle')
@@ -79,14 +79,14 @@ my ($t3, $t4) = (tree_of($primary, 3), tree_of($primary, 4));
 like($t3, qr/^40:/, 'tree 3: 40 entries before');
 like($t4, qr/^40:/, 'tree 4: 40 ids before');
 
-# a crash in the middle of the rebuild: after a SPLIT of the tree built
+# a crash in the middle of the rebuild: after the leaves of the tree built
 my ($out, $err) = ('', '');
 $primary->psql('postgres',
-	q{SET spindle.test_split_crash = on; VACUUM spindle_q.rg},
+	q{SET spindle.test_load_crash = on; VACUUM spindle_q.rg},
 	stdout => \$out, stderr => \$err);
 ok( $primary->poll_query_until('postgres', 'SELECT 1', '1'),
 	'the server came back after the PANIC');
-like(slurp_file($primary->logfile), qr/stopping between SPLIT and INSERT_UPPER/,
+like(slurp_file($primary->logfile), qr/test_load_crash: stopping after the leaves/,
 	'it stopped in the middle of building a tree');
 is(tree_of($primary, 3), $t3, 'tree 3 as it was before the rebuild');
 is(tree_of($primary, 4), $t4, 'tree 4 as it was before the rebuild');

@@ -3,8 +3,8 @@
 # rebuild_if_sparse).  Settle cuts the entries of dropped spindles; when
 # tree 2 then holds more than twice the pages its entries need, it is
 # rebuilt beside itself and swapped in.
-#  - A PANIC in the middle of a rebuild (after a SPLIT record of the tree
-#    being built, spindle.test_split_crash) leaves the tree in use as it
+#  - A PANIC in the middle of a rebuild (once the leaves of the tree being
+#    built are written, spindle.test_load_crash) leaves the tree in use as it
 #    was: plain SQL shows the same rows, verify() is clean, and the next
 #    settle rebuilds it, giving back first the pages the stopped build
 #    held (the metapage names the tree being built: before turn 4,
@@ -103,9 +103,9 @@ is($q->($rows_q), $want_rows, 'plain SQL: the leased event and the four waiting'
 my $log_offset = -s $primary->logfile;
 my ($out, $err) = ('', '');
 $primary->psql('postgres',
-	q{SET spindle.test_split_crash = on; SELECT spindle._settle('spindle_q.cl')},
+	q{SET spindle.test_load_crash = on; SELECT spindle._settle('spindle_q.cl')},
 	stdout => \$out, stderr => \$err);
-ok($primary->wait_for_log(qr/spindle\.test_split_crash: stopping/, $log_offset),
+ok($primary->wait_for_log(qr/spindle\.test_load_crash: stopping/, $log_offset),
 	'the rebuild stopped in the middle (PANIC)');
 $primary->poll_query_until('postgres', 'SELECT true') or die 'no restart';
 is($q->($rows_q), $want_rows, 'after the crash: the same rows');

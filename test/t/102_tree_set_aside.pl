@@ -115,19 +115,39 @@ BEGIN
   END LOOP;
 END $$;
 SELECT count(*) FROM spindle.dequeue('ta', 1);
-CALL ta_fill(40);
+CALL ta_fill(20);
 SELECT spindle.enqueue('ta', '{}') FROM generate_series(1, 10);
 });
-# the last spindle's first event leased (the floor stops there), five consumed
+# a spindle whose first event is leased (the floor stops there), five
+# consumed, four waiting; then 20 more spindles consumed: their 200
+# entries stay in the log (above the floor), which is rebuilt in bulk over
+# several levels (four entries a page)
 $q->(q{SELECT count(*) FROM spindle.read('ta', 1, '1 day')});
 $q->(q{SELECT count(*) FROM spindle.dequeue('ta', 1)}) for 1 .. 5;
+$q->(q{CALL ta_fill(20)});
 cmp_ok($q->(q{SELECT spindle.drop_spindles('spindle_q.ta')}), '>=', 30,
 	'the consumed spindles dropped');
 my $log_pages = $q->(q{SELECT pages FROM spindle._run_verify('spindle_q.ta', 2)});
-cmp_ok($log_pages, '>', 60, "the consume log holds $log_pages pages");
+cmp_ok($log_pages, '>', 120, "the consume log holds $log_pages pages");
+# what the rebuilt log must hold: the entries at or above the oldest
+# spindle's first id, the leased event's
+my $kept_q = q{SELECT count(*) || ':' || md5(string_agg(s::text, ',' ORDER BY first))
+  FROM spindle._run_scan('spindle_q.ta', 2, (SELECT min(msg_id) FROM spindle_q.ta),
+                         9223372036854775807) s};
+my $kept = $q->($kept_q);
+like($kept, qr/^(20[5-9]|21\d):/, "the entries to keep: $kept");
 crash_at('tree_retire_half', q{SELECT spindle._settle('spindle_q.ta')});
-cmp_ok($q->(q{SELECT pages FROM spindle._run_verify('spindle_q.ta', 2)}),
-	'<', 16, 'after the crash: the rebuilt log is the one in use');
+my ($h, $p, $r, $problems) = split / /, $q->(
+	q{SELECT height || ' ' || pages || ' ' || runs || ' ' || problems::text
+	    FROM spindle._run_verify('spindle_q.ta', 2)});
+cmp_ok($p, '<', $log_pages / 2,
+	"after the crash: the rebuilt log is the one in use ($p pages)");
+cmp_ok($h, '>=', 3, "it was loaded over $h levels");
+is($problems, '{}', 'the rebuilt log is a well-formed tree');
+is($q->(q{SELECT count(*) || ':' || md5(string_agg(s::text, ',' ORDER BY first))
+            FROM spindle._run_scan('spindle_q.ta', 2, -9223372036854775808,
+                                   9223372036854775807) s}),
+	$kept, 'it holds exactly the entries to keep');
 cmp_ok($q->($lost_q), '>', 10,
 	'after the crash: the old log\'s other half is held by no tree in use');
 $q->(q{SELECT spindle._settle('spindle_q.ta')});
@@ -136,6 +156,8 @@ is($q->(q{SELECT count(*) FROM spindle.verify('spindle_q.ta')}), '0',
 	'verify() is clean');
 is($q->(q{SELECT count(*) FROM spindle_q.ta}), '5',
 	'plain SQL: the leased event and the four waiting');
+is($q->(q{SELECT count(*) FROM spindle.dequeue('ta', 10)}), '4',
+	'the four waiting are dequeued, no consumed one again');
 
 # ---- the standby replayed it all ---------------------------------------------
 $primary->wait_for_catchup($standby);
@@ -143,6 +165,10 @@ is($standby->safe_psql('postgres', $lost_q), '0',
 	'the standby: no page held by nothing');
 is($standby->safe_psql('postgres', $tree_q), '1 1 1 {}',
 	'the standby: the same tree 9');
+my $log_q = q{SELECT count(*) || ':' || coalesce(md5(string_agg(s::text, ',' ORDER BY first)), '')
+  FROM spindle._run_scan('spindle_q.ta', 2, -9223372036854775808, 9223372036854775807) s};
+is($standby->safe_psql('postgres', $log_q), $q->($log_q),
+	'the standby: the same consume log');
 ok(!$standby->log_contains(qr/inconsistent page found/),
 	'no inconsistent page on the standby');
 
