@@ -651,7 +651,7 @@ fold_into_floor(Relation crel, SpindleTree *t, int64 below, int max,
  * the log's lock in ExclusiveLock mode, so the queue's consumers wait for
  * it: about 1.6 s and 90 MB of WAL for a million entries when the
  * rebuild wrote a record per entry (review rv3, F4; a page per record
- * since turn 4, session 13: about 32 B an entry), some 50 ms for this
+ * since turn 4, session 13: about 33 B an entry), some 50 ms for this
  * many.  A log holding more keeps its emptied
  * leaves until fewer are left (a gap that stops the fold ends, or its
  * spindles drop).

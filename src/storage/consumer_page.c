@@ -554,10 +554,7 @@ spindle_crel_meta_freed(Page mpage, BlockNumber blk,
 	meta->free_head = blk;
 	meta->nfree++;
 	if (xlrec->flags & XLFR_SWAP_TREE)
-	{
-		meta->trees[xlrec->sub] = xlrec->replacement;
-		spindle_crel_meta_set_aside(mpage, xlrec->sub, 0);
-	}
+		meta->trees[xlrec->sub] = xlrec->replacement;	/* old WAL only */
 	else if (xlrec->flags & XLFR_DROP_TREE)
 		meta->trees[xlrec->sub] = InvalidBlockNumber;
 	if (xlrec->flags & XLFR_DROP_ASIDE)

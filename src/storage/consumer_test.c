@@ -24,8 +24,8 @@
  * buffer lock at a time.  Verify takes the writer lock in ShareLock on a
  * primary, so that no writer changes the tree while it walks it; on a
  * standby it reads as any reader.  Drop walks the tree under the writer
- * lock, then frees its meta block first, so that readers restarting find
- * no tree.
+ * lock, then names no tree in the metapage first, so that readers
+ * restarting find none (spindle_tree_drop).
  *
  * Invariants: none of their own; verify lists in its result, rather than
  * raising an error, where the tree breaks the invariants consumer_tree.c

@@ -203,9 +203,10 @@ spindle_tree_root(SpindleTree *t, BlockNumber *root, int *level)
 		UnlockReleaseBuffer(buf);
 
 		/*
-		 * Freed since the metapage named it: a swap names the new tree in
-		 * the metapage in the record that frees the old meta block, so
-		 * the metapage read again names another block (or none: dropped).
+		 * Freed since the metapage named it: a swap or a drop names the
+		 * new tree (or none) in the metapage before it frees the old
+		 * meta block (retire_tree), so the metapage read again names
+		 * another block, or none.
 		 */
 		if (t->detached)
 			return false;
@@ -852,13 +853,16 @@ reclaim_aside(const SpindleTree *old)
 	spindle_tree_init(&lost, old->crel, old->sub, true);
 	lost.detached = true;
 	lost.meta_blk = blk;
-	if (blk == live || (blocks = tree_pages(&lost, true, &nblocks)) == NULL)
+	if (blk == live || blk >= RelationGetNumberOfBlocks(old->crel) ||
+		(blocks = tree_pages(&lost, true, &nblocks)) == NULL)
 	{
-		/* a build's tree_create names its own instead */
+		/* nothing to give back: forget the name, once (review rv9, F1) */
 		ereport(WARNING,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("consumer relation \"%s\" names block %u as a tree set aside beside tree %u, which it is not",
-						RelationGetRelationName(old->crel), blk, old->sub)));
+						RelationGetRelationName(old->crel), blk, old->sub),
+				 errdetail("The name is cleared; the pages of such a tree, if any, stay unused.")));
+		spindle_crel_set_trees(old->crel, old->sub, live, 0);
 		return;
 	}
 	free_pages(&lost, blocks, nblocks, "tree_reclaim_half");
@@ -923,7 +927,7 @@ spindle_tree_swap(SpindleTree *old, SpindleTree *newt)
  * (trees 2 to 4), and no page is deleted alone, so the leaves emptied
  * stay: rebuild when it holds more than twice the pages its runs need
  * packed (a root, a meta block and some room besides), which a rebuilt
- * tree, its leaves split half full, does not reach again at once.
+ * tree, its leaves 90 % full (load_fill), does not reach again at once.
  */
 bool
 spindle_tree_is_sparse(int npages, int64 nruns)
@@ -954,8 +958,22 @@ log_whole_page(SpindleTree *t, Buffer buf)
 }
 
 /*
+ * Items a bulk load puts in a page of level: as nbtree's build (nbtsort.c),
+ * leaves 90 % full and upper pages 70 %, so that the first keys added
+ * among the loaded ones do not split every page at once.
+ */
+static int
+load_fill(int level)
+{
+	int			cap = page_capacity(spindle_tree_item_size(level));
+
+	return level == 0 ? Max(1, cap * 9 / 10) : Max(2, cap * 7 / 10);
+}
+
+/*
  * One level of a bulk load (tree_bulk_load): the nitems items (of that
- * level's size, in key order) packed into pages left to right, the first
+ * level's size, in key order) put into pages left to right (load_fill
+ * each), the first
  * into first (exclusively locked) if valid, the others into pages
  * allocated one ahead, so that each page is written once, its right-link
  * and high key set, under one full-page record.  Each page's block and low
@@ -967,7 +985,7 @@ bulk_level(SpindleTree *t, int level, const char *items, int nitems,
 		   Buffer first, BlockNumber *blks, int64 *lows)
 {
 	Size		isz = spindle_tree_item_size(level);
-	int			cap = page_capacity(isz);
+	int			cap = load_fill(level);
 	int			npages = (nitems + cap - 1) / cap;
 	Buffer		cur = BufferIsValid(first) ? first :
 		spindle_crel_alloc_page(t->crel);
@@ -1023,10 +1041,11 @@ set_root(SpindleTree *t, BlockNumber blk, int level)
 
 /*
  * Fill tree t, detached and just made (an empty root leaf), with
- * runs[0..n) (in key order, none overlapping): packed leaves, the first in
- * the root leaf, then each level above from the pages of the one below,
+ * runs[0..n) (in key order, none overlapping): leaves filled as load_fill
+ * says, the first in the root leaf, then each level above from the pages
+ * of the one below,
  * the tree meta block naming each level's first page as the root once the
- * level is written.  A page a record, about 32 bytes of WAL a run, where
+ * level is written.  A page a record, about 33 bytes of WAL a run, where
  * an upsert a run wrote one record each (about 89 bytes, and the splits).
  * Nothing reaches t's pages before its swap; what a crash leaves is found
  * by reclaim_aside from the meta block, but for the pages of a level not
