@@ -1200,7 +1200,7 @@ spill_claims(Relation facade, QueueState *qs)
 	LWLockRelease(spindle_queue_lock(qs));
 	if (n == 0)
 		return 0;
-	spindle_park_runs(facade, qs, runs, n);
+	spindle_park_spilled(facade, qs, runs, n);
 	LWLockAcquire(spindle_queue_lock(qs), LW_EXCLUSIVE);
 	for (int i = 0; i < n; i++)
 	{

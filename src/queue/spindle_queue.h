@@ -213,6 +213,8 @@ typedef struct ParkedRun
 
 extern void spindle_park_runs(Relation facade, QueueState *qs,
 							  const ParkedRun *runs, int n);
+extern void spindle_park_spilled(Relation facade, QueueState *qs,
+								 const ParkedRun *runs, int n);
 extern int	spindle_park_take_due(Relation facade, QueueState *qs,
 								  TimestampTz now, int64 want, int64 head,
 								  ParkedRun *out, int max, bool *held);

@@ -16,7 +16,8 @@
 # their events; a rollback to a savepoint and a rollback give back their
 # events (they come back within seconds, as parked runs), a commit
 # consumes for good; every event is delivered, none twice; PREPARE is
-# still refused to a transaction whose claims were spilled; 800 scheduled
+# still refused to a transaction whose claims were spilled; spilled runs
+# of open transactions are looked at less and less often; 800 scheduled
 # events cancelled (acknowledged) in two statements; a crash (-m
 # immediate) with both transactions open loses nothing.
 use strict;
@@ -82,6 +83,25 @@ is(scalar(grep { $held{$_} } @c), 0, '... none of those A and B hold');
 $q->("INSERT INTO got SELECT n, 'C' FROM unnest('{" . join(',', @c) . "}'::int[]) n");
 is($q->(q{SELECT count(*) FROM spindle_q.sp}), '1990',
 	'plain SQL: what A and B took is still there for others, under MVCC');
+
+# A and B stay open: a consumer's spilled runs are looked at again after
+# 1, 2, 4, then every 8 seconds while their transaction runs, not every
+# second (review rv7: each consumer call parked every spilled run that
+# came due again, 238 bytes of WAL a run a second).  Another consumer
+# calls meanwhile (and rolls back what it takes).
+my $backed_off = q{SELECT count(*) FROM spindle._run_scan('spindle_q.sp', 0,
+	-9223372036854775808, 9223372036854775807)
+	WHERE kind = 4 AND due > now() + interval '2500 ms'};
+my $far = 0;
+for (1 .. 60)
+{
+	$q->(q{BEGIN; SELECT count(*) FROM spindle.dequeue('sp', 1); ROLLBACK;});
+	$far = $q->($backed_off);
+	last if $far > 0;
+	usleep(250_000);
+}
+cmp_ok($far, '>', 0,
+	"spilled runs of open transactions back off: $far due more than 2.5 s ahead");
 
 # PREPARE is still refused to a transaction that dequeued
 my ($ret, $out, $err) = $node->psql('postgres', q{
