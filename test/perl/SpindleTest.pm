@@ -16,7 +16,8 @@ our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue
   start_load stop_load drain_queue check_consistent check_read_counts
   next_epoch log_counts install_wait_backend kill9_and_wait
   psql_ok sleep_until read_events spindle_node parked_node explain_cost median cost_beside
-  ack_all_verify standby_pair count_or_cancelled reset_next_xid);
+  ack_all_verify standby_pair count_or_cancelled reset_next_xid
+  lost_pages_sql);
 
 # Why directory $d is no small file system of its own that this user can
 # write to (at most 64 MB), or '' if it is one: the disk-full and disk
@@ -637,6 +638,27 @@ sub explain_cost
 	my $plan = $top->{Plan};
 	return ($plan->{'Actual Rows'}, $top->{'Execution Time'},
 		$plan->{'Shared Hit Blocks'} + $plan->{'Shared Read Blocks'});
+}
+
+# A query for the pages of queue table $queue's consumer relation that no
+# tree, no free list and no metapage holds (a tree set aside counts as
+# held by none): the relation's size less the pages of its trees 0 to
+# $maxsub (_run_verify's, meta blocks counted), the free list's length
+# (the metapage's nfree, read with pageinspect, which the caller creates)
+# and the metapage.
+sub lost_pages_sql
+{
+	my ($queue, $maxsub) = @_;
+	return qq{
+WITH c AS (SELECT ('pg_spindle.c' || '$queue'::regclass::oid)::regclass AS crel),
+m AS (SELECT get_raw_page(crel::text, 0) AS p, pg_relation_size(crel) / 8192 AS total FROM c),
+t AS (SELECT sum(pages + CASE WHEN height > 0 THEN 1 ELSE 0 END) AS tree_pages
+        FROM generate_series(0, $maxsub) s, spindle._run_verify('$queue', s))
+SELECT total - tree_pages - 1
+       - ('x' || encode(substring(p from 40 for 1) || substring(p from 39 for 1)
+                        || substring(p from 38 for 1) || substring(p from 37 for 1),
+                        'hex'))::bit(32)::int
+  FROM m, t};
 }
 
 sub median

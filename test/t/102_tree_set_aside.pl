@@ -32,21 +32,10 @@ SELECT spindle.create_queue('ta', 10);
 SELECT spindle.enqueue('ta', '{}');
 });
 
-# Pages of the consumer relation that no tree, no tree set aside, no free
-# list and no metapage holds.  The trees' pages are _run_verify's (their
-# meta blocks counted); a tree set aside is counted by a walk of it done by
-# hand would need the page layout, so the query is only asked when none is
-# set aside (after the reclaim), or as "at least" otherwise.
-my $lost_q = q{
-WITH c AS (SELECT ('pg_spindle.c' || 'spindle_q.ta'::regclass::oid)::regclass AS crel),
-m AS (SELECT get_raw_page(crel::text, 0) AS p, pg_relation_size(crel) / 8192 AS total FROM c),
-t AS (SELECT sum(pages + CASE WHEN height > 0 THEN 1 ELSE 0 END) AS tree_pages
-        FROM generate_series(0, 63) s, spindle._run_verify('spindle_q.ta', s))
-SELECT total - tree_pages - 1
-       - ('x' || encode(substring(p from 40 for 1) || substring(p from 39 for 1)
-                        || substring(p from 38 for 1) || substring(p from 37 for 1),
-                        'hex'))::bit(32)::int
-  FROM m, t};
+# Pages of the consumer relation that no tree in use, no free list and no
+# metapage holds: a tree set aside counts as held by none, so this is 0
+# only when none is left set aside.
+my $lost_q = lost_pages_sql('spindle_q.ta', 63);
 my $tree_q = q{SELECT height || ' ' || pages || ' ' || runs || ' ' || problems::text
                  FROM spindle._run_verify('spindle_q.ta', 9)};
 
