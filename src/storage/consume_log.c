@@ -165,83 +165,47 @@ spindle_consume_log_probe(Relation crel, int64 id, SpindleConsumed *e)
 	return entry_from_run(&r, e);
 }
 
-/* Append e to *out (*n used, *nalloc allocated). */
-static void
-append_entry(SpindleConsumed **out, int *n, int *nalloc,
-			 const SpindleConsumed *e)
+/* The entries spindle_consume_log_read collects (a tree scan's visitor). */
+typedef struct EntryArray
 {
-	if (*n >= *nalloc)
+	SpindleConsumed *e;
+	int			n;
+	int			nalloc;
+} EntryArray;
+
+static bool
+collect_entry(const SpindleRun *run, void *arg)
+{
+	EntryArray *a = (EntryArray *) arg;
+
+	if (run->kind != SPINDLE_RUN_CONSUMED)
+		return true;
+	if (a->n >= a->nalloc)
 	{
-		*nalloc = *nalloc ? *nalloc * 2 : 16;
-		*out = *out ? repalloc(*out, *nalloc * sizeof(SpindleConsumed)) :
-			palloc(*nalloc * sizeof(SpindleConsumed));
+		a->nalloc = a->nalloc ? a->nalloc * 2 : 16;
+		a->e = a->e ? repalloc(a->e, a->nalloc * sizeof(SpindleConsumed)) :
+			palloc(a->nalloc * sizeof(SpindleConsumed));
 	}
-	(*out)[(*n)++] = *e;
+	(void) entry_from_run(run, &a->e[a->n++]);
+	return true;
 }
 
 /*
  * The entries that cover an id of [lo, hi), in id order, as a palloc'd
- * array (*n of them; NULL if none).  One range read of the tree: the
- * entry holding lo, if one starts before it, then the leaves from lo's
- * on, crossing them by right-links with one buffer lock at a time (items
- * only move right in a split, so none already in the tree is missed; a
- * page that left the tree makes the walk descend again from where it
- * was).
+ * array (*n of them; NULL if none): one range read of the tree
+ * (spindle_tree_scan: the entry holding lo, if one starts before it, then
+ * the leaves from lo's on, one buffer lock at a time).
  */
 SpindleConsumed *
 spindle_consume_log_read(Relation crel, int64 lo, int64 hi, int *n)
 {
 	SpindleTree t;
-	SpindleConsumed *out = NULL;
-	SpindleConsumed e;
-	int			nalloc = 0;
-	int64		x = lo;			/* entries starting below x are read */
-	int64		low;
-	Buffer		buf;
+	EntryArray	a = {NULL, 0, 0};
 
-	*n = 0;
-	if (lo >= hi)
-		return NULL;
 	log_tree(crel, false, &t);
-	if (spindle_consume_log_probe(crel, lo, &e))
-	{
-		append_entry(&out, n, &nalloc, &e);
-		x = e.first + e.len;
-	}
-	buf = spindle_tree_descend(&t, x, 0, BUFFER_LOCK_SHARE, &low);
-	while (BufferIsValid(buf))
-	{
-		Page		page = BufferGetPage(buf);
-		SpindleCpageOpaque *op = SpindleCpageGetOpaque(page);
-		SpindleRun *items = spindle_leaf_items(page);
-		int			nitems = spindle_cpage_nitems(page, sizeof(SpindleRun));
-		BlockNumber right = op->right;
-		bool		done = (right == InvalidBlockNumber || op->high_key >= hi);
-
-		for (int i = spindle_leaf_search_ge(page, x); i < nitems; i++)
-		{
-			if (items[i].first >= hi)
-			{
-				done = true;
-				break;
-			}
-			if (entry_from_run(&items[i], &e))
-				append_entry(&out, n, &nalloc, &e);
-			x = spindle_run_end(&items[i]);
-		}
-		UnlockReleaseBuffer(buf);
-		if (done || x >= hi)
-			break;
-		buf = ReadBuffer(crel, right);
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		if (!spindle_tree_page_ok(&t, BufferGetPage(buf), 0))
-		{
-			/* left the tree meanwhile: look again from the top */
-			UnlockReleaseBuffer(buf);
-			buf = spindle_tree_descend(&t, x, 0, BUFFER_LOCK_SHARE, &low);
-		}
-	}
-	return out;
+	spindle_tree_scan(&t, lo, hi, collect_entry, &a);
+	*n = a.n;
+	return a.e;
 }
 
 /*

@@ -921,13 +921,17 @@ spindle_tree_swap(SpindleTree *old, SpindleTree *newt)
 	newt->detached = false;
 }
 
+static int	load_fill(int level);
+
 /*
  * Is a tree of npages pages (spindle_tree_npages) holding nruns runs
- * worth rebuilding?  Its keys only grow or its runs go out of the middle
- * (trees 2 to 4), and no page is deleted alone, so the leaves emptied
- * stay: rebuild when it holds more than twice the pages its runs need
- * packed (a root, a meta block and some room besides), which a rebuilt
- * tree, its leaves 90 % full (load_fill), does not reach again at once.
+ * worth rebuilding?  Its keys only grow or its runs go out of the middle,
+ * and no page is deleted alone, so the leaves emptied stay: rebuild when
+ * it holds more than twice the pages a bulk load of its runs makes, plus
+ * 8, which a tree just loaded does not reach again at once (review rv10,
+ * F1: counted in leaves alone, a tree loaded at a test fanout of 4, whose
+ * upper pages take 2 items, was sparse at once and rebuilt again at every
+ * settle).
  */
 bool
 spindle_tree_is_sparse(int npages, int64 nruns)
@@ -935,11 +939,22 @@ spindle_tree_is_sparse(int npages, int64 nruns)
 	return npages > 2 * spindle_tree_pages_needed(nruns) + 8;
 }
 
-/* The pages a tree of nruns runs needs, its leaves packed (see above). */
+/*
+ * The pages a bulk load of nruns runs makes (tree_bulk_load: leaves and
+ * upper pages filled as load_fill says), its meta block counted.
+ */
 int64
 spindle_tree_pages_needed(int64 nruns)
 {
-	return 4 + nruns / page_capacity(sizeof(SpindleRun));
+	int64		level_pages = Max(1, (nruns + load_fill(0) - 1) / load_fill(0));
+	int64		total = 1 + level_pages;
+
+	while (level_pages > 1)
+	{
+		level_pages = (level_pages + load_fill(1) - 1) / load_fill(1);
+		total += level_pages;
+	}
+	return total;
 }
 
 /*
@@ -967,7 +982,8 @@ load_fill(int level)
 {
 	int			cap = page_capacity(spindle_tree_item_size(level));
 
-	return level == 0 ? Max(1, cap * 9 / 10) : Max(2, cap * 7 / 10);
+	/* upper pages rounded up: 3 of 4 at a test fanout of 4, not 2 */
+	return level == 0 ? Max(1, cap * 9 / 10) : Max(2, (cap * 7 + 9) / 10);
 }
 
 /*
@@ -1509,58 +1525,17 @@ spindle_tree_lookup(SpindleTree *t, int64 x, SpindleRun *run)
 }
 
 /*
- * The run of tree t that holds x or, if none does, the first one after x,
- * copied into *run; false if there is none.  A reader: one buffer lock at
- * a time, crossing leaves by their right-links.
- */
-bool
-spindle_tree_next(SpindleTree *t, int64 x, SpindleRun *run)
-{
-	int64		low;
-	Buffer		buf;
-
-	if (spindle_tree_lookup(t, x, run))
-		return true;
-	buf = spindle_tree_descend(t, x, 0, BUFFER_LOCK_SHARE, &low);
-	while (BufferIsValid(buf))
-	{
-		Page		page = BufferGetPage(buf);
-		int			n = spindle_cpage_nitems(page, sizeof(SpindleRun));
-		int			i = spindle_leaf_search_ge(page, x);
-		BlockNumber right = SpindleCpageGetOpaque(page)->right;
-
-		if (i < n)
-		{
-			*run = spindle_leaf_items(page)[i];
-			UnlockReleaseBuffer(buf);
-			return true;
-		}
-		UnlockReleaseBuffer(buf);
-		if (right == InvalidBlockNumber)
-			break;
-		buf = ReadBuffer(t->crel, right);
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		if (!spindle_tree_page_ok(t, BufferGetPage(buf), 0))
-		{
-			/* freed meanwhile: look again from the top */
-			UnlockReleaseBuffer(buf);
-			buf = spindle_tree_descend(t, x, 0, BUFFER_LOCK_SHARE, &low);
-		}
-	}
-	return false;
-}
-
-/*
- * Call visit for each run of tree t whose first is at or after x, in key
+ * Call visit for each run of tree t whose first lies in [x, hi), in key
  * order, until it returns false or the runs end: a reader's walk of the
  * leaves from x's, one buffer lock at a time, crossing them by their
- * right-links (items only move right in a split, so none already in the
- * tree is missed; a page that left the tree makes the walk descend again
- * from the last run visited).  visit runs with the leaf's buffer locked
- * (share): it must not read the tree or do I/O.
+ * right-links up to the one whose high key reaches hi (items only move
+ * right in a split, so none already in the tree is missed; a page that
+ * left the tree makes the walk descend again from the last run visited).
+ * visit runs with the leaf's buffer locked (share): it must not read the
+ * tree or do I/O.
  */
 static void
-scan_from(SpindleTree *t, int64 x, bool (*visit) (const SpindleRun *, void *),
+scan_from(SpindleTree *t, int64 x, int64 hi, SpindleRunVisitor visit,
 		  void *arg)
 {
 	int64		low;
@@ -1571,16 +1546,21 @@ scan_from(SpindleTree *t, int64 x, bool (*visit) (const SpindleRun *, void *),
 		Page		page = BufferGetPage(buf);
 		int			n = spindle_cpage_nitems(page, sizeof(SpindleRun));
 		SpindleRun *items = spindle_leaf_items(page);
-		BlockNumber right = SpindleCpageGetOpaque(page)->right;
-		bool		more = true;
+		SpindleCpageOpaque *op = SpindleCpageGetOpaque(page);
+		BlockNumber right = op->right;
+		bool		more = right != InvalidBlockNumber && op->high_key < hi;
 
-		for (int i = spindle_leaf_search_ge(page, x); i < n && more; i++)
+		for (int i = spindle_leaf_search_ge(page, x); i < n; i++)
 		{
-			more = visit(&items[i], arg);
+			if (items[i].first >= hi || !visit(&items[i], arg))
+			{
+				more = false;
+				break;
+			}
 			x = spindle_run_end(&items[i]);
 		}
 		UnlockReleaseBuffer(buf);
-		if (!more || right == InvalidBlockNumber)
+		if (!more)
 			return;
 		CHECK_FOR_INTERRUPTS();
 		buf = ReadBuffer(t->crel, right);
@@ -1592,6 +1572,51 @@ scan_from(SpindleTree *t, int64 x, bool (*visit) (const SpindleRun *, void *),
 			buf = spindle_tree_descend(t, x, 0, BUFFER_LOCK_SHARE, &low);
 		}
 	}
+}
+
+/*
+ * Call visit for the run of tree t that holds lo, if one begins before
+ * it, then for each run whose first lies in [lo, hi), in key order, until
+ * it returns false (scan_from, whose rules visit follows).  A reader: the
+ * runs may change as soon as they are visited.
+ */
+void
+spindle_tree_scan(SpindleTree *t, int64 lo, int64 hi,
+				  SpindleRunVisitor visit, void *arg)
+{
+	SpindleRun	holder;
+	int64		from = lo;
+
+	if (lo >= hi)
+		return;
+	if (spindle_tree_lookup(t, lo, &holder))
+	{
+		if (!visit(&holder, arg))
+			return;
+		from = spindle_run_end(&holder);
+	}
+	if (from < hi)
+		scan_from(t, from, hi, visit, arg);
+}
+
+/* The first run a scan meets (a spindle_tree_scan visitor's). */
+static bool
+take_first(const SpindleRun *run, void *arg)
+{
+	*(SpindleRun *) arg = *run;
+	return false;
+}
+
+/*
+ * The run of tree t that holds x or, if none does, the first one after x,
+ * copied into *run; false if there is none (spindle_tree_scan).
+ */
+bool
+spindle_tree_next(SpindleTree *t, int64 x, SpindleRun *run)
+{
+	run->len = 0;
+	spindle_tree_scan(t, x, PG_INT64_MAX, take_first, run);
+	return run->len > 0;
 }
 
 /* The chain spindle_tree_chain_end follows (a scan_from visitor's). */
@@ -1625,7 +1650,7 @@ spindle_tree_chain_end(SpindleTree *t, int64 end, int max)
 {
 	RunChain	c = {end, max};
 
-	scan_from(t, end, follow_chain, &c);
+	scan_from(t, end, PG_INT64_MAX, follow_chain, &c);
 	return c.end;
 }
 
@@ -1674,24 +1699,17 @@ collect_range(const SpindleRun *run, void *arg)
 
 /*
  * The runs of tree t that reach into [lo, hi), at most max of them, in key
- * order, as a palloc'd array (NULL if none; *n how many): the run holding
- * lo, if one starts before it, then those scan_from finds from lo on.  A
- * reader: the runs may change as soon as they are returned.
+ * order, as a palloc'd array (NULL if none; *n how many): one
+ * spindle_tree_scan.  A reader: the runs may change as soon as they are
+ * returned.
  */
 SpindleRun *
 spindle_tree_read_range(SpindleTree *t, int64 lo, int64 hi, int max, int *n)
 {
 	RunRange	r = {{NULL, 0, 0}, max, hi};
-	SpindleRun	holder;
-	int64		from = lo;
 
-	if (lo < hi && max > 0 && spindle_tree_lookup(t, lo, &holder))
-	{
-		collect_range(&holder, &r);
-		from = spindle_run_end(&holder);
-	}
-	if (from < hi)
-		scan_from(t, from, collect_range, &r);
+	if (max > 0)
+		spindle_tree_scan(t, lo, hi, collect_range, &r);
 	*n = r.a.n;
 	return r.a.runs;
 }

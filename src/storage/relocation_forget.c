@@ -290,19 +290,24 @@ drop_both(Relation crel)
 	(void) spindle_tree_drop(&t);
 }
 
-/* Do trees 3 and 4 hold more than twice the pages their entries need? */
+/*
+ * Do trees 3 and 4 hold more than twice the pages their entries need, and
+ * has their file system room for new ones?  (Without room, the pages a
+ * bulk load allocated before it failed would be lost: review rv10, F3.)
+ */
 static bool
 worth_rebuilding(Relation crel, const SpindleForgetStats *st)
 {
 	SpindleTree t;
 	int			pages;
+	int64		kept = st->entries_kept + st->heads_kept;
 
 	spindle_tree_init(&t, crel, SPINDLE_TREE_RELOC, true);
 	pages = spindle_tree_npages(&t);
 	spindle_tree_init(&t, crel, SPINDLE_TREE_RELOC_IDS, true);
 	pages += spindle_tree_npages(&t);
-	return spindle_tree_is_sparse(pages,
-								  st->entries_kept + st->heads_kept);
+	return spindle_tree_is_sparse(pages, kept) &&
+		spindle_crel_room_for(crel, (int) (2 * spindle_tree_pages_needed(kept)));
 }
 
 /*

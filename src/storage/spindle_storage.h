@@ -842,6 +842,11 @@ extern bool spindle_tree_replace_exact(SpindleTree *t, const SpindleRun *run);
 extern int64 spindle_tree_cut(SpindleTree *t, int64 a, int64 b, int32 *maxrc);
 extern bool spindle_tree_lookup(SpindleTree *t, int64 x, SpindleRun *run);
 extern bool spindle_tree_next(SpindleTree *t, int64 x, SpindleRun *run);
+
+/* a visitor of runs in key order: false ends the scan */
+typedef bool (*SpindleRunVisitor) (const SpindleRun *run, void *arg);
+extern void spindle_tree_scan(SpindleTree *t, int64 lo, int64 hi,
+							  SpindleRunVisitor visit, void *arg);
 extern int64 spindle_tree_chain_end(SpindleTree *t, int64 end, int max);
 extern SpindleRun *spindle_tree_read_range(SpindleTree *t, int64 lo, int64 hi,
 										   int max, int *n);
