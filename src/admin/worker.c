@@ -445,13 +445,19 @@ settle_conflict(void *arg, TransactionId latest)
 	spindle_log_consumed_conflict((Relation) arg, latest);
 }
 
-/* Settle rel's consume log (see above); the ids removed. */
+/*
+ * Settle rel's consume log (see above), and give back the leaves its
+ * parked trees no longer need (spindle_park_compact); the ids removed
+ * from the log.
+ */
 static int64
 settle(Relation rel)
 {
-	SpindleDirectory *dir = spindle_directory_acquire_current(rel);
+	SpindleDirectory *dir;
 	int64		below = PG_INT64_MIN;
 
+	(void) spindle_park_compact(RelationGetRelid(rel));
+	dir = spindle_directory_acquire_current(rel);
 	/* the lowest event number still in a spindle */
 	for (int i = 0; i < dir->nspindles; i++)
 		if (i == 0 || dir->spindles[i].first_no < below)

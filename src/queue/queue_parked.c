@@ -508,7 +508,8 @@ park_one(Park *p, const ParkedRun *pr, uint16 flags)
 			spindle_tree_lookup(&p->runs, pr->start - 1, &prev) &&
 			spindle_run_end(&prev) == pr->start &&
 			prev.kind == SPINDLE_RUN_PENDING && prev.awaited == pr->xid &&
-			prev.flags == flags && prev.read_count == pr->read_count &&
+			(prev.flags & PARK_SPILLED) == (flags & PARK_SPILLED) &&
+			prev.read_count == pr->read_count &&
 			(uint64) prev.len + run.len <= PG_UINT32_MAX)
 		{
 			run.first = prev.first;
@@ -810,6 +811,119 @@ drop_if_empty(Park *p)
 		return;
 	(void) spindle_tree_drop(&p->due);
 	(void) spindle_tree_drop(&p->runs);
+}
+
+/*
+ * The most runs a compaction copies into one rebuilt parked tree: the
+ * consumers that park or take wait for it (a bulk load, some 10 ms at
+ * this size).  A tree holding more keeps its emptied leaves until fewer
+ * are left.
+ */
+#define PARK_COMPACT_MAX_RUNS	65536
+
+/* How long the worker lets a parked tree that did not grow go unlooked at */
+#define PARK_COMPACT_LOOK_EVERY	(60 * USECS_PER_SEC)
+
+/*
+ * What this backend (the worker) last saw of a consumer relation at a
+ * look (spindle_park_compact): its size and when.  Keyed by relfilenode,
+ * so a TRUNCATE's new file starts afresh; bounded (local_cache.c).
+ */
+typedef struct CompactLook
+{
+	RelFileNode node;			/* hash key */
+	BlockNumber nblocks;
+	TimestampTz at;
+} CompactLook;
+
+#define COMPACT_LOOKS_MAX	16384
+
+static HTAB *compact_looks = NULL;
+
+/*
+ * Is it time to look at crel's parked trees?  When the relation grew
+ * since the last look (leaves emptied and not given back make it grow),
+ * or PARK_COMPACT_LOOK_EVERY passed (runs taken without new ones left
+ * emptied leaves); the first time too.  Notes this look.
+ */
+static bool
+compact_look_due(Relation crel, TimestampTz now)
+{
+	HTAB	   *h = spindle_local_cache(&compact_looks, "spindle parked tree looks",
+										sizeof(RelFileNode), sizeof(CompactLook),
+										COMPACT_LOOKS_MAX);
+	BlockNumber nblocks = RelationGetNumberOfBlocks(crel);
+	bool		found;
+	CompactLook *look = hash_search(h, &crel->rd_node, HASH_ENTER, &found);
+
+	if (found && nblocks <= look->nblocks &&
+		now - look->at < PARK_COMPACT_LOOK_EVERY)
+		return false;
+	look->nblocks = nblocks;
+	look->at = now;
+	return true;
+}
+
+/*
+ * Rebuild parked tree t (the trees' writer lock held) if it holds more
+ * than twice the pages its runs need and at most PARK_COMPACT_MAX_RUNS
+ * runs, with room on its file system for the new tree.  True if rebuilt.
+ */
+static bool
+compact_tree(SpindleTree *t)
+{
+	int			npages;
+	int64		nruns;
+	int			n;
+	SpindleRun *runs;
+
+	spindle_tree_stats(t, &npages, &nruns);
+	if (npages == 0 || !spindle_tree_is_sparse(npages, nruns) ||
+		nruns > PARK_COMPACT_MAX_RUNS ||
+		!spindle_crel_room_for(t->crel,
+							   (int) (2 * spindle_tree_pages_needed(nruns))))
+		return false;
+	runs = spindle_tree_read_all(t, &n);
+	spindle_tree_rebuild(t, runs, n);
+	if (runs)
+		pfree(runs);
+	return true;
+}
+
+/*
+ * Give back the leaves that takes emptied in the parked trees of queue
+ * table relid (the worker's settle, each round).  Runs leave both trees
+ * only by takes and cuts, and no tree frees a page alone, so while
+ * anything stays parked (a lease that lasts, a reminder) their emptied
+ * leaves stayed: tree 1's keys (due times) only grow, and a queue read and
+ * acked beside one lasting lease grew by some 24 pages each 30 000 events,
+ * for good (turn 4, session 13).  When a tree holds more than twice the
+ * pages its runs need, it is built again beside itself and swapped in
+ * (compact_tree: spindle_tree_rebuild, a bulk load), under the trees'
+ * writer lock taken without waiting; consumers that park or take wait for
+ * it, readers that take no lock find the old pages or start again from
+ * the metapage.  Looked at only when compact_look_due says so.  Returns
+ * how many trees it rebuilt.
+ */
+int
+spindle_park_compact(Oid relid)
+{
+	Park		p;
+	int			rebuilt = 0;
+
+	if (!park_try_open(relid, NULL, &p, true))
+		return 0;
+	if (compact_look_due(p.crel, GetCurrentTimestamp()))
+	{
+		rebuilt += compact_tree(&p.runs) ? 1 : 0;
+		rebuilt += compact_tree(&p.due) ? 1 : 0;
+	}
+	if (rebuilt > 0)
+		ereport(DEBUG1,
+				(errmsg_internal("spindle: %d parked trees of \"%s\" rebuilt",
+								 rebuilt, RelationGetRelationName(p.crel))));
+	park_close(&p);
+	return rebuilt;
 }
 
 /*

@@ -220,6 +220,7 @@ extern int	spindle_park_take_due(Relation facade, QueueState *qs,
 								  ParkedRun *out, int max, bool *held);
 extern bool spindle_park_find(Relation facade, int64 msg_id, ParkedRun *run);
 extern bool spindle_park_moved(Relation facade, int64 lo, int64 hi);
+extern int	spindle_park_compact(Oid relid);
 extern bool spindle_park_take_one(Relation facade, QueueState *qs,
 								  int64 msg_id, ParkedRun *was);
 extern void spindle_park_forget(Oid relid, const int64 *ranges, int n);
