@@ -453,21 +453,22 @@ settle_conflict(void *arg, TransactionId latest)
 static int64
 settle(Relation rel)
 {
-	SpindleDirectory *dir;
+	SpindleDirectory *dir = spindle_directory_acquire_current(rel);
 	int64		below = PG_INT64_MIN;
+	int64		removed = 0;
 
-	(void) spindle_park_compact(RelationGetRelid(rel));
-	dir = spindle_directory_acquire_current(rel);
 	/* the lowest event number still in a spindle */
 	for (int i = 0; i < dir->nspindles; i++)
 		if (i == 0 || dir->spindles[i].first_no < below)
 			below = dir->spindles[i].first_no;
 	spindle_directory_release(dir);
-	if (below == PG_INT64_MIN)
-		return 0;
-	return spindle_consume_log_settle(RelationGetRelid(rel), below,
-									  SETTLE_ENTRIES_PER_ROUND,
-									  settle_conflict, rel);
+	if (below != PG_INT64_MIN)
+		removed = spindle_consume_log_settle(RelationGetRelid(rel), below,
+											 SETTLE_ENTRIES_PER_ROUND,
+											 settle_conflict, rel);
+	/* after the log: an error here costs the log nothing (rv11, L2) */
+	(void) spindle_park_compact(RelationGetRelid(rel));
+	return removed;
 }
 
 static void

@@ -815,11 +815,13 @@ drop_if_empty(Park *p)
 
 /*
  * The most runs a compaction copies into one rebuilt parked tree: the
- * consumers that park or take wait for it (a bulk load, some 10 ms at
- * this size).  A tree holding more keeps its emptied leaves until fewer
- * are left.
+ * consumers that park or take wait for it (a bulk load of some 4 600
+ * leaves at this size, and the old tree's pages freed one record each).
+ * A tree holding more keeps its emptied leaves until fewer are left
+ * (review rv11, F3: at 65 536, a queue with 70 000 long reminders kept
+ * tree 1's growth beside a lasting lease, and paid the look each round).
  */
-#define PARK_COMPACT_MAX_RUNS	65536
+#define PARK_COMPACT_MAX_RUNS	1048576
 
 /* How long the worker lets a parked tree that did not grow go unlooked at */
 #define PARK_COMPACT_LOOK_EVERY	(60 * USECS_PER_SEC)
@@ -902,7 +904,9 @@ compact_tree(SpindleTree *t)
  * (compact_tree: spindle_tree_rebuild, a bulk load), under the trees'
  * writer lock taken without waiting; consumers that park or take wait for
  * it, readers that take no lock find the old pages or start again from
- * the metapage.  Looked at only when compact_look_due says so.  Returns
+ * the metapage.  Looked at only when compact_look_due says so; what a
+ * crash left set aside by an earlier rebuild is given back first, each
+ * time (a tree just rebuilt may not be sparse again for long).  Returns
  * how many trees it rebuilt.
  */
 int
@@ -913,6 +917,9 @@ spindle_park_compact(Oid relid)
 
 	if (!park_try_open(relid, NULL, &p, true))
 		return 0;
+	/* what a crash left of an earlier rebuild (review rv11, F1) */
+	spindle_tree_reclaim(&p.runs);
+	spindle_tree_reclaim(&p.due);
 	if (compact_look_due(p.crel, GetCurrentTimestamp()))
 	{
 		rebuilt += compact_tree(&p.runs) ? 1 : 0;

@@ -1777,10 +1777,11 @@ spindle_tree_pop(SpindleTree *t, int64 from, int64 limit, int max,
 
 /*
  * The number of ids in runs of kind (0: any) due after `after` in tree t,
- * walking its leaves left to right as a reader: a run moved by a
- * concurrent split may be counted twice or not at all, so the answer is
- * for monitoring only.  *first_due (if not NULL): the earliest due of the
- * runs counted (DT_NOEND: none).
+ * walking its leaves left to right as a reader, from the end of the last
+ * run counted (a page that left the tree, freed by a rebuild, makes it
+ * descend again from there): a run added or cut meanwhile may or may not
+ * be counted, so the answer is for monitoring only.  *first_due (if not
+ * NULL): the earliest due of the runs counted (DT_NOEND: none).
  */
 int64
 spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after,
@@ -1788,9 +1789,9 @@ spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after,
 {
 	int64		low;
 	int64		total = 0;
+	int64		x = PG_INT64_MIN;	/* runs starting below x are counted */
 	TimestampTz first = DT_NOEND;
-	Buffer		buf = spindle_tree_descend(t, PG_INT64_MIN, 0,
-										   BUFFER_LOCK_SHARE, &low);
+	Buffer		buf = spindle_tree_descend(t, x, 0, BUFFER_LOCK_SHARE, &low);
 
 	while (BufferIsValid(buf))
 	{
@@ -1800,12 +1801,15 @@ spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after,
 		BlockNumber right = SpindleCpageGetOpaque(page)->right;
 		int			i;
 
-		for (i = 0; i < n; i++)
+		for (i = spindle_leaf_search_ge(page, x); i < n; i++)
+		{
 			if ((kind == 0 || items[i].kind == kind) && items[i].due > after)
 			{
 				total += items[i].len;
 				first = Min(first, items[i].due);
 			}
+			x = spindle_run_end(&items[i]);
+		}
 		UnlockReleaseBuffer(buf);
 		if (right == InvalidBlockNumber)
 			break;
@@ -1814,9 +1818,12 @@ spindle_tree_count(SpindleTree *t, uint16 kind, TimestampTz after,
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		if (!spindle_tree_page_ok(t, BufferGetPage(buf), 0))
 		{
-			/* freed under us (the tree was dropped): stop counting */
+			/*
+			 * Freed under us: the tree was rebuilt (go on in the new one
+			 * from where we were: review rv11, F2) or dropped (none).
+			 */
 			UnlockReleaseBuffer(buf);
-			break;
+			buf = spindle_tree_descend(t, x, 0, BUFFER_LOCK_SHARE, &low);
 		}
 	}
 	if (first_due != NULL)

@@ -17,7 +17,7 @@ our @EXPORT = qw(small_mount fill_filesystem wait_for verify_ok queue_node queue
   next_epoch log_counts install_wait_backend kill9_and_wait
   psql_ok sleep_until read_events spindle_node parked_node explain_cost median cost_beside
   ack_all_verify standby_pair count_or_cancelled reset_next_xid
-  lost_pages_sql);
+  lost_pages_sql crash_at_pause);
 
 # Why directory $d is no small file system of its own that this user can
 # write to (at most 64 MB), or '' if it is one: the disk-full and disk
@@ -659,6 +659,33 @@ SELECT total - tree_pages - 1
                         || substring(p from 38 for 1) || substring(p from 37 for 1),
                         'hex'))::bit(32)::int
   FROM m, t};
+}
+
+# Stop a writer of $node at the test-only pause point $point (running
+# $sql with spindle.test_pause set), hold it there with the advisory lock
+# (4242, 1), make sure what it wrote reached the WAL on disk (a commit of
+# another session flushes it), and crash the server (-m immediate); then
+# start it again.
+sub crash_at_pause
+{
+	my ($node, $point, $sql) = @_;
+	my $holder = $node->background_psql('postgres');
+	$holder->query_safe('SELECT pg_advisory_lock(4242, 1)');
+	my $writer = $node->background_psql('postgres', on_error_stop => 0);
+	$writer->query_until(qr/sent/,
+		"SET spindle.test_pause = '$point';\n\\echo sent\n$sql;\n");
+	Test::More::ok(
+		$node->poll_query_until(
+			'postgres',
+			q{SELECT count(*) > 0 FROM pg_locks
+			   WHERE locktype = 'advisory' AND NOT granted}),
+		"a writer waits at $point");
+	$node->safe_psql('postgres', 'SELECT txid_current()');
+	$node->stop('immediate');
+	eval { $writer->quit; };
+	eval { $holder->quit; };
+	$node->start;
+	return;
 }
 
 sub median

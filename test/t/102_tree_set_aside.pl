@@ -47,25 +47,11 @@ like($q->($tree_q), qr/^\d+ (\d+) 400 \{\}$/, 'tree 9: 400 runs');
 my ($pages9) = $q->($tree_q) =~ /^\d+ (\d+) /;
 cmp_ok($pages9, '>', 100, "tree 9 takes $pages9 pages");
 
-# Stop a writer at a pause point, holding it with the advisory lock, and
-# crash the server there.
+# Stop a writer at a pause point and crash the server there.
 sub crash_at
 {
 	my ($point, $sql) = @_;
-	my $holder = $primary->background_psql('postgres');
-	$holder->query_safe('SELECT pg_advisory_lock(4242, 1)');
-	my $writer = $primary->background_psql('postgres', on_error_stop => 0);
-	$writer->query_until(qr/sent/,
-		"SET spindle.test_pause = '$point';\n\\echo sent\n$sql;\n");
-	ok( $primary->poll_query_until(
-			'postgres',
-			q{SELECT count(*) > 0 FROM pg_locks
-			   WHERE locktype = 'advisory' AND NOT granted}),
-		"a writer waits at $point");
-	$primary->stop('immediate');
-	eval { $writer->quit; };
-	eval { $holder->quit; };
-	$primary->start;
+	crash_at_pause($primary, $point, $sql);
 }
 
 # ---- a drop stopped halfway --------------------------------------------------
