@@ -1084,8 +1084,10 @@ tree_bulk_load(SpindleTree *t, const SpindleRun *runs, int n)
 				 t->sub, runs[i].first);
 	if (n == 0 || !spindle_tree_root(t, &root, &level) || level != 0)
 		return;
-	blks = palloc(sizeof(BlockNumber) * n);
-	lows = palloc(sizeof(int64) * n);
+	/* the leaves are the widest level */
+	npages = (n + load_fill(0) - 1) / load_fill(0);
+	blks = palloc(sizeof(BlockNumber) * npages);
+	lows = palloc(sizeof(int64) * npages);
 	buf = ReadBuffer(t->crel, root);
 	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 	npages = bulk_level(t, 0, (const char *) runs, n, buf, blks, lows);

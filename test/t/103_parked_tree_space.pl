@@ -83,7 +83,7 @@ is($q->($state_q), '50 1', 'spindle.queues: 50 delayed, 1 leased');
 is($q->(q{SELECT count(*) FROM spindle.read('ra', 100, '1 s')}), '0',
 	'nothing is deliverable: the lease lasts, the reminders are not due');
 
-# a crash halfway through giving back the old tree 1 of a rebuild: the
+# a crash halfway through giving back the old parked tree of a rebuild: the
 # next settle gives the rest back (review rv11, F1: a tree just rebuilt is
 # not sparse again for long, so its next rebuild was far away)
 $q->('CREATE EXTENSION pageinspect');
@@ -93,8 +93,12 @@ sleep 2;
 $q->('CALL ra_loop(2)');
 crash_at_pause($node, 'tree_retire_half', q{SELECT spindle._settle('spindle_q.ra')});
 cmp_ok($q->($lost_q), '>', 0, 'after the crash: pages of the old tree held by none');
+my $reclaim_from = -s $node->logfile;
 $q->(q{SELECT spindle._settle('spindle_q.ra')});
 is($q->($lost_q), '0', 'the next settle gave them back');
+like(substr(slurp_file($node->logfile), $reclaim_from),
+	qr/gave back \d+ pages of a tree left aside beside tree [01] /,
+	'... those of a parked tree (0 or 1), by the compaction');
 is($q->($state_q), '50 1', 'spindle.queues: still 50 delayed, 1 leased');
 
 # a reminder due in three seconds, parked beside the others, a rebuild of
